@@ -1,0 +1,75 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Error kinds. Every error rftpipe reports wraps one of them; cmd/rftpipe maps
+// ErrBadInput (and ErrUsage) to exit code 2 and anything else to 1.
+var (
+	// ErrBadInput marks a problem with the user's data or arguments.
+	ErrBadInput = errors.New("bad input")
+	// ErrUsage marks a malformed command line or configuration.
+	ErrUsage = errors.New("usage")
+)
+
+// InputError locates a problem in an input store: file, row and column, any of
+// which may be unknown (empty / -1).
+type InputError struct {
+	File   string
+	Row    int64 // 0-based row index within the store; -1 when not row-specific
+	Column string
+	Msg    string
+	Err    error // optional cause
+}
+
+// Error renders "FILE: row R: column C: MSG", leaving out unknown parts.
+func (e *InputError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	if e.Row >= 0 {
+		fmt.Fprintf(&b, "row %d: ", e.Row)
+	}
+	if e.Column != "" {
+		fmt.Fprintf(&b, "column %q: ", e.Column)
+	}
+	b.WriteString(e.Msg)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(oneLine(e.Err.Error()))
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrBadInput) true and exposes the cause.
+func (e *InputError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrBadInput, e.Err}
+	}
+	return []error{ErrBadInput}
+}
+
+// Errorf returns an *InputError for file/row/column (row -1: none).
+func Errorf(file string, row int64, column, format string, args ...any) error {
+	return &InputError{File: file, Row: row, Column: column, Msg: fmt.Sprintf(format, args...)}
+}
+
+// BadInputf returns an error wrapping ErrBadInput with no location, for bad
+// arguments and configuration values.
+func BadInputf(format string, args ...any) error {
+	return fmt.Errorf("%w", &InputError{Row: -1, Msg: fmt.Sprintf(format, args...)})
+}
+
+// oneLine folds a multi-line message (some libraries return several lines).
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimSpace(s[:i]) + " …"
+	}
+	return s
+}

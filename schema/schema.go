@@ -1,0 +1,183 @@
+// Package schema defines the experience store: one row per experience, its
+// column names and Arrow types, and the validation every stage relies on.
+//
+// Only the columns a stage needs are required (each stage declares them);
+// unknown extra columns pass through every stage unchanged.
+package schema
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow/go/v17/arrow"
+)
+
+// Column names of the experience store. Users' SQL and every stage depend on them.
+const (
+	Batch            = "batch"
+	Task             = "task"
+	Run              = "run"
+	Step             = "step"
+	Suffix           = "suffix"
+	Reward           = "reward"
+	PromptLength     = "prompt_length"
+	Tokens           = "tokens"
+	Logprobs         = "logprobs"
+	ActionMask       = "action_mask"
+	TokenLevelReward = "token_level_reward"
+	Advantages       = "advantages"
+	Returns          = "returns"
+	TeacherLogprobs  = "teacher_logprobs"
+	Chosen           = "chosen"
+	Rejected         = "rejected"
+	TruncateStatus   = "truncate_status"
+	ModelVersion     = "model_version"
+	Info             = "info"
+	Metrics          = "metrics"
+	// DuplicateOf is written by the duplication stage: the input row index a
+	// duplicated row copies (null for original rows).
+	DuplicateOf = "duplicate_of"
+)
+
+// Type of each known column. batch and task may also be utf8 (see IDTypes).
+var types = map[string]arrow.DataType{
+	Batch:            arrow.PrimitiveTypes.Int64,
+	Task:             arrow.PrimitiveTypes.Int64,
+	Run:              arrow.PrimitiveTypes.Int32,
+	Step:             arrow.PrimitiveTypes.Int32,
+	Suffix:           arrow.BinaryTypes.String,
+	Reward:           arrow.PrimitiveTypes.Float64,
+	PromptLength:     arrow.PrimitiveTypes.Int32,
+	Tokens:           arrow.ListOf(arrow.PrimitiveTypes.Int32),
+	Logprobs:         arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	ActionMask:       arrow.ListOf(arrow.FixedWidthTypes.Boolean),
+	TokenLevelReward: arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	Advantages:       arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	Returns:          arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	TeacherLogprobs:  arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	Chosen:           arrow.ListOf(arrow.PrimitiveTypes.Int32),
+	Rejected:         arrow.ListOf(arrow.PrimitiveTypes.Int32),
+	TruncateStatus:   arrow.BinaryTypes.String,
+	ModelVersion:     arrow.PrimitiveTypes.Int64,
+	Info:             arrow.BinaryTypes.String, // JSON text: pandas, polars and DuckDB read it as is
+	Metrics:          arrow.BinaryTypes.String, // JSON text
+	DuplicateOf:      arrow.PrimitiveTypes.Int64,
+}
+
+// Order is the canonical column order of a store written by rftpipe.
+var Order = []string{
+	Batch, Task, Run, Step, Suffix, Reward, PromptLength, Tokens, Logprobs, ActionMask,
+	TokenLevelReward, Advantages, Returns, TeacherLogprobs, Chosen, Rejected,
+	TruncateStatus, ModelVersion, Info, Metrics, DuplicateOf,
+}
+
+// Type returns the canonical Arrow type of a known column.
+func Type(name string) (arrow.DataType, bool) {
+	t, ok := types[name]
+	return t, ok
+}
+
+// Field returns the canonical nullable field of a known column. It panics on
+// an unknown name: callers pass the constants above.
+func Field(name string) arrow.Field {
+	t, ok := types[name]
+	if !ok {
+		panic("schema: unknown column " + name)
+	}
+	return arrow.Field{Name: name, Type: t, Nullable: true}
+}
+
+// New returns an Arrow schema of the named known columns, in the given order.
+func New(names ...string) *arrow.Schema {
+	fs := make([]arrow.Field, len(names))
+	for i, n := range names {
+		fs[i] = Field(n)
+	}
+	return arrow.NewSchema(fs, nil)
+}
+
+// accepts reports whether a store's type is accepted for a known column.
+// Ids may be integers of any width or strings; lists may be large lists.
+func accepts(name string, got arrow.DataType) bool {
+	want := types[name]
+	if arrow.TypeEqual(got, want) {
+		return true
+	}
+	switch name {
+	case Batch, Task:
+		return isInteger(got) || isString(got)
+	case Run, Step, PromptLength, ModelVersion, DuplicateOf:
+		return isInteger(got)
+	case Suffix, TruncateStatus, Info, Metrics:
+		return isString(got)
+	case Reward:
+		return got.ID() == arrow.FLOAT64 || got.ID() == arrow.FLOAT32
+	}
+	if lw, ok := want.(*arrow.ListType); ok {
+		var elem arrow.DataType
+		switch l := got.(type) {
+		case *arrow.ListType:
+			elem = l.Elem()
+		case *arrow.LargeListType:
+			elem = l.Elem()
+		default:
+			return false
+		}
+		return arrow.TypeEqual(elem, lw.Elem())
+	}
+	return false
+}
+
+func isInteger(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64:
+		return true
+	}
+	return false
+}
+
+func isString(t arrow.DataType) bool {
+	return t.ID() == arrow.STRING || t.ID() == arrow.LARGE_STRING
+}
+
+// Require checks that s has every named column with an accepted type. The
+// error names the file and the first offending column, and lists what the
+// store does have when a column is missing.
+func Require(file string, s *arrow.Schema, names ...string) error {
+	for _, n := range names {
+		idx := s.FieldIndices(n)
+		if len(idx) == 0 {
+			have := make([]string, 0, s.NumFields())
+			for _, f := range s.Fields() {
+				have = append(have, f.Name)
+			}
+			sort.Strings(have)
+			return Errorf(file, -1, n, "missing required column (store has: %s)", strings.Join(have, ", "))
+		}
+		got := s.Field(idx[0]).Type
+		if _, known := types[n]; known && !accepts(n, got) {
+			return Errorf(file, -1, n, "has type %s, want %s", got, types[n])
+		}
+	}
+	return nil
+}
+
+// CheckKnown checks the type of every known column present in s.
+func CheckKnown(file string, s *arrow.Schema) error {
+	for _, f := range s.Fields() {
+		if _, known := types[f.Name]; known && !accepts(f.Name, f.Type) {
+			return Errorf(file, -1, f.Name, "has type %s, want %s", f.Type, types[f.Name])
+		}
+	}
+	return nil
+}
+
+// Describe returns a one-line description of a column for help texts.
+func Describe(name string) string {
+	t, ok := types[name]
+	if !ok {
+		return name
+	}
+	return fmt.Sprintf("%s %s", name, t)
+}
