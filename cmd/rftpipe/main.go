@@ -22,14 +22,15 @@ func newApp() *cli.App {
 			convertCommand(),
 		},
 		// Errors are printed once, by main, in one line.
-		ExitErrHandler: func(*cli.Context, error) {},
+		ExitErrHandler:  func(*cli.Context, error) {},
 		HideHelpCommand: true,
 	}
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newApp().RunContext(ctx, os.Args)
+	app := newApp()
+	err := app.RunContext(ctx, interspersed(app, os.Args))
 	stop()
 	os.Exit(report(os.Stderr, ctx, err))
 }

@@ -1,0 +1,36 @@
+# rftpipe — make targets. `make demo` runs the main job on the bundled store;
+# `make test` runs vet and every test (GPU tests skip without a device).
+GO      ?= go
+BIN     := bin/rftpipe
+STORE   := fixtures/stores/demo.parquet
+OUT     := out
+
+.PHONY: build test demo bench lint fixtures clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/rftpipe
+
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
+	$(GO) vet ./...
+
+demo: build
+	@mkdir -p $(OUT)
+	$(BIN) inspect $(STORE)
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# fixtures regenerates the bundled stores (deterministic: same bytes every time).
+fixtures: build
+	$(BIN) gen --tasks 48 --runs 8 --tasks-per-batch 16 --prompt-len 16 --resp-len 16:64 --seed 7 --out fixtures/stores/demo.parquet
+	$(BIN) gen --tasks 16 --runs 4 --steps 3 --tasks-per-batch 8 --prompt-len 16 --resp-len 24:96 --kind multi --seed 11 --out fixtures/stores/multi.parquet
+	$(BIN) gen --tasks 32 --runs 1 --tasks-per-batch 16 --prompt-len 16 --resp-len 8:32 --kind dpo --seed 13 --out fixtures/stores/dpo.parquet
+	$(BIN) convert fixtures/stores/demo.parquet fixtures/stores/demo.jsonl
+
+clean:
+	rm -rf bin $(OUT)

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+func convertCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "convert",
+		Usage:     "convert a store between jsonl, parquet and arrow (format from the file names)",
+		ArgsUsage: "IN OUT",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
+			progressFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return usagef("convert takes IN and OUT")
+			}
+			in, out := c.Args().Get(0), c.Args().Get(1)
+			n, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.ErrWriter, "convert: %d experiences %s -> %s\n", n, in, out)
+			return nil
+		},
+	}
+}
+
+// copyStore streams every batch of in to out, atomically.
+func copyStore(c *cli.Context, in, out string, po store.ParquetOptions) (int64, error) {
+	r, err := store.Open(in)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	w, err := store.Create(out, r.Schema(), store.NotOver(in), store.WithParquet(po))
+	if err != nil {
+		return 0, err
+	}
+	defer w.Abort()
+	bar := newProgress(c, "convert", -1)
+	defer bar.Done()
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		if err := c.Context.Err(); err != nil {
+			return 0, err
+		}
+		if err := w.Write(rec); err != nil {
+			return 0, err
+		}
+		bar.Add(rec.NumRows())
+	}
+	return w.Rows(), w.Commit()
+}

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"io"
+	"os"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/ipc"
+)
+
+// ipcFileSource reads the Arrow IPC file format batch by batch.
+type ipcFileSource struct {
+	f    *os.File
+	r    *ipc.FileReader
+	i    int
+	cols []int
+	sc   *arrow.Schema
+	cur  arrow.Record
+}
+
+// ipcStreamSource reads the Arrow IPC stream format.
+type ipcStreamSource struct {
+	f    *os.File
+	r    *ipc.Reader
+	cols []int
+	sc   *arrow.Schema
+	cur  arrow.Record
+}
+
+func openIPC(path string, f Format, cfg readConfig) (source, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fileError(path, err, "cannot open")
+	}
+	if f == ArrowFile {
+		r, err := ipc.NewFileReader(fh, ipc.WithAllocator(cfg.mem))
+		if err != nil {
+			fh.Close()
+			return nil, fileError(path, err, "not a readable Arrow IPC file")
+		}
+		cols := project(r.Schema(), cfg.columns)
+		return &ipcFileSource{f: fh, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
+	}
+	r, err := ipc.NewReader(fh, ipc.WithAllocator(cfg.mem))
+	if err != nil {
+		fh.Close()
+		return nil, fileError(path, err, "not a readable Arrow IPC stream")
+	}
+	cols := project(r.Schema(), cfg.columns)
+	return &ipcStreamSource{f: fh, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
+}
+
+func projectSchema(s *arrow.Schema, cols []int) *arrow.Schema {
+	fs := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fs[i] = s.Field(c)
+	}
+	return arrow.NewSchema(fs, nil)
+}
+
+// projectRecord returns a record of the chosen columns (retained; the caller releases it).
+func projectRecord(rec arrow.Record, sc *arrow.Schema, cols []int) arrow.Record {
+	arrs := make([]arrow.Array, len(cols))
+	for i, c := range cols {
+		arrs[i] = rec.Column(c)
+	}
+	return arrayRecord(sc, arrs, rec.NumRows())
+}
+
+func (s *ipcFileSource) Schema() *arrow.Schema { return s.sc }
+
+func (s *ipcFileSource) Next() (arrow.Record, error) {
+	if s.cur != nil {
+		s.cur.Release()
+		s.cur = nil
+	}
+	if s.i >= s.r.NumRecords() {
+		return nil, io.EOF
+	}
+	rec, err := s.r.Record(s.i)
+	if err != nil {
+		return nil, err
+	}
+	s.i++
+	s.cur = projectRecord(rec, s.sc, s.cols)
+	return s.cur, nil
+}
+
+func (s *ipcFileSource) Close() error {
+	if s.cur != nil {
+		s.cur.Release()
+	}
+	s.r.Close()
+	return s.f.Close()
+}
+
+func (s *ipcStreamSource) Schema() *arrow.Schema { return s.sc }
+
+func (s *ipcStreamSource) Next() (arrow.Record, error) {
+	if s.cur != nil {
+		s.cur.Release()
+		s.cur = nil
+	}
+	if !s.r.Next() {
+		if err := s.r.Err(); err != nil && err != io.EOF {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	s.cur = projectRecord(s.r.Record(), s.sc, s.cols)
+	return s.cur, nil
+}
+
+func (s *ipcStreamSource) Close() error {
+	if s.cur != nil {
+		s.cur.Release()
+	}
+	s.r.Release()
+	return s.f.Close()
+}
+
+type ipcSink struct {
+	fw *ipc.FileWriter
+	sw *ipc.Writer
+}
+
+func newIPCSink(w io.WriteSeeker, s *arrow.Schema, f Format) (sink, error) {
+	if f == ArrowFile {
+		fw, err := ipc.NewFileWriter(w, ipc.WithSchema(s))
+		if err != nil {
+			return nil, err
+		}
+		return &ipcSink{fw: fw}, nil
+	}
+	return &ipcSink{sw: ipc.NewWriter(w, ipc.WithSchema(s))}, nil
+}
+
+func (s *ipcSink) Write(rec arrow.Record) error {
+	if s.fw != nil {
+		return s.fw.Write(rec)
+	}
+	return s.sw.Write(rec)
+}
+
+func (s *ipcSink) Close() error {
+	if s.fw != nil {
+		return s.fw.Close()
+	}
+	return s.sw.Close()
+}

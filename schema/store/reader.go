@@ -1,0 +1,247 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// source streams the record batches of one file.
+type source interface {
+	Schema() *arrow.Schema
+	// Next returns the next batch, valid until the following call, or io.EOF.
+	Next() (arrow.Record, error)
+	Close() error
+}
+
+// ReadOption configures Open.
+type ReadOption func(*readConfig)
+
+type readConfig struct {
+	columns   []string
+	batchRows int
+	mem       memory.Allocator
+}
+
+// Columns restricts reading to the named top-level columns (Parquet reads only
+// those column chunks). Names missing from the store are ignored here; use
+// schema.Require to insist on them.
+func Columns(names ...string) ReadOption {
+	return func(c *readConfig) { c.columns = names }
+}
+
+// BatchRows sets the number of rows per record batch.
+func BatchRows(n int) ReadOption {
+	return func(c *readConfig) {
+		if n > 0 {
+			c.batchRows = n
+		}
+	}
+}
+
+// Reader streams the record batches of a store, file after file.
+type Reader struct {
+	cfg    readConfig
+	files  []string
+	idx    int
+	cur    source
+	schema *arrow.Schema
+
+	fileRow   int64 // row index within the current file of the last batch's first row
+	globalRow int64 // row index within the store of the last batch's first row
+	nextFile  int64
+	nextStore int64
+}
+
+// Expand resolves a store path into its files: a file, a directory (every
+// *.parquet file in it, sorted) or a glob (sorted matches).
+func Expand(path string) ([]string, error) {
+	if strings.ContainsAny(path, "*?[") {
+		m, err := filepath.Glob(path)
+		if err != nil {
+			return nil, schema.Errorf(path, -1, "", "bad glob: %v", err)
+		}
+		if len(m) == 0 {
+			return nil, schema.Errorf(path, -1, "", "no file matches")
+		}
+		sort.Strings(m)
+		return m, nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, schema.Errorf(path, -1, "", "no such file or directory")
+		}
+		return nil, fileError(path, err, "cannot open")
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	var out []string
+	for _, pat := range []string{"*.parquet", "*.pq"} {
+		m, _ := filepath.Glob(filepath.Join(path, pat))
+		out = append(out, m...)
+	}
+	if len(out) == 0 {
+		return nil, schema.Errorf(path, -1, "", "directory holds no Parquet files")
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Open opens a store for streaming. Every file of a multi-file store must have
+// the same schema as the first.
+func Open(path string, opts ...ReadOption) (*Reader, error) {
+	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	files, err := Expand(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{cfg: cfg, files: files, idx: -1}
+	if err := r.openNext(); err != nil {
+		return nil, err
+	}
+	r.schema = r.cur.Schema()
+	if err := schema.CheckKnown(r.files[0], r.schema); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reader) openNext() (err error) {
+	r.idx++
+	file := r.files[r.idx]
+	// A corrupt file can make the decoders panic; report it as bad input.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fileError(file, fmt.Errorf("%v", p), "corrupt or unreadable store")
+		}
+	}()
+	f, err := FormatOf(file)
+	if err != nil {
+		return err
+	}
+	var s source
+	switch f {
+	case Parquet:
+		s, err = openParquet(file, r.cfg)
+	case ArrowFile, ArrowStream:
+		s, err = openIPC(file, f, r.cfg)
+	case JSONL:
+		s, err = openJSONL(file, r.cfg)
+	}
+	if err != nil {
+		return err
+	}
+	if r.schema != nil && !s.Schema().Equal(r.schema) {
+		s.Close()
+		return schema.Errorf(file, -1, "", "schema differs from %s", r.files[0])
+	}
+	r.cur = s
+	r.nextFile = 0
+	return nil
+}
+
+// Schema returns the store's schema (after projection).
+func (r *Reader) Schema() *arrow.Schema { return r.schema }
+
+// Files returns the files of the store, in reading order.
+func (r *Reader) Files() []string { return r.files }
+
+// Next returns the next record batch, valid until the following call to Next
+// or Close, or io.EOF at the end of the store.
+func (r *Reader) Next() (rec arrow.Record, err error) {
+	for r.cur != nil {
+		rec, err = r.next()
+		if err == nil {
+			if rec.NumRows() == 0 {
+				continue
+			}
+			r.fileRow, r.globalRow = r.nextFile, r.nextStore
+			r.nextFile += rec.NumRows()
+			r.nextStore += rec.NumRows()
+			return rec, nil
+		}
+		if !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		r.cur.Close()
+		r.cur = nil
+		if r.idx+1 < len(r.files) {
+			if err := r.openNext(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nil, io.EOF
+}
+
+func (r *Reader) next() (rec arrow.Record, err error) {
+	file := r.files[r.idx]
+	defer func() {
+		if p := recover(); p != nil {
+			rec, err = nil, fileError(file, fmt.Errorf("%v", p), "corrupt or unreadable store")
+		}
+	}()
+	rec, err = r.cur.Next()
+	if err != nil && !errors.Is(err, io.EOF) {
+		var ie *schema.InputError
+		if !errors.As(err, &ie) {
+			err = fileError(file, err, "corrupt or unreadable store near row %d", r.nextFile)
+		}
+	}
+	return rec, err
+}
+
+// Pos locates the first row of the last batch Next returned: its file, its
+// row index within that file and within the whole store.
+func (r *Reader) Pos() (file string, fileRow, storeRow int64) {
+	i := r.idx
+	if i < 0 {
+		i = 0
+	}
+	return r.files[i], r.fileRow, r.globalRow
+}
+
+// Close releases the current file.
+func (r *Reader) Close() error {
+	if r.cur != nil {
+		err := r.cur.Close()
+		r.cur = nil
+		return err
+	}
+	return nil
+}
+
+// project returns the indices of the wanted fields of s (all when wanted is empty).
+func project(s *arrow.Schema, wanted []string) []int {
+	var out []int
+	for i, f := range s.Fields() {
+		if len(wanted) == 0 || contains(wanted, f.Name) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// sink encodes record batches into one output file.
+type sink interface {
+	Write(rec arrow.Record) error
+	Close() error
+}
+
+// WriteOption configures Create.
+type WriteOption func(*writeConfig)
+
+type writeConfig struct {
+	format  *Format
+	parquet ParquetOptions
+	inputs  []string
+}
+
+// As forces the output format instead of inferring it from the file name.
+func As(f Format) WriteOption { return func(c *writeConfig) { c.format = &f } }
+
+// WithParquet sets the Parquet writer options.
+func WithParquet(o ParquetOptions) WriteOption { return func(c *writeConfig) { c.parquet = o } }
+
+// NotOver makes Create refuse a target that is (or resolves to) one of the
+// given input stores or one of their files.
+func NotOver(inputs ...string) WriteOption {
+	return func(c *writeConfig) { c.inputs = append(c.inputs, inputs...) }
+}
+
+// Writer writes a store atomically: batches go to a temp file beside the
+// target; Commit fsyncs and renames it into place, Abort removes it.
+type Writer struct {
+	path string
+	tmp  *os.File
+	buf  *bufio.Writer
+	sink sink
+	rows int64
+	done bool
+}
+
+// Create opens a writer for path. The target directory must exist.
+func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) {
+	var cfg writeConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := checkNotInput(path, cfg.inputs); err != nil {
+		return nil, err
+	}
+	f := Parquet
+	if cfg.format != nil {
+		f = *cfg.format
+	} else {
+		var err error
+		if f, err = FormatOf(path); err != nil {
+			return nil, err
+		}
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, schema.Errorf(path, -1, "", "output directory %s does not exist", dir)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot create output: %w", path, err)
+	}
+	w := &Writer{path: path, tmp: tmp, buf: bufio.NewWriterSize(tmp, 1<<20)}
+	switch f {
+	case Parquet:
+		w.sink, err = newParquetSink(w.buf, s, cfg.parquet)
+	case ArrowFile, ArrowStream:
+		w.sink, err = newIPCSink(tmp, s, f) // the IPC file footer needs to seek
+	case JSONL:
+		w.sink = newJSONLSink(w.buf, s)
+	}
+	if err != nil {
+		w.Abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Write appends a record batch.
+func (w *Writer) Write(rec arrow.Record) error {
+	if err := w.sink.Write(rec); err != nil {
+		return fmt.Errorf("%s: write: %w", w.path, err)
+	}
+	w.rows += rec.NumRows()
+	return nil
+}
+
+// Rows returns the number of rows written so far.
+func (w *Writer) Rows() int64 { return w.rows }
+
+// Commit finishes the file, fsyncs it and renames it over the target.
+func (w *Writer) Commit() error {
+	if w.done {
+		return errors.New("store: writer already closed")
+	}
+	err := w.sink.Close()
+	if err == nil {
+		err = w.buf.Flush()
+	}
+	if err == nil {
+		err = w.tmp.Chmod(0o644) // CreateTemp makes 0600 files; a store is meant to be shared
+	}
+	if err == nil {
+		err = w.tmp.Sync()
+	}
+	if cerr := w.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(w.tmp.Name(), w.path)
+	}
+	w.done = true
+	if err != nil {
+		os.Remove(w.tmp.Name())
+		return fmt.Errorf("%s: %w", w.path, err)
+	}
+	syncDir(filepath.Dir(w.path))
+	return nil
+}
+
+// Abort discards everything written; the target is left untouched. It is
+// safe to call after Commit (it then does nothing), so `defer w.Abort()` is
+// the idiom.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	if w.sink != nil {
+		w.sink.Close()
+	}
+	w.tmp.Close()
+	os.Remove(w.tmp.Name())
+}
+
+// TempName returns the temp file being written (for signal handlers that must
+// clean up).
+func (w *Writer) TempName() string { return w.tmp.Name() }
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// checkNotInput refuses an output that is one of the input files.
+func checkNotInput(out string, inputs []string) error {
+	outAbs, _ := filepath.Abs(out)
+	outSt, outErr := os.Stat(out)
+	for _, in := range inputs {
+		files, err := Expand(in)
+		if err != nil {
+			files = []string{in}
+		}
+		for _, f := range files {
+			fAbs, _ := filepath.Abs(f)
+			if fAbs == outAbs {
+				return schema.Errorf(out, -1, "", "output would overwrite the input %s", in)
+			}
+			if outErr == nil {
+				if st, err := os.Stat(f); err == nil && os.SameFile(st, outSt) {
+					return schema.Errorf(out, -1, "", "output would overwrite the input %s", in)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// arrayRecord builds a record from arrays (retaining them).
+func arrayRecord(s *arrow.Schema, cols []arrow.Array, rows int64) arrow.Record {
+	return array.NewRecord(s, cols, rows)
+}
