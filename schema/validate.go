@@ -46,10 +46,10 @@ func Validate(file string, firstRow int64, rec arrow.Record, opt ValidateOptions
 			switch v := a.Value(i); {
 			case a.IsNull(i):
 				if opt.RequireReward {
-					return Errorf(file, firstRow+int64(i), Reward, "null reward (use --on-invalid-reward drop to drop such rows)")
+					return Errorf(file, firstRow+int64(i), Reward, "null reward (see --on-invalid-reward)")
 				}
 			case math.IsNaN(v) || math.IsInf(v, 0):
-				return Errorf(file, firstRow+int64(i), Reward, "reward is %v (use --on-invalid-reward drop to drop such rows)", v)
+				return Errorf(file, firstRow+int64(i), Reward, "reward is %v (see --on-invalid-reward)", v)
 			}
 		}
 	}

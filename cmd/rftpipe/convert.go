@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
@@ -17,6 +18,7 @@ func convertCommand() *cli.Command {
 		ArgsUsage: "IN OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
+			&cli.StringFlag{Name: "on-invalid-reward", Value: "error", Usage: "null/NaN/Inf rewards: error | keep"},
 			progressFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -24,7 +26,15 @@ func convertCommand() *cli.Command {
 				return usagef("convert takes IN and OUT")
 			}
 			in, out := c.Args().Get(0), c.Args().Get(1)
-			n, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")})
+			var opt schema.ValidateOptions
+			switch c.String("on-invalid-reward") {
+			case "error":
+			case "keep":
+				opt.AllowInvalidReward = true
+			default:
+				return usagef("--on-invalid-reward must be error or keep")
+			}
+			n, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")}, opt)
 			if err != nil {
 				return err
 			}
@@ -34,8 +44,8 @@ func convertCommand() *cli.Command {
 	}
 }
 
-// copyStore streams every batch of in to out, atomically.
-func copyStore(c *cli.Context, in, out string, po store.ParquetOptions) (int64, error) {
+// copyStore streams every batch of in to out, atomically, validating each row.
+func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt schema.ValidateOptions) (int64, error) {
 	r, err := store.Open(in)
 	if err != nil {
 		return 0, err
@@ -57,6 +67,10 @@ func copyStore(c *cli.Context, in, out string, po store.ParquetOptions) (int64, 
 			return 0, err
 		}
 		if err := c.Context.Err(); err != nil {
+			return 0, err
+		}
+		file, row, _ := r.Pos()
+		if err := schema.Validate(file, row, rec, opt); err != nil {
 			return 0, err
 		}
 		if err := w.Write(rec); err != nil {

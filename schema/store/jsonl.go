@@ -77,7 +77,10 @@ func (j *jsonlSource) readLine() (map[string]json.RawMessage, error) {
 		}
 		var rec map[string]json.RawMessage
 		if err := json.Unmarshal(b, &rec); err != nil {
-			return nil, schema.Errorf(j.path, j.line-1, "", "line %d is not a JSON object: %v", j.line, err)
+			// Python's json.dumps writes NaN/Infinity bare; accept them.
+			if err2 := json.Unmarshal(quotePythonFloats(b), &rec); err2 != nil {
+				return nil, schema.Errorf(j.path, j.line-1, "", "line %d is not a JSON object: %v", j.line, err)
+			}
 		}
 		if raw, ok := rec["eid"]; ok {
 			var eid map[string]json.RawMessage
@@ -266,11 +269,11 @@ func appendElem(b array.Builder, raw json.RawMessage) error {
 // that invalid rewards reach validation with a clear message.
 func jsonFloat(raw json.RawMessage) (float64, error) {
 	switch string(raw) {
-	case "NaN", `"nan"`, `"NaN"`:
+	case `"nan"`:
 		return math.NaN(), nil
-	case "Infinity", `"inf"`:
+	case `"inf"`:
 		return math.Inf(1), nil
-	case "-Infinity", `"-inf"`:
+	case `"-inf"`:
 		return math.Inf(-1), nil
 	}
 	v, err := strconv.ParseFloat(string(raw), 64)
@@ -278,6 +281,43 @@ func jsonFloat(raw json.RawMessage) (float64, error) {
 		return 0, fmt.Errorf("want a number, got %s", clip(raw))
 	}
 	return v, nil
+}
+
+// quotePythonFloats rewrites the bare tokens NaN, Infinity and -Infinity
+// outside strings as the strings "nan", "inf" and "-inf".
+func quotePythonFloats(b []byte) []byte {
+	out := make([]byte, 0, len(b)+16)
+	inStr := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			out = append(out, c)
+			if c == '\\' && i+1 < len(b) {
+				i++
+				out = append(out, b[i])
+			} else if c == '"' {
+				inStr = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inStr = true
+			out = append(out, c)
+		case bytes.HasPrefix(b[i:], []byte("NaN")):
+			out = append(out, `"nan"`...)
+			i += 2
+		case bytes.HasPrefix(b[i:], []byte("-Infinity")):
+			out = append(out, `"-inf"`...)
+			i += 8
+		case bytes.HasPrefix(b[i:], []byte("Infinity")):
+			out = append(out, `"inf"`...)
+			i += 7
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func clip(raw []byte) string {

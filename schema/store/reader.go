@@ -146,7 +146,7 @@ func (r *Reader) openNext() (err error) {
 	if err != nil {
 		return err
 	}
-	if r.schema != nil && !s.Schema().Equal(r.schema) {
+	if r.schema != nil && !SameColumns(s.Schema(), r.schema) {
 		s.Close()
 		return schema.Errorf(file, -1, "", "schema differs from %s", r.files[0])
 	}
@@ -235,6 +235,20 @@ func project(s *arrow.Schema, wanted []string) []int {
 		}
 	}
 	return out
+}
+
+// SameColumns reports whether two schemas have the same column names and
+// types, ignoring metadata (Parquet adds field ids).
+func SameColumns(a, b *arrow.Schema) bool {
+	if a.NumFields() != b.NumFields() {
+		return false
+	}
+	for i := range a.Fields() {
+		if a.Field(i).Name != b.Field(i).Name || !arrow.TypeEqual(a.Field(i).Type, b.Field(i).Type) {
+			return false
+		}
+	}
+	return true
 }
 
 func contains(list []string, s string) bool {

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs rftpipe in-process with args and returns stdout, stderr and the
+// exit code main would use.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &out, &errb
+	ctx := context.Background()
+	err := app.RunContext(ctx, interspersed(app, append([]string{"rftpipe"}, args...)))
+	code = report(&errb, ctx, err)
+	if strings.Contains(errb.String(), "goroutine ") || strings.Contains(errb.String(), "panic:") {
+		t.Fatalf("panic trace on stderr:\n%s", errb.String())
+	}
+	return out.String(), errb.String(), code
+}
+
+func fileSum(t *testing.T, path string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+func TestGenIsDeterministicAndInspectable(t *testing.T) {
+	dir := t.TempDir()
+	var sums [][32]byte
+	for _, name := range []string{"a.parquet", "b.parquet"} {
+		out := filepath.Join(dir, name)
+		if _, stderr, code := runCLI(t, "gen", "--tasks", "50", "--runs", "4", "--resp-len", "8:32", "--kind", "multi", "--steps", "2", "--seed", "3", "--out", out); code != 0 {
+			t.Fatalf("gen: exit %d: %s", code, stderr)
+		}
+		sums = append(sums, fileSum(t, out))
+	}
+	if sums[0] != sums[1] {
+		t.Fatal("gen: same seed, different bytes")
+	}
+	stdout, stderr, code := runCLI(t, "inspect", filepath.Join(dir, "a.parquet"), "--format", "json")
+	if code != 0 {
+		t.Fatalf("inspect: exit %d: %s", code, stderr)
+	}
+	var ins struct {
+		Rows  int64 `json:"rows"`
+		Tasks int   `json:"tasks"`
+		Runs  int   `json:"runs"`
+		Steps int   `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &ins); err != nil {
+		t.Fatal(err)
+	}
+	if ins.Rows != 400 || ins.Tasks != 50 || ins.Runs != 200 || ins.Steps != 2 {
+		t.Fatalf("inspect = %+v, want 400 rows, 50 tasks, 200 runs, 2 steps", ins)
+	}
+}
+
+func TestGenBadFlags(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "x.parquet")
+	for _, args := range [][]string{
+		{"gen", "--resp-len", "9:3", "--out", out},
+		{"gen", "--reward", "bernoulli:2", "--out", out},
+		{"gen", "--kind", "weird", "--out", out},
+		{"gen", "--tasks", "0", "--out", out},
+		{"gen", "--out", filepath.Join(out, "nodir", "x.parquet")},
+		{"gen", "--out", filepath.Join(t.TempDir(), "x.csv")},
+		{"gen", "--bogus"},
+	} {
+		_, stderr, code := runCLI(t, args...)
+		if code != exitBadInput {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, stderr)
+		}
+		if n := strings.Count(strings.TrimSpace(stderr), "\n"); n > 0 && !strings.Contains(stderr, "USAGE") {
+			t.Errorf("%v: %d-line message: %s", args, n+1, stderr)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: left %s behind", args, out)
+		}
+	}
+}
+
+// TestBadFixtures runs convert over every hand-made bad store: exit 2, one
+// line naming the file (and row/column where there is one), no output left,
+// input untouched.
+func TestBadFixtures(t *testing.T) {
+	tests := []struct{ file, want string }{
+		{"empty.parquet", "not a readable Parquet file"},
+		{"garbage.parquet", "not a readable Parquet file"},
+		{"truncated.parquet", "not a readable Parquet file"},
+		{"flipped_footer.parquet", "not a readable Parquet file"},
+		{"empty.jsonl", "empty store"},
+		{"not_json.jsonl", "row 0: line 1 is not a JSON object"},
+		{"wrong_type.jsonl", `row 0: column "reward": want a number`},
+		{"ragged.jsonl", `row 1: column "action_mask": ragged row`},
+		{"token_mismatch.jsonl", `row 0: column "tokens"`},
+		{"nan_reward.jsonl", `row 1: column "reward": reward is NaN`},
+		{"inf_reward.jsonl", `row 0: column "reward": reward is +Inf`},
+		{"nan_logprob.jsonl", `row 0: column "logprobs": log-prob NaN at token 1`},
+		{"null_id.jsonl", `row 1: column "task": null id`},
+	}
+	dir := t.TempDir()
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			in := filepath.Join("../../fixtures/bad", tc.file)
+			before := fileSum(t, in)
+			out := filepath.Join(dir, "out.parquet")
+			_, stderr, code := runCLI(t, "convert", in, out)
+			if code != exitBadInput {
+				t.Fatalf("exit %d, want 2: %s", code, stderr)
+			}
+			line := strings.TrimSpace(stderr)
+			if strings.Contains(line, "\n") || !strings.Contains(line, in) || !strings.Contains(line, tc.want) {
+				t.Errorf("message %q: want one line naming %s and saying %q", line, in, tc.want)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Errorf("left %v behind", ents)
+			}
+			if fileSum(t, in) != before {
+				t.Error("input changed")
+			}
+		})
+	}
+}
+
+func TestConvertKeepsInvalidRewardsOnRequest(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.parquet")
+	if _, stderr, code := runCLI(t, "convert", "../../fixtures/bad/nan_reward.jsonl", out, "--on-invalid-reward", "keep"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	stdout, _, _ := runCLI(t, "inspect", out, "--format", "json")
+	if !strings.Contains(stdout, `"invalid": 1`) {
+		t.Errorf("inspect does not count the NaN reward: %s", stdout)
+	}
+}
+
+func TestInterspersedFlags(t *testing.T) {
+	a, _, c1 := runCLI(t, "inspect", "--format", "json", "../../fixtures/stores/demo.parquet")
+	b, _, c2 := runCLI(t, "inspect", "../../fixtures/stores/demo.parquet", "--format", "json")
+	if c1 != 0 || c2 != 0 || a != b || !strings.Contains(a, `"rows": 384`) {
+		t.Fatalf("flag order changes the result: %d %d\n%s\n%s", c1, c2, a, b)
+	}
+}

@@ -1,0 +1,268 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/synth"
+)
+
+const demo = "../../fixtures/stores/demo.parquet"
+
+// readAll returns every row of a store rendered as JSON lines, so stores in
+// different formats can be compared value by value.
+func readAll(t *testing.T, path string, opts ...store.ReadOption) (string, *arrow.Schema) {
+	t.Helper()
+	r, err := store.Open(path, opts...)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			for c := 0; c < int(rec.NumCols()); c++ {
+				buf.WriteString(rec.ColumnName(c) + "=" + rec.Column(c).ValueStr(i) + ";")
+			}
+			buf.WriteByte('\n')
+		}
+	}
+	return buf.String(), r.Schema()
+}
+
+func copyTo(t *testing.T, in, out string) {
+	t.Helper()
+	r, err := store.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := store.Create(out, r.Schema(), store.NotOver(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRoundTripFormats(t *testing.T) {
+	want, ws := readAll(t, demo)
+	dir := t.TempDir()
+	for _, name := range []string{"a.jsonl", "a.arrow", "a.arrows", "a.parquet"} {
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(dir, name)
+			copyTo(t, demo, out)
+			got, gs := readAll(t, out)
+			if got != want {
+				t.Errorf("%s: rows differ after a round trip", name)
+			}
+			if !store.SameColumns(gs, ws) {
+				t.Errorf("%s: schema %v, want %v", name, gs, ws)
+			}
+			// and back to Parquet
+			back := filepath.Join(dir, "back-"+strings.ReplaceAll(name, ".", "-")+".parquet")
+			copyTo(t, out, back)
+			if got, _ := readAll(t, back); got != want {
+				t.Errorf("%s -> parquet: rows differ", name)
+			}
+		})
+	}
+}
+
+func TestDirectoryAndGlob(t *testing.T) {
+	dir := t.TempDir()
+	copyTo(t, demo, filepath.Join(dir, "part-0.parquet"))
+	copyTo(t, demo, filepath.Join(dir, "part-1.parquet"))
+	one, _ := readAll(t, demo)
+	for _, p := range []string{dir, filepath.Join(dir, "part-*.parquet")} {
+		got, _ := readAll(t, p)
+		if got != one+one {
+			t.Errorf("%s: want both parts in order", p)
+		}
+	}
+}
+
+func TestProjectionAndPos(t *testing.T) {
+	r, err := store.Open(demo, store.Columns(schema.Task, schema.Reward), store.BatchRows(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if n := r.Schema().NumFields(); n != 2 {
+		t.Fatalf("projected schema has %d fields", n)
+	}
+	var rows int64
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, fileRow, storeRow := r.Pos()
+		if fileRow != rows || storeRow != rows {
+			t.Fatalf("Pos = %d/%d, want %d", fileRow, storeRow, rows)
+		}
+		rows += rec.NumRows()
+	}
+	if rows != 384 {
+		t.Fatalf("rows = %d", rows)
+	}
+}
+
+func TestWriterIsAtomic(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.parquet")
+	s := schema.New(schema.Task)
+	w, err := store.Create(out, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues([]int64{1, 2, 3}, nil)
+	rec := array.NewRecord(s, []arrow.Array{b.NewArray()}, 3)
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatal("target exists before Commit")
+	}
+	w.Abort()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("Abort left %v behind", ents)
+	}
+}
+
+func TestWriterRefusesInputsAndMissingDirs(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	copyTo(t, demo, in)
+	sum := sha(t, in)
+	link := filepath.Join(dir, "link.parquet")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{in, link, filepath.Join(dir, ".", "in.parquet")} {
+		if _, err := store.Create(out, schema.New(schema.Task), store.NotOver(in)); !errors.Is(err, schema.ErrBadInput) {
+			t.Errorf("Create(%s) over its input: err = %v", out, err)
+		}
+	}
+	if _, err := store.Create(filepath.Join(dir, "nodir", "x.parquet"), schema.New(schema.Task)); !errors.Is(err, schema.ErrBadInput) {
+		t.Errorf("missing directory: err = %v", err)
+	}
+	if sha(t, in) != sum {
+		t.Error("input changed")
+	}
+}
+
+func sha(t *testing.T, path string) [32]byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+func TestBadStores(t *testing.T) {
+	tests := []struct {
+		file, want string
+	}{
+		{"empty.parquet", "not a readable Parquet file"},
+		{"garbage.parquet", "not a readable Parquet file"},
+		{"truncated.parquet", "not a readable Parquet file"},
+		{"flipped_footer.parquet", "not a readable Parquet file"},
+		{"empty.jsonl", "empty store"},
+		{"not_json.jsonl", "not a JSON object"},
+		{"wrong_type.jsonl", `column "reward": want a number`},
+		{"missing.parquet", "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("../../fixtures/bad", tc.file)
+			err := drain(path)
+			if !errors.Is(err, schema.ErrBadInput) {
+				t.Fatalf("err = %v, want bad input", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.file) {
+				t.Errorf("err = %q, want it to name %s and say %q", err, tc.file, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("multi-line error %q", err)
+			}
+		})
+	}
+}
+
+func drain(path string) error {
+	r, err := store.Open(path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for {
+		if _, err := r.Next(); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}
+
+func TestSynthIsDeterministic(t *testing.T) {
+	cfg := synth.Default()
+	cfg.Tasks, cfg.RespMin, cfg.RespMax, cfg.ChunkRows, cfg.Kind = 40, 8, 40, 64, synth.Multi
+	dir := t.TempDir()
+	var sums [][32]byte
+	for i := 0; i < 2; i++ {
+		out := filepath.Join(dir, "g"+string(rune('0'+i))+".parquet")
+		w, err := store.Create(out, cfg.Schema())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := synth.Generate(context.Background(), cfg, w.Write); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, sha(t, out))
+	}
+	if sums[0] != sums[1] {
+		t.Fatal("same seed, different bytes")
+	}
+}
