@@ -1,0 +1,23 @@
+package advantage
+
+// GRPOVerl is the trainer-side grpo_verl fn: GRPO on the summed token rewards
+// of each row, grouped by uid; statistics in float32, score in float64.
+type GRPOVerl struct{ Epsilon float64 }
+
+func grpoVerlSpec() Spec {
+	return Spec{
+		Name:       "grpo_verl",
+		Doc:        "GRPO on summed token rewards, grouped by uid (trainer side)",
+		Params:     []Param{paramEpsilon},
+		NewTrainer: func(a Args) (TrainerFn, error) { return &GRPOVerl{Epsilon: a.Float("epsilon")}, nil },
+	}
+}
+
+// Compute implements TrainerFn; needs Mask, TokenLevelRewards, Groups.
+func (f *GRPOVerl) Compute(b *TokenBatch) (*TokenResult, error) {
+	return b.groupResult("grpo_verl", f.rule())
+}
+
+func (f *GRPOVerl) rule() *grpoRule {
+	return (&GRPO{Epsilon: f.Epsilon}).rule(prec32Stats, nil)
+}

@@ -1,0 +1,61 @@
+package advantage
+
+import "math"
+
+// JSD is the trainer-side jsd fn: a per-token Jensen-Shannon style
+// divergence between the student (old_log_probs) and the teacher, advantages
+// = −kl_coef · j · mask. Masked positions are 0 whether or not chunk_size is
+// set (the chunked semantics, Q-31); chunk_size only bounds upstream's memory.
+type JSD struct {
+	Lambda, KLCoef, Temperature float64
+}
+
+func jsdSpec() Spec {
+	return Spec{
+		Name: "jsd",
+		Doc:  "Jensen-Shannon distillation advantage from teacher log-probs",
+		Params: []Param{
+			{Name: "lambda_coef", Kind: Float, Default: 0.5, Doc: "mixture weight β (0: s − t, 1: t − s)"},
+			{Name: "kl_coef", Kind: Float, Default: 1.0, Doc: "scale of the advantage"},
+			{Name: "temperature", Kind: Float, Default: 1.0, Doc: "divides both log-probs"},
+			{Name: "chunk_size", Kind: OptInt, Default: nil, Doc: "upstream memory chunking; no effect on values"},
+		},
+		NewTrainer: func(a Args) (TrainerFn, error) {
+			return &JSD{Lambda: a.Float("lambda_coef"), KLCoef: a.Float("kl_coef"), Temperature: a.Float("temperature")}, nil
+		},
+	}
+}
+
+// Compute implements TrainerFn; needs Mask, OldLogprobs, TeacherLogprobs.
+// Metrics: jsd/mean, jsd/std (over rows of Σ_t j·mask), advantages/mean.
+func (f *JSD) Compute(b *TokenBatch) (*TokenResult, error) {
+	beta := f.Lambda
+	lnB, ln1B := math.Log(beta), math.Log(1-beta)
+	return distill(b, "jsd", "jsd", func(s, t float64) (float64, float64) {
+		if f.Temperature != 1 {
+			s, t = s/f.Temperature, t/f.Temperature
+		}
+		var j float64
+		switch beta {
+		case 0:
+			j = s - t
+		case 1:
+			j = t - s
+		default:
+			logM := logAddExp(s+ln1B, t+lnB)
+			j = beta*(t-logM) + (1-beta)*(s-logM)
+		}
+		return j, -f.KLCoef * j
+	})
+}
+
+// logAddExp returns ln(e^a + e^b) without overflow.
+func logAddExp(a, b float64) float64 {
+	if a < b {
+		a, b = b, a
+	}
+	if math.IsInf(a, -1) {
+		return a
+	}
+	return a + math.Log1p(math.Exp(b-a))
+}

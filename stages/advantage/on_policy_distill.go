@@ -1,0 +1,63 @@
+package advantage
+
+import "github.com/rftpipe/rftpipe/stages/agg"
+
+// OnPolicyDistill is the trainer-side on_policy_distill fn: advantages =
+// kl_coef · (teacher_logprobs − old_log_probs) · mask.
+type OnPolicyDistill struct{ KLCoef float64 }
+
+func onPolicyDistillSpec() Spec {
+	return Spec{
+		Name:       "on_policy_distill",
+		Doc:        "reverse-KL distillation advantage from teacher log-probs",
+		Params:     []Param{{Name: "kl_coef", Kind: Float, Default: 1.0, Doc: "scale of the advantage"}},
+		NewTrainer: func(a Args) (TrainerFn, error) { return &OnPolicyDistill{KLCoef: a.Float("kl_coef")}, nil },
+	}
+}
+
+// Compute implements TrainerFn; needs Mask, OldLogprobs, TeacherLogprobs.
+// Metrics: kl/mean, kl/std (over rows of Σ_t (old − teacher)·mask),
+// advantages/mean (over rows of Σ_t advantages).
+func (f *OnPolicyDistill) Compute(b *TokenBatch) (*TokenResult, error) {
+	return distill(b, "on_policy_distill", "kl", func(old, teacher float64) (float64, float64) {
+		return old - teacher, f.KLCoef * (teacher - old)
+	})
+}
+
+// distill runs a per-token distillation rule: tok(old, teacher) returns the
+// token's divergence value (reported as <metric>/mean, <metric>/std over row
+// sums) and its advantage; both are masked.
+func distill(b *TokenBatch, fn, metric string, tok func(old, teacher float64) (div, adv float64)) (*TokenResult, error) {
+	if err := b.needMask(fn); err != nil {
+		return nil, err
+	}
+	if err := b.need(fn, "old_log_probs", b.OldLogprobs); err != nil {
+		return nil, err
+	}
+	if err := b.need(fn, "teacher_logprobs", b.TeacherLogprobs); err != nil {
+		return nil, err
+	}
+	adv := make([]float64, len(b.Mask))
+	divSum := make([]float64, b.Rows.N())
+	advSum := make([]float64, b.Rows.N())
+	for r := range divSum {
+		lo, hi := b.Rows.Span(r)
+		for t := lo; t < hi; t++ {
+			if b.Mask[t] == 0 {
+				continue // chunked semantics: 0 at masked positions
+			}
+			d, a := tok(b.OldLogprobs[t], b.TeacherLogprobs[t])
+			d, a = d*b.Mask[t], a*b.Mask[t]
+			adv[t] = a
+			divSum[r] += d
+			advSum[r] += a
+		}
+	}
+	mean, std := rowStats(divSum)
+	advMean, _ := rowStats(advSum)
+	return &TokenResult{
+		Advantages: adv,
+		Returns:    append([]float64(nil), adv...),
+		Metrics:    agg.Metrics{metric + "/mean": mean, metric + "/std": std, "advantages/mean": advMean},
+	}, nil
+}

@@ -1,0 +1,24 @@
+package advantage
+
+// OPMDVerl is the trainer-side opmd_verl fn: opmd on the summed token rewards,
+// grouped by uid; baseline in float32, subtraction in float64.
+type OPMDVerl struct {
+	LogAvgExp bool
+	Tau       float64
+}
+
+func opmdVerlSpec() Spec {
+	return Spec{
+		Name:   "opmd_verl",
+		Doc:    "opmd on summed token rewards, grouped by uid (trainer side)",
+		Params: []Param{paramOPMDBaseline, paramTau},
+		NewTrainer: func(a Args) (TrainerFn, error) {
+			return &OPMDVerl{LogAvgExp: a.String("opmd_baseline") == "logavgexp", Tau: a.Float("tau")}, nil
+		},
+	}
+}
+
+// Compute implements TrainerFn; needs Mask, TokenLevelRewards, Groups.
+func (f *OPMDVerl) Compute(b *TokenBatch) (*TokenResult, error) {
+	return b.groupResult("opmd_verl", &opmdRule{logAvgExp: f.LogAvgExp, tau: f.Tau, prec: prec32Stats})
+}

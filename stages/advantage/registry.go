@@ -1,0 +1,187 @@
+package advantage
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// PipelineFn is a configured pipeline-side fn (or filter): scalars in, Plan out.
+type PipelineFn interface {
+	Plan(in *Input) (*Plan, error)
+}
+
+// TrainerFn is a configured trainer-side fn over a ragged token batch.
+type TrainerFn interface {
+	Compute(b *TokenBatch) (*TokenResult, error)
+}
+
+// Side says where a fn runs.
+type Side int
+
+// Sides.
+const (
+	// PipelineSide fns run on the experience list ("in the explorer").
+	PipelineSide Side = iota
+	// TrainerSide fns run on the padded trainer batch.
+	TrainerSide
+)
+
+func (s Side) String() string { return [...]string{"pipeline", "trainer"}[s] }
+
+// Spec describes one registered fn: its name, its args with their defaults
+// (upstream default_args()) and its constructor. Exactly one of NewPipeline
+// and NewTrainer is set.
+type Spec struct {
+	Name        string
+	Doc         string
+	Params      []Param
+	NewPipeline func(a Args) (PipelineFn, error)
+	NewTrainer  func(a Args) (TrainerFn, error)
+}
+
+// Side returns where the fn runs.
+func (s *Spec) Side() Side {
+	if s.NewTrainer != nil {
+		return TrainerSide
+	}
+	return PipelineSide
+}
+
+// Defaults returns the default args (a fresh map).
+func (s *Spec) Defaults() map[string]any {
+	out := make(map[string]any, len(s.Params))
+	for _, p := range s.Params {
+		out[p.Name] = p.Default
+	}
+	return out
+}
+
+// Registry maps fn names to Specs. Build one with NewRegistry and explicit
+// Register… calls, or use Default.
+type Registry struct {
+	mu    sync.RWMutex
+	specs map[string]*Spec
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{specs: map[string]*Spec{}} }
+
+// Add registers s; a duplicate name or a spec without exactly one
+// constructor is an error.
+func (r *Registry) Add(s Spec) error {
+	if (s.NewPipeline == nil) == (s.NewTrainer == nil) {
+		return fmt.Errorf("advantage: spec %q needs exactly one of NewPipeline, NewTrainer", s.Name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.specs[s.Name]; dup {
+		return fmt.Errorf("advantage: fn %q registered twice", s.Name)
+	}
+	r.specs[s.Name] = &s
+	return nil
+}
+
+// Get returns the spec of name; an unknown name is an error wrapping
+// schema.ErrBadInput that lists the registered names.
+func (r *Registry) Get(name string) (*Spec, error) {
+	r.mu.RLock()
+	s, ok := r.specs[name]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, schema.BadInputf("unknown advantage fn %q (valid: %s)", name, strings.Join(r.Names(), ", "))
+	}
+	return s, nil
+}
+
+// Names returns the registered names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.specs))
+	for n := range r.specs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Pipeline builds the pipeline-side fn name with args (nil: defaults). A
+// trainer-side name is an error, worded as upstream's pipeline check.
+func (r *Registry) Pipeline(name string, args map[string]any) (PipelineFn, error) {
+	s, err := r.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	if s.NewPipeline == nil {
+		return nil, schema.BadInputf("AdvantageFn %s can only be computed in the trainer, please check your implementation.", name)
+	}
+	a, err := Resolve(name, s.Params, args)
+	if err != nil {
+		return nil, err
+	}
+	return s.NewPipeline(a)
+}
+
+// Trainer builds the trainer-side fn name with args (nil: defaults).
+func (r *Registry) Trainer(name string, args map[string]any) (TrainerFn, error) {
+	s, err := r.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	if s.NewTrainer == nil {
+		return nil, schema.BadInputf("advantage fn %s runs in the pipeline, not in the trainer", name)
+	}
+	a, err := Resolve(name, s.Params, args)
+	if err != nil {
+		return nil, err
+	}
+	return s.NewTrainer(a)
+}
+
+var (
+	defaultOnce sync.Once
+	defaultReg  *Registry
+)
+
+// Default returns the registry of every built-in fn and filter, built once.
+func Default() *Registry {
+	defaultOnce.Do(func() {
+		r := NewRegistry()
+		for _, register := range []func(*Registry) error{RegisterPipeline, RegisterTrainer, RegisterFilters} {
+			if err := register(r); err != nil {
+				panic(err) // built-in names are distinct; a clash is a programming error
+			}
+		}
+		defaultReg = r
+	})
+	return defaultReg
+}
+
+// RegisterPipeline adds the pipeline-side advantage fns.
+func RegisterPipeline(r *Registry) error {
+	return addAll(r, grpoSpec(), stepWiseGRPOSpec(), opmdSpec(), asymreSpec(), recSpec(), reinforceSpec())
+}
+
+// RegisterTrainer adds the trainer-side advantage fns.
+func RegisterTrainer(r *Registry) error {
+	return addAll(r, ppoSpec(), grpoVerlSpec(), reinforcePlusPlusSpec(), remaxSpec(), rlooSpec(),
+		opmdVerlSpec(), asymreVerlSpec(), onPolicyDistillSpec(), jsdSpec(), clipBSpec(), clipVSpec())
+}
+
+// RegisterFilters adds the experience filters (pipeline side, no advantage).
+func RegisterFilters(r *Registry) error {
+	return addAll(r, rewardStdFilterSpec(), invalidRewardFilterSpec())
+}
+
+func addAll(r *Registry, specs ...Spec) error {
+	for _, s := range specs {
+		if err := r.Add(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

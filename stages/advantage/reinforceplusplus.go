@@ -1,0 +1,45 @@
+package advantage
+
+import "github.com/rftpipe/rftpipe/stages/agg"
+
+// ReinforcePlusPlus is the trainer-side reinforceplusplus fn: discounted
+// returns of token_level_rewards, whitened over the batch, then masked.
+type ReinforcePlusPlus struct{ Gamma float64 }
+
+func reinforcePlusPlusSpec() Spec {
+	return Spec{
+		Name:       "reinforceplusplus",
+		Doc:        "discounted returns whitened over the batch",
+		Params:     []Param{{Name: "gamma", Kind: Float, Default: 1.0, Doc: "discount"}},
+		NewTrainer: func(a Args) (TrainerFn, error) { return &ReinforcePlusPlus{Gamma: a.Float("gamma")}, nil },
+	}
+}
+
+// Compute implements TrainerFn; needs Mask, TokenLevelRewards. It fails, as
+// upstream, when the batch has fewer than two masked tokens.
+func (f *ReinforcePlusPlus) Compute(b *TokenBatch) (*TokenResult, error) {
+	const fn = "reinforceplusplus"
+	if err := b.needMask(fn); err != nil {
+		return nil, err
+	}
+	if err := b.need(fn, "token_level_rewards", b.TokenLevelRewards); err != nil {
+		return nil, err
+	}
+	ret := make([]float64, len(b.Mask))
+	for r := 0; r < b.Rows.N(); r++ {
+		lo, hi := b.Rows.Span(r)
+		running := 0.0
+		for t := hi - 1; t >= lo; t-- {
+			running = b.TokenLevelRewards[t] + f.Gamma*running
+			ret[t] = running
+		}
+	}
+	adv := make([]float64, len(b.Mask))
+	if err := agg.Whiten(adv, ret, b.Mask, true); err != nil {
+		return nil, errorf(fn, "%v", err)
+	}
+	for i, m := range b.Mask {
+		adv[i] *= m
+	}
+	return &TokenResult{Advantages: adv, Returns: ret, Metrics: agg.Metrics{}}, nil
+}
