@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 
 	"github.com/rftpipe/rftpipe/schema"
 )
@@ -28,8 +29,13 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-// report prints err in one line on w and returns the process exit code. An
-// interrupted run exits 130 (SIGINT) — the signal handler cancelled ctx.
+// interrupted is the cancellation cause set by the signal handler.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+
+// report prints err in one line on w and returns the process exit code. A run
+// stopped by a signal exits 128+signal (130 for SIGINT, 143 for SIGTERM).
 func report(w io.Writer, ctx context.Context, err error) int {
 	if err == nil {
 		return exitOK
@@ -38,9 +44,10 @@ func report(w io.Writer, ctx context.Context, err error) int {
 	if errors.As(err, &code) {
 		return int(code)
 	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		fmt.Fprintln(w, "rftpipe: interrupted")
-		return 130
+	var sig interrupted
+	if errors.As(context.Cause(ctx), &sig) {
+		fmt.Fprintln(w, "rftpipe: "+sig.Error())
+		return 128 + int(sig.sig)
 	}
 	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
 	fmt.Fprintln(w, "rftpipe: "+msg)

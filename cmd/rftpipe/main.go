@@ -28,9 +28,17 @@ func newApp() *cli.App {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A signal cancels the context: commands stop at the next batch, their
+	// deferred Aborts remove temp files, and the exit code says which signal.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		cancel(interrupted{sig.(syscall.Signal)})
+		signal.Stop(sigs) // a second signal kills at once
+	}()
 	app := newApp()
 	err := app.RunContext(ctx, interspersed(app, os.Args))
-	stop()
 	os.Exit(report(os.Stderr, ctx, err))
 }
