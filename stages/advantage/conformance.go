@@ -173,12 +173,12 @@ func floats(fs []conformance.Float) []float64 {
 	return out
 }
 
-// PlanRows renders the output rows of a plan over golden experiences:
+// PlanRows renders output rows out of plan p over golden experiences:
 // advantages = returns = Score × action_mask (nil without scores), duplicate
 // copies with eid.task shifted by their block's TaskOffset (integer tasks).
-func PlanRows(p *Plan, exps []GoldenExperience) ([]GotRow, error) {
-	var rows []GotRow
-	for _, o := range p.Output() {
+func PlanRows(p *Plan, out []OutRow, exps []GoldenExperience) ([]GotRow, error) {
+	rows := make([]GotRow, 0, len(out))
+	for _, o := range out {
 		e := exps[o.Row]
 		r := GotRow{EID: e.EID}
 		if o.Dup >= 0 && p.Dups[o.Dup].TaskOffset != 0 {
@@ -257,7 +257,7 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 			if plan, err = fn.Plan(GoldenInput(exps, 0)); err != nil {
 				return err
 			}
-			if got, err = PlanRows(plan, exps); err != nil {
+			if got, err = PlanRows(plan, plan.Output(), exps); err != nil {
 				return err
 			}
 			metrics = plan.Metrics

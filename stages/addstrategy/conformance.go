@@ -1,0 +1,70 @@
+package addstrategy
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/conformance"
+)
+
+// ConformanceRunner returns the conformance runner of kind "add_strategy"
+// over the strategies of reg (Default() if nil). The wall-clock metric
+// add_strategy_time is left out of the comparison, as the golden files
+// leave it out.
+func ConformanceRunner(reg *advantage.Registry) conformance.Runner {
+	if reg == nil {
+		reg = Default()
+	}
+	return func(c *conformance.Case, chk *conformance.Checker) error {
+		exps, err := advantage.DecodeGolden(c)
+		if err != nil {
+			return err
+		}
+		args, err := advantage.GoldenArgs(c)
+		if err != nil {
+			return err
+		}
+		fn, err := reg.Pipeline(c.Fn, args)
+		if err != nil {
+			return err
+		}
+		s, ok := fn.(*Strategy)
+		if !ok {
+			return fmt.Errorf("%s: %s is not an add strategy", c.Name, c.Fn)
+		}
+		var want struct {
+			Count   int                     `json:"count"`
+			Metrics json.RawMessage         `json:"metrics"`
+			Writes  [][]advantage.GoldenRow `json:"writes"`
+		}
+		if err := json.Unmarshal(c.Expected, &want); err != nil {
+			return fmt.Errorf("%s: expected: %w", c.Name, err)
+		}
+		in := advantage.GoldenInput(exps, 0)
+		p, err := s.Plan(in)
+		if err != nil {
+			return err
+		}
+		delete(p.Metrics, "add_strategy_time")
+		wm, err := conformance.Metrics(want.Metrics)
+		if err != nil {
+			return err
+		}
+		chk.Metrics("metrics", p.Metrics, wm)
+		chk.Int("count", len(p.Output()), want.Count)
+		writes := s.Writes(p, in)
+		chk.Int("writes", len(writes), len(want.Writes))
+		if len(writes) != len(want.Writes) {
+			return nil
+		}
+		for i, w := range writes {
+			rows, err := advantage.PlanRows(p, w, exps)
+			if err != nil {
+				return err
+			}
+			advantage.CheckRows(chk, fmt.Sprintf("writes[%d]", i), rows, want.Writes[i])
+		}
+		return nil
+	}
+}

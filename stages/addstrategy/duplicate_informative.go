@@ -1,0 +1,20 @@
+package addstrategy
+
+import "github.com/rftpipe/rftpipe/stages/advantage"
+
+// duplicateInformativeSpec is DuplicateInformativeAddStrategy (POLARIS): keep
+// the informative groups as reward_variance does, then refill up to the input
+// row count with copies of them whose eid.task is shifted
+// (advantage.RefillRows, seeded by Input.Seed); no advantages; one write;
+// metrics {add_strategy_time}. Nothing is written if no group is informative.
+func duplicateInformativeSpec() advantage.Spec {
+	return advantage.Spec{
+		Name:   "duplicate_informative",
+		Doc:    "keep informative task groups and refill the row count with copies (new task ids)",
+		Params: []advantage.Param{paramVariance},
+		NewPipeline: func(a advantage.Args) (advantage.PipelineFn, error) {
+			stage := &advantage.RewardStdFilter{Threshold: a.Float("variance_threshold"), Variance: true}
+			return &Strategy{stage: stage, unit: single, timed: true, refill: true}, nil
+		},
+	}
+}

@@ -1,0 +1,18 @@
+package addstrategy
+
+import "github.com/rftpipe/rftpipe/stages/advantage"
+
+// stepWiseGRPOSpec is StepWiseGRPOStrategy: today's step_wise_grpo without
+// filter or batch std, one write per run, only the group_advantages/* metrics.
+func stepWiseGRPOSpec() advantage.Spec {
+	return advantage.Spec{
+		Name: "step_wise_grpo",
+		Doc:  "GRPO over last-step rewards, broadcast to every step of the run",
+		Params: []advantage.Param{paramEpsilon,
+			{Name: "enable_step_norm", Kind: advantage.Bool, Default: false, Doc: "divide by the number of steps of the run"}},
+		NewPipeline: func(a advantage.Args) (advantage.PipelineFn, error) {
+			stage := &advantage.StepWiseGRPO{GRPO: advantage.GRPO{Epsilon: a.Float("epsilon")}, StepNorm: a.Bool("enable_step_norm")}
+			return &Strategy{stage: stage, unit: perRun, groupMetrics: true}, nil
+		},
+	}
+}
