@@ -158,29 +158,15 @@ func ParseMode(s string) (Mode, error) {
 //	seq-mean-token-sum-norm  w = m / (T + 1e-8)
 func Weights(r Rows, m []float64, mode Mode, w []float64) float64 {
 	n := Count(m)
-	B := float64(r.N())
-	switch mode {
-	case TokenMean:
-		c := 1 / (n + Eps)
-		for i, x := range m {
-			w[i] = x * c
+	for b := 0; b < r.N(); b++ {
+		lo, hi := r.Span(b)
+		rc := 0.0
+		if mode == SeqMeanTokenMean {
+			rc = Count(m[lo:hi])
 		}
-	case SeqMeanTokenSum:
-		for i, x := range m {
-			w[i] = x / B
-		}
-	case SeqMeanTokenMean:
-		for b := 0; b < r.N(); b++ {
-			lo, hi := r.Span(b)
-			c := 1 / (B * (Count(m[lo:hi]) + Eps))
-			for i := lo; i < hi; i++ {
-				w[i] = m[i] * c
-			}
-		}
-	case SeqMeanTokenSumNorm:
-		c := 1 / (float64(r.Width) + Eps)
-		for i, x := range m {
-			w[i] = x * c
+		c := Scale(mode, r.N(), r.Width, n, rc)
+		for i := lo; i < hi; i++ {
+			w[i] = m[i] * c
 		}
 	}
 	return n

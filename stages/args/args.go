@@ -1,0 +1,283 @@
+// Package args declares and resolves the constructor arguments of rftpipe's
+// pluggable functions (policy losses, KL and entropy functions), modelling
+// upstream's two layers of defaults:
+//
+//   - default_args(): the dict Trinity's config uses when the user gives none
+//     (Schema.Defaults);
+//   - constructor defaults: what a key the user's dict omits falls back to
+//     (Param.Ctor). A user dict replaces default_args entirely, it is not merged.
+//
+// Values are float64, int64, bool, string or nil (Python None).
+package args
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// Kind is the type of an argument.
+type Kind int
+
+// Argument kinds.
+const (
+	Float Kind = iota
+	Int
+	Bool
+	String
+)
+
+func (k Kind) String() string {
+	return [...]string{"float", "int", "bool", "string"}[k]
+}
+
+// Param declares one constructor argument.
+type Param struct {
+	Name string
+	Kind Kind
+	// Nullable allows nil (Python None).
+	Nullable bool
+	// Ctor is the constructor default (nil: None, or required when not Nullable).
+	Ctor any
+	// Default is the default_args() value; used only when InDefaults.
+	Default    any
+	InDefaults bool
+	// Choices, when set, are the valid values of a String argument.
+	Choices []string
+	// Doc is a one-line description for help texts.
+	Doc string
+}
+
+// Schema is the ordered list of a function's arguments.
+type Schema []Param
+
+// Values is a resolved argument set, name → value.
+type Values map[string]any
+
+// Names returns the argument names in declaration order.
+func (s Schema) Names() []string {
+	out := make([]string, len(s))
+	for i, p := range s {
+		out[i] = p.Name
+	}
+	return out
+}
+
+func (s Schema) param(name string) (Param, bool) {
+	for _, p := range s {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
+// Defaults returns a copy of the default_args() dict.
+func (s Schema) Defaults() Values {
+	v := Values{}
+	for _, p := range s {
+		if p.InDefaults {
+			v[p.Name] = p.Default
+		}
+	}
+	return v
+}
+
+// Resolve validates a user argument dict and fills the keys it omits with the
+// constructor defaults; a nil dict means default_args() (then constructor
+// defaults for the rest), as upstream. Unknown names, values of the wrong
+// type, strings outside Choices and missing required arguments are errors
+// wrapping schema.ErrBadInput.
+func (s Schema) Resolve(user Values) (Values, error) {
+	if user == nil {
+		user = s.Defaults()
+	}
+	var unknown []string
+	for k := range user {
+		if _, ok := s.param(k); !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, schema.BadInputf("unknown argument %s (valid: %s)", strings.Join(unknown, ", "), strings.Join(s.Names(), ", "))
+	}
+	out := make(Values, len(s))
+	for _, p := range s {
+		v, given := user[p.Name]
+		if !given {
+			v = p.Ctor
+		}
+		cv, err := p.coerce(v)
+		if err != nil {
+			return nil, err
+		}
+		out[p.Name] = cv
+	}
+	return out, nil
+}
+
+// coerce checks v against the parameter's kind, converting JSON-ish numbers.
+func (p Param) coerce(v any) (any, error) {
+	if v == nil {
+		if p.Nullable {
+			return nil, nil
+		}
+		return nil, schema.BadInputf("argument %s is required (%s)", p.Name, p.Kind)
+	}
+	bad := func() (any, error) {
+		return nil, schema.BadInputf("argument %s: %v is not a valid %s", p.Name, v, p.Kind)
+	}
+	switch p.Kind {
+	case Float:
+		switch x := v.(type) {
+		case float64:
+			return x, nil
+		case int64:
+			return float64(x), nil
+		case int:
+			return float64(x), nil
+		}
+	case Int:
+		switch x := v.(type) {
+		case int64:
+			return x, nil
+		case int:
+			return int64(x), nil
+		case float64:
+			if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+				return int64(x), nil
+			}
+		}
+	case Bool:
+		if x, ok := v.(bool); ok {
+			return x, nil
+		}
+	case String:
+		x, ok := v.(string)
+		if !ok {
+			return bad()
+		}
+		if len(p.Choices) > 0 && !contains(p.Choices, x) {
+			return nil, schema.BadInputf("argument %s: invalid value %q (valid: %s)", p.Name, x, strings.Join(p.Choices, ", "))
+		}
+		return x, nil
+	}
+	return bad()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseKV parses "name=value" strings (command-line --arg flags) using each
+// argument's kind; "null" or "none" gives nil. Unknown names are errors.
+func (s Schema) ParseKV(kvs []string) (Values, error) {
+	out := Values{}
+	for _, kv := range kvs {
+		name, raw, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, schema.BadInputf("argument %q: want name=value", kv)
+		}
+		p, known := s.param(name)
+		if !known {
+			return nil, schema.BadInputf("unknown argument %s (valid: %s)", name, strings.Join(s.Names(), ", "))
+		}
+		if l := strings.ToLower(raw); l == "null" || l == "none" {
+			out[name] = nil
+			continue
+		}
+		var v any
+		var err error
+		switch p.Kind {
+		case Float:
+			v, err = strconv.ParseFloat(raw, 64)
+		case Int:
+			v, err = strconv.ParseInt(raw, 10, 64)
+		case Bool:
+			v, err = strconv.ParseBool(raw)
+		default:
+			v = raw
+		}
+		if err != nil {
+			return nil, schema.BadInputf("argument %s: %q is not a valid %s", name, raw, p.Kind)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// FromJSON decodes a JSON object of arguments (as in the golden files and
+// config files): numbers become float64 or int64, null becomes nil.
+func FromJSON(raw map[string]json.RawMessage) (Values, error) {
+	out := make(Values, len(raw))
+	for k, r := range raw {
+		var v any
+		d := json.NewDecoder(strings.NewReader(string(r)))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil {
+			return nil, schema.BadInputf("argument %s: %v", k, err)
+		}
+		if n, ok := v.(json.Number); ok {
+			if i, err := n.Int64(); err == nil {
+				v = i
+			} else if f, err := n.Float64(); err == nil {
+				v = f
+			} else {
+				return nil, schema.BadInputf("argument %s: %v", k, err)
+			}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// Overlay returns a copy of base with every key of over set.
+func Overlay(base, over Values) Values {
+	out := make(Values, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+// Float returns a resolved Float argument (0 if nil).
+func (v Values) Float(name string) float64 { x, _ := v[name].(float64); return x }
+
+// OptFloat returns a resolved nullable Float argument and whether it is set.
+func (v Values) OptFloat(name string) (float64, bool) { x, ok := v[name].(float64); return x, ok }
+
+// Int returns a resolved Int argument (0 if nil).
+func (v Values) Int(name string) int64 { x, _ := v[name].(int64); return x }
+
+// Bool returns a resolved Bool argument (false if nil).
+func (v Values) Bool(name string) bool { x, _ := v[name].(bool); return x }
+
+// String returns a resolved String argument ("" if nil).
+func (v Values) String(name string) string { x, _ := v[name].(string); return x }
+
+// Sorted returns "name=value" pairs sorted by name, for display.
+func (v Values) Sorted() []string {
+	out := make([]string, 0, len(v))
+	for k, x := range v {
+		if x == nil {
+			x = "null"
+		}
+		out = append(out, fmt.Sprintf("%s=%v", k, x))
+	}
+	sort.Strings(out)
+	return out
+}

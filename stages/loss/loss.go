@@ -1,0 +1,237 @@
+// Package loss holds the 15 policy loss functions of Trinity-RFT under their
+// upstream names, with their default arguments, argument validation, metrics
+// under upstream's names, and dLoss/dlogprob for every token (respecting the
+// reference's stop-gradients), so an external trainer can back-propagate
+// through its model with these numbers.
+//
+// A loss is split into a backend-neutral part and per-token kernels:
+//
+//   - Def: name, argument schema (defaults, constructor defaults), inputs.
+//     Def.New validates arguments and returns a Loss.
+//   - Loss.Plan: for one batch, the terms to evaluate — each a Kernel (the
+//     per-token math, parameters in exported fields) over a set of rows with
+//     an aggregation mode and a gradient coefficient — and a Finish function
+//     that turns the kernels' sums into the loss value and metrics.
+//   - the CPU backend (Loss.Eval) evaluates the terms with tokens.Batch.Eval,
+//     one generic driver for every loss. Another backend implements the
+//     same kernels and reuses Plan and Finish unchanged.
+package loss
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// Def is the backend-neutral definition of a policy loss.
+type Def struct {
+	// Name is the upstream registry name.
+	Name string
+	// Params is the argument schema (every loss also has "backend").
+	Params args.Schema
+	// Inputs are the canonical inputs read besides logprob (upstream's
+	// _select_keys, in order).
+	Inputs []string
+	// build validates resolved arguments and returns the planner.
+	build func(v args.Values) (planner, error)
+}
+
+// planner prepares one evaluation of a configured loss.
+type planner interface {
+	plan(b *tokens.Batch) (*Plan, error)
+}
+
+// Plan is one evaluation of a loss on one batch: the terms to evaluate and
+// what to make of their sums.
+type Plan struct {
+	Terms  []tokens.Term
+	Finish func(res []tokens.TermResult) (Outcome, error)
+}
+
+// Outcome is what Finish returns.
+type Outcome struct {
+	Loss    float64
+	Metrics agg.Metrics
+	// GradTerms, when set, are evaluated after Finish to write the gradient:
+	// losses whose gradient depends on batch-level sums (dpo) use them.
+	GradTerms []tokens.Term
+}
+
+// Kernel is a per-token kernel that also turns its sums into its aggregate
+// value and metrics (backend-neutral: every backend producing the same sums
+// shares it).
+type Kernel interface {
+	tokens.Kernel
+	Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics)
+}
+
+// Loss is a configured policy loss: validated arguments, ready to evaluate.
+// It holds no per-evaluation state and may be used concurrently.
+type Loss struct {
+	Def  *Def
+	Args args.Values
+	p    planner
+}
+
+// Result is the outcome of an evaluation; the gradient is written into the
+// caller's buffer.
+type Result struct {
+	Loss    float64
+	Metrics agg.Metrics
+}
+
+// backendParam is the argument every loss has: it selects the key mapper.
+var backendParam = args.Param{Name: "backend", Kind: args.String, Ctor: "verl", Choices: []string{"verl", "tinker"},
+	Doc: "trainer backend whose column names the loss reads"}
+
+// Schema returns the full argument schema, backend included.
+func (d *Def) Schema() args.Schema { return append(args.Schema{backendParam}, d.Params...) }
+
+// DefaultArgs returns upstream's default_args() dict.
+func (d *Def) DefaultArgs() args.Values { return d.Schema().Defaults() }
+
+// New validates a user argument dict (nil: default_args) and returns the
+// configured loss; keys the dict omits take the constructor defaults.
+func (d *Def) New(user args.Values) (*Loss, error) {
+	v, err := d.Schema().Resolve(user)
+	if err != nil {
+		return nil, fmt.Errorf("policy loss %s: %w", d.Name, err)
+	}
+	p, err := d.build(v)
+	if err != nil {
+		return nil, fmt.Errorf("policy loss %s: %w", d.Name, err)
+	}
+	return &Loss{Def: d, Args: v, p: p}, nil
+}
+
+// RespectOwnAggMode is the opt-in argument fixing quirk Q-05 (see FromConfig).
+const RespectOwnAggMode = "respect_own_loss_agg_mode"
+
+// FromConfig resolves arguments the way Trinity's config does and returns the
+// loss: a nil user dict becomes default_args(); then, if the dict has a
+// loss_agg_mode key, it is overwritten with the algorithm-wide
+// algorithm.loss_agg_mode (upstream default "token-mean"). This is why GSPO,
+// whose default_args say seq-mean-token-mean, runs with token-mean upstream
+// (quirk Q-05); a loss with the argument respect_own_loss_agg_mode=true keeps
+// its own loss_agg_mode instead.
+func (d *Def) FromConfig(user args.Values, algoLossAggMode string) (*Loss, error) {
+	if user == nil {
+		user = d.DefaultArgs()
+	}
+	if _, has := user["loss_agg_mode"]; has {
+		if own, _ := user[RespectOwnAggMode].(bool); !own {
+			user = args.Overlay(user, args.Values{"loss_agg_mode": algoLossAggMode})
+		}
+	}
+	return d.New(user)
+}
+
+// Name returns the loss's registry name.
+func (l *Loss) Name() string { return l.Def.Name }
+
+// Plan checks the batch's inputs and prepares one evaluation.
+func (l *Loss) Plan(b *tokens.Batch) (*Plan, error) {
+	if b.Rows.N() == 0 {
+		return nil, schema.BadInputf("policy loss %s: empty batch", l.Def.Name)
+	}
+	if err := b.Require(append([]string{tokens.LogProb}, l.Def.Inputs...)...); err != nil {
+		return nil, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+	}
+	return l.p.plan(b)
+}
+
+// Eval evaluates the loss on the CPU: grad (length b.Rows.Tokens()) receives
+// dLoss/dlogprob for every token. All-masked rows or batches give the
+// reference's values (0 for masked means), never a panic.
+func (l *Loss) Eval(b *tokens.Batch, grad []float64) (Result, error) {
+	p, err := l.Plan(b)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := b.Eval(grad, p.Terms...)
+	if err != nil {
+		return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+	}
+	out, err := p.Finish(res)
+	if err != nil {
+		return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+	}
+	if out.GradTerms != nil {
+		if _, err := b.Eval(grad, out.GradTerms...); err != nil {
+			return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+		}
+	}
+	return Result{Loss: out.Loss, Metrics: out.Metrics}, nil
+}
+
+// single is the planner of a loss that is one kernel over all rows.
+type single struct {
+	k    Kernel
+	mode agg.Mode
+}
+
+func (s single) plan(*tokens.Batch) (*Plan, error) {
+	return &Plan{
+		Terms: []tokens.Term{{Kernel: s.k, Rows: tokens.AllRows, Mode: s.mode, Coef: 1}},
+		Finish: func(res []tokens.TermResult) (Outcome, error) {
+			v, m := s.k.Summary(s.mode, res[0])
+			return Outcome{Loss: v, Metrics: m}, nil
+		},
+	}, nil
+}
+
+// Helpers shared by the kernels and argument checks.
+
+// aggParam is the loss_agg_mode argument with the given defaults.
+func aggParam(def string) args.Param {
+	return args.Param{Name: "loss_agg_mode", Kind: args.String, Ctor: def, Default: def, InDefaults: true,
+		Choices: []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"},
+		Doc:     "how per-token losses are reduced to a scalar"}
+}
+
+// mode parses a validated loss_agg_mode argument.
+func mode(v args.Values, name string) agg.Mode {
+	m, _ := agg.ParseMode(v.String(name))
+	return m
+}
+
+// clamp returns x clamped to [lo, hi] and the clamp's derivative (1 inside,
+// bounds included as torch.clamp, 0 outside).
+func clamp(x, lo, hi float64) (float64, float64) {
+	switch {
+	case x < lo:
+		return lo, 0
+	case x > hi:
+		return hi, 0
+	}
+	return x, 1
+}
+
+// b2f is Iverson's bracket.
+func b2f(c bool) float64 {
+	if c {
+		return 1
+	}
+	return 0
+}
+
+// rowMeanLogRatio is upstream's masked_mean(lp - old, m, axis=-1) of one row.
+func rowMeanLogRatio(r *tokens.Row) float64 {
+	s := 0.0
+	for t, m := range r.Mask {
+		if m != 0 {
+			s += (r.LP[t] - r.Old[t]) * m
+		}
+	}
+	return s / (r.Count + agg.Eps)
+}
+
+// sigmoid is the logistic function.
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// bad is a shorthand for argument validation errors.
+func bad(format string, a ...any) error { return schema.BadInputf(format, a...) }

@@ -1,0 +1,66 @@
+package loss
+
+import (
+	"sync"
+
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/registry"
+)
+
+// Registry maps policy loss names to their definitions.
+type Registry struct {
+	r *registry.Registry[*Def]
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{r: registry.New[*Def]("policy loss")} }
+
+// Add registers a definition under its name; a name registered twice is an error.
+func (r *Registry) Add(d *Def) error { return r.r.Add(d.Name, d) }
+
+// Get returns the definition of a loss; an unknown name is an error wrapping
+// schema.ErrBadInput that lists the registered names.
+func (r *Registry) Get(name string) (*Def, error) { return r.r.Get(name) }
+
+// Names returns the registered names, sorted.
+func (r *Registry) Names() []string { return r.r.Names() }
+
+// New looks a loss up and configures it with user arguments (nil:
+// default_args), see Def.New.
+func (r *Registry) New(name string, user args.Values) (*Loss, error) {
+	d, err := r.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return d.New(user)
+}
+
+// RegisterPolicyLosses adds the 15 upstream policy losses to r. This is the
+// one place to add a loss.
+func RegisterPolicyLosses(r *Registry) error {
+	for _, d := range []*Def{
+		ppoDef(), opmdDef(), dpoDef(), sftDef(), mixDef(), gspoDef(), toprDef(), cispoDef(),
+		sftISDef(), sftPhiDef(), mixChordDef(), sppoDef(), recDef(), sapoDef(), isDef(),
+	} {
+		if err := r.Add(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	defaultOnce sync.Once
+	defaultReg  *Registry
+)
+
+// Default returns the registry of the upstream losses, built once.
+func Default() *Registry {
+	defaultOnce.Do(func() {
+		defaultReg = NewRegistry()
+		if err := RegisterPolicyLosses(defaultReg); err != nil {
+			panic(err) // a duplicate name in the list above: a programming error
+		}
+	})
+	return defaultReg
+}

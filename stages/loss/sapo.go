@@ -1,0 +1,106 @@
+package loss
+
+import (
+	"math"
+
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// SAPO is the kernel of the soft adaptive gate:
+//
+//	r = exp(lp - old), τ = TauPos where A > 0 else TauNeg
+//	g = sigmoid(τ·(r-1))·4/τ
+//	L = -A·sg(g)·lp                  (upstream: gradient weight g, quirk Q-06)
+//	L = -A·g(r)                      (PaperGradient: ∂L/∂lp = -A·4σ(1-σ)·r)
+//
+// Sums: loss, Σ(-d)·m, Σg·m, Σr·m, Σ[A>0]·m.
+type SAPO struct {
+	TauPos, TauNeg float64
+	PaperGradient  bool
+}
+
+// Sums implements tokens.Kernel.
+func (k *SAPO) Sums() int { return 5 }
+
+// Row implements tokens.Kernel.
+func (k *SAPO) Row(r *tokens.Row, s []float64) {
+	lp := r.LP
+	n := len(lp)
+	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
+	gs := r.GradScale
+	var sL, sKL, sGate, sRatio, sPos float64
+	for t, x := range lp {
+		mt := m[t]
+		if mt == 0 {
+			grad[t] = 0
+			continue
+		}
+		d := x - old[t] // no clamp
+		ratio := math.Exp(d)
+		a, tau := adv[t], k.TauNeg
+		if a > 0 {
+			tau = k.TauPos
+			sPos += mt
+		}
+		sig := sigmoid(tau * (ratio - 1))
+		gate := sig * 4 / tau
+		var l, g float64
+		if k.PaperGradient {
+			l, g = -a*gate, -a*4*sig*(1-sig)*ratio
+		} else {
+			l, g = -a*gate*x, -a*gate
+		}
+		sL += l * mt
+		sKL -= d * mt
+		sGate += gate * mt
+		sRatio += ratio * mt
+		grad[t] = gs * mt * g
+	}
+	s[0] += r.Scale * sL
+	s[1] += sKL
+	s[2] += sGate
+	s[3] += sRatio
+	s[4] += sPos
+}
+
+// Summary implements Kernel: sapo_loss, ppo_kl, avg_soft_gate, avg_ratio,
+// pos_adv_frac.
+func (k *SAPO) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics) {
+	s, st := r.Sums, r.Stats
+	loss := agg.Total(mode, st.Rows, s[0])
+	return loss, agg.Metrics{
+		"sapo_loss":     loss,
+		"ppo_kl":        st.MaskedMean(s[1]),
+		"avg_soft_gate": st.MaskedMean(s[2]),
+		"avg_ratio":     st.MaskedMean(s[3]),
+		"pos_adv_frac":  st.MaskedMean(s[4]),
+	}
+}
+
+func sapoDef() *Def {
+	return &Def{
+		Name: "sapo",
+		Params: args.Schema{
+			{Name: "tau_pos", Kind: args.Float, Ctor: 1.0, Default: 1.0, InDefaults: true,
+				Doc: "gate temperature for positive advantages"},
+			{Name: "tau_neg", Kind: args.Float, Ctor: 1.05, Default: 1.05, InDefaults: true,
+				Doc: "gate temperature for non-positive advantages (>= tau_pos)"},
+			aggParam("token-mean"),
+			{Name: "paper_gradient", Kind: args.Bool, Ctor: false,
+				Doc: "Q-06 fix: optimise -A·g(r) with r differentiable, as the SAPO paper (loss value and sapo_loss change)"},
+		},
+		Inputs: []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
+		build: func(v args.Values) (planner, error) {
+			pos, neg := v.Float("tau_pos"), v.Float("tau_neg")
+			if neg < pos {
+				return nil, bad("tau_neg (%v) must be >= tau_pos (%v)", neg, pos)
+			}
+			if !(pos > 0) {
+				return nil, bad("tau_pos must be > 0, got %v", pos)
+			}
+			return single{k: &SAPO{TauPos: pos, TauNeg: neg, PaperGradient: v.Bool("paper_gradient")}, mode: mode(v, "loss_agg_mode")}, nil
+		},
+	}
+}

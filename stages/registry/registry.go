@@ -1,0 +1,57 @@
+// Package registry is the one name → implementation table behind every
+// pluggable family of rftpipe (policy losses, KL functions, entropy terms, …),
+// in the style of arrow-go's compute registry: families are registered by
+// explicit calls, never by init side effects, a name may be registered once,
+// and Names is sorted for help texts and error messages.
+package registry
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// Registry maps names to values of one family. The zero value is not usable;
+// call New. It is not safe for concurrent Add; concurrent Get is fine once
+// registration is done.
+type Registry[T any] struct {
+	family string
+	items  map[string]T
+}
+
+// New returns an empty registry; family names the kind of entry in errors
+// ("policy loss", "KL function").
+func New[T any](family string) *Registry[T] {
+	return &Registry[T]{family: family, items: map[string]T{}}
+}
+
+// Add registers v under name; a name registered twice is an error.
+func (r *Registry[T]) Add(name string, v T) error {
+	if _, dup := r.items[name]; dup {
+		return fmt.Errorf("registry: %s %q registered twice", r.family, name)
+	}
+	r.items[name] = v
+	return nil
+}
+
+// Get returns the entry registered under name. An unknown name is an error
+// wrapping schema.ErrBadInput that lists the valid names.
+func (r *Registry[T]) Get(name string) (T, error) {
+	v, ok := r.items[name]
+	if !ok {
+		return v, schema.BadInputf("unknown %s %q (valid: %s)", r.family, name, strings.Join(r.Names(), ", "))
+	}
+	return v, nil
+}
+
+// Names returns the registered names, sorted.
+func (r *Registry[T]) Names() []string {
+	out := make([]string, 0, len(r.items))
+	for k := range r.items {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

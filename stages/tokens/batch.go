@@ -1,0 +1,234 @@
+// Package tokens holds the token batch every loss-side stage reads (ragged
+// rows of per-token inputs under canonical names) and the one CPU driver that
+// evaluates per-token kernels over it: deterministic, parallel over fixed
+// chunks of rows, one pass over the inputs, no per-token allocation.
+//
+// A kernel (package loss, kl, entropy) is the per-token math of one aggregated
+// term; the driver hands it one row at a time with the row's aggregation
+// weight, and reduces its per-row sums in a fixed order, so results are
+// bit-identical for any GOMAXPROCS.
+package tokens
+
+import (
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/agg"
+)
+
+// Canonical input names (Trinity naming).
+const (
+	LogProb        = "logprob"         // current policy log-prob, the differentiated input
+	OldLogProb     = "old_logprob"     // behaviour ("old") policy log-prob
+	RefLogProb     = "ref_logprob"     // reference model log-prob
+	Advantages     = "advantages"      // per-token advantages
+	ActionMask     = "action_mask"     // 1 = trained on; may be fractional
+	TeacherLogProb = "teacher_logprob" // teacher log-prob (distillation)
+	Entropy        = "entropy"         // per-token policy entropy
+	Values         = "values"          // critic values
+	// Per-row inputs.
+	ExpertMask = "expert_mask" // bool per row: expert (SFT) row
+	Step       = "step"        // int per row: training step (mix_chord)
+)
+
+// tokenInputs are the per-token canonical inputs, in a fixed order.
+var tokenInputs = []string{LogProb, OldLogProb, RefLogProb, Advantages, ActionMask, TeacherLogProb, Entropy, Values}
+
+// aliases is upstream's key mapper: verl (and Experience) names → canonical.
+var aliases = map[string]string{
+	"log_prob":         LogProb,
+	"old_log_probs":    OldLogProb,
+	"ref_log_prob":     RefLogProb,
+	"response_mask":    ActionMask,
+	"entropys":         Entropy,
+	"teacher_logprobs": TeacherLogProb,
+}
+
+// Canonical maps an input name to its canonical name: verl names
+// (log_prob, old_log_probs, ref_log_prob, response_mask, entropys,
+// teacher_logprobs) are translated, any other name is returned unchanged, as
+// upstream's key mapper does.
+func Canonical(name string) string {
+	if c, ok := aliases[name]; ok {
+		return c
+	}
+	return name
+}
+
+// IsTokenInput reports whether a canonical name is a per-token input.
+func IsTokenInput(name string) bool {
+	for _, n := range tokenInputs {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Batch is a ragged batch of B rows: every per-token input is a flat slice
+// of Rows.Tokens() values laid out by Rows; per-row inputs have B entries.
+// Build it with New and the Set methods; a Batch is read-only during
+// evaluation and may be evaluated concurrently.
+type Batch struct {
+	Rows   agg.Rows
+	cols   map[string][]float64
+	expert []bool
+	step   []int64
+	counts []float64 // per-row mask counts, set with the mask
+	total  float64   // Σ counts
+	chunks []int     // row boundaries of the evaluation chunks
+}
+
+// chunkTokens is the evaluation chunk size: rows are grouped into chunks of
+// at least this many tokens; chunk sums are reduced in chunk order.
+const chunkTokens = 1 << 15
+
+// New returns an empty batch with the given row layout.
+func New(rows agg.Rows) *Batch {
+	b := &Batch{Rows: rows, cols: map[string][]float64{}}
+	b.chunks = append(b.chunks, 0)
+	n := 0
+	for r := 0; r < rows.N(); r++ {
+		lo, hi := rows.Span(r)
+		n += hi - lo
+		if n >= chunkTokens || r == rows.N()-1 {
+			b.chunks = append(b.chunks, r+1)
+			n = 0
+		}
+	}
+	return b
+}
+
+// FromMatrix builds a batch from row-major ragged rows of one input (its
+// length defines the layout) — a convenience for tests and golden files.
+func FromMatrix(name string, rows [][]float64) (*Batch, error) {
+	lens := make([]int, len(rows))
+	flat := make([]float64, 0)
+	for i, r := range rows {
+		lens[i] = len(r)
+		flat = append(flat, r...)
+	}
+	b := New(agg.NewRows(lens))
+	return b, b.Set(name, flat)
+}
+
+// Set stores a per-token input under its canonical name (aliases accepted).
+// Its length must be Rows.Tokens(). Setting action_mask computes the row mask
+// counts the aggregation modes need.
+func (b *Batch) Set(name string, v []float64) error {
+	name = Canonical(name)
+	if !IsTokenInput(name) {
+		return schema.BadInputf("unknown token input %q (valid: %s)", name, strings.Join(tokenInputs, ", "))
+	}
+	if len(v) != b.Rows.Tokens() {
+		return schema.BadInputf("input %s has %d tokens, the batch has %d", name, len(v), b.Rows.Tokens())
+	}
+	b.cols[name] = v
+	if name == ActionMask {
+		b.counts = make([]float64, b.Rows.N())
+		b.total = 0
+		for r := range b.counts {
+			lo, hi := b.Rows.Span(r)
+			b.counts[r] = agg.Count(v[lo:hi])
+			b.total += b.counts[r]
+		}
+	}
+	return nil
+}
+
+// SetMatrix stores a per-token input given as ragged rows; every row must
+// have the batch's length for that row.
+func (b *Batch) SetMatrix(name string, rows [][]float64) error {
+	if len(rows) != b.Rows.N() {
+		return schema.BadInputf("input %s has %d rows, the batch has %d", Canonical(name), len(rows), b.Rows.N())
+	}
+	flat := make([]float64, 0, b.Rows.Tokens())
+	for r, row := range rows {
+		lo, hi := b.Rows.Span(r)
+		if len(row) != hi-lo {
+			return schema.BadInputf("input %s row %d has %d tokens, want %d", Canonical(name), r, len(row), hi-lo)
+		}
+		flat = append(flat, row...)
+	}
+	return b.Set(name, flat)
+}
+
+// SetExpertMask stores the per-row expert flags (length B).
+func (b *Batch) SetExpertMask(v []bool) error {
+	if len(v) != b.Rows.N() {
+		return schema.BadInputf("expert_mask has %d rows, the batch has %d", len(v), b.Rows.N())
+	}
+	b.expert = v
+	return nil
+}
+
+// SetStep stores the per-row training step (length B).
+func (b *Batch) SetStep(v []int64) error {
+	if len(v) != b.Rows.N() {
+		return schema.BadInputf("step has %d rows, the batch has %d", len(v), b.Rows.N())
+	}
+	b.step = v
+	return nil
+}
+
+// Col returns a per-token input, or nil when absent.
+func (b *Batch) Col(name string) []float64 { return b.cols[Canonical(name)] }
+
+// ExpertMask returns the per-row expert flags, or nil when absent.
+func (b *Batch) ExpertMask() []bool { return b.expert }
+
+// Step returns the per-row steps, or nil when absent.
+func (b *Batch) Step() []int64 { return b.step }
+
+// Has reports whether an input (per-token or per-row) is present.
+func (b *Batch) Has(name string) bool {
+	switch name = Canonical(name); name {
+	case ExpertMask:
+		return b.expert != nil
+	case Step:
+		return b.step != nil
+	}
+	return b.cols[name] != nil
+}
+
+// Require checks that every named input is present; the error names what is
+// missing and what the batch has.
+func (b *Batch) Require(names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if !b.Has(n) {
+			missing = append(missing, Canonical(n))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var have []string
+	for _, n := range append(tokenInputs, ExpertMask, Step) {
+		if b.Has(n) {
+			have = append(have, n)
+		}
+	}
+	return schema.BadInputf("missing input %s (batch has: %s)", strings.Join(missing, ", "), strings.Join(have, ", "))
+}
+
+// RowCount returns row r's mask count Σ_t m (0 without a mask).
+func (b *Batch) RowCount(r int) float64 {
+	if b.counts == nil {
+		return 0
+	}
+	return b.counts[r]
+}
+
+// MaskTotal returns Σ m over the whole batch.
+func (b *Batch) MaskTotal() float64 { return b.total }
+
+// Split returns a flat per-token slice as one sub-slice per row (sharing v).
+func (b *Batch) Split(v []float64) [][]float64 {
+	out := make([][]float64, b.Rows.N())
+	for r := range out {
+		lo, hi := b.Rows.Span(r)
+		out[r] = v[lo:hi:hi]
+	}
+	return out
+}
