@@ -207,7 +207,7 @@ type group struct {
 	v     []float64 // the values of those rows (reward, or Σ token rewards)
 	score []float64 // out: per-row score
 	met   []float64 // out: the group's metrics (NaN = not reported)
-	unit  bool      // singleton_group_policy=unit on a one-row group
+	fixed bool      // a one-row group under a policy other than upstream
 }
 
 // groupRule is what distinguishes the group-relative fns: it turns one
@@ -252,7 +252,7 @@ func runGroups[F float32 | float64](gs Groups, vals []float64, rule groupRule, p
 		for j := range g.met {
 			g.met[j] = math.NaN()
 		}
-		g.unit = n == 1 && pol == SingletonUnit
+		g.fixed = n == 1 && pol != SingletonUpstream
 		keep, err := rule.apply(g)
 		if err != nil {
 			return err

@@ -52,7 +52,7 @@ func (r *recRule) metricNames() []string {
 
 func (r *recRule) apply(g *group) (bool, error) {
 	n := len(g.v)
-	if n == 1 && !g.unit {
+	if n == 1 && !g.fixed {
 		return false, errorf("rec", "group %d (row %d) has a single experience: upstream fails here (Q-03); "+
 			"set singleton_group_policy to unit, zero or drop", g.idx, g.rows[0])
 	}
