@@ -1,0 +1,117 @@
+package algorithm
+
+import (
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/loss"
+)
+
+// side says where an advantage fn runs.
+type side int
+
+const (
+	pipelineSide side = iota
+	trainerSide
+)
+
+// advantageSide looks an advantage fn up in the advantage registry.
+func advantageSide(name string) (side, error) {
+	s, err := advantage.Default().Get(name)
+	if err != nil {
+		return 0, err
+	}
+	if s.Side() == advantage.TrainerSide {
+		return trainerSide, nil
+	}
+	return pipelineSide, nil
+}
+
+// defaultArgs returns the default_args() of component name in slot s, from
+// the component's own registry; an unknown name is an error listing the
+// valid ones. NoAdvantage has no arguments (nil).
+func defaultArgs(s Slot, name string) (Args, error) {
+	switch s {
+	case SampleStrategy:
+		d, err := SampleStrategies().Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return d.Params.Defaults(), nil
+	case AdvantageFn:
+		if name == NoAdvantage {
+			return nil, nil
+		}
+		spec, err := advantage.Default().Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return spec.Defaults(), nil
+	case PolicyLossFn:
+		d, err := loss.Default().Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return d.DefaultArgs(), nil
+	default:
+		return klEntropyDefaultArgs(s, name)
+	}
+}
+
+// build constructs the component of slot s with its resolved arguments, to
+// report bad names and arguments at resolution.
+func (r *Resolved) build(s Slot) error {
+	c := &r.Config
+	switch s {
+	case SampleStrategy:
+		d, err := SampleStrategies().Get(c.Fn(s))
+		if err != nil {
+			return err
+		}
+		return d.check(c.Args(s))
+	case AdvantageFn:
+		if c.Fn(s) == NoAdvantage {
+			if len(c.Args(s)) > 0 {
+				return badf("advantage_fn none takes no arguments")
+			}
+			return nil
+		}
+		spec, err := advantage.Default().Get(c.Fn(s))
+		if err != nil {
+			return err
+		}
+		_, err = advantage.Resolve(spec.Name, spec.Params, c.Args(s))
+		return err
+	case PolicyLossFn:
+		_, err := r.PolicyLoss()
+		return err
+	default:
+		return r.buildKLEntropy(s)
+	}
+}
+
+// PolicyLoss returns the configured policy loss (loss.Def.FromConfig with
+// the resolved args and loss_agg_mode).
+func (r *Resolved) PolicyLoss() (*loss.Loss, error) {
+	d, err := loss.Default().Get(r.Config.Fn(PolicyLossFn))
+	if err != nil {
+		return nil, err
+	}
+	return d.FromConfig(r.Config.Args(PolicyLossFn), r.Config.LossAggMode)
+}
+
+// PipelineAdvantage returns the configured pipeline-side advantage fn, or
+// nil when the algorithm computes advantages in the trainer or has none.
+func (r *Resolved) PipelineAdvantage() (advantage.PipelineFn, error) {
+	if r.Type.flags.ComputeAdvantageInTrainer || r.Config.Fn(AdvantageFn) == NoAdvantage {
+		return nil, nil
+	}
+	return advantage.Default().Pipeline(r.Config.Fn(AdvantageFn), r.Config.Args(AdvantageFn))
+}
+
+// TrainerAdvantage returns the configured trainer-side advantage fn, or nil
+// when the algorithm computes advantages in the pipeline.
+func (r *Resolved) TrainerAdvantage() (advantage.TrainerFn, error) {
+	if !r.Type.flags.ComputeAdvantageInTrainer {
+		return nil, nil
+	}
+	return advantage.Default().Trainer(r.Config.Fn(AdvantageFn), r.Config.Args(AdvantageFn))
+}

@@ -1,0 +1,229 @@
+package algorithm
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/agg"
+)
+
+// DefaultType is algorithm_type when the config leaves it null.
+const DefaultType = "ppo"
+
+// DefaultLossAggMode is loss_agg_mode when the config leaves it null.
+const DefaultLossAggMode = "token-mean"
+
+// NoAdvantage is the advantage_fn of algorithms that compute none (sft, dpo,
+// raft; quirk Q-27): no advantage stage runs.
+const NoAdvantage = "none"
+
+// generic are the defaults every algorithm's default_config() overrides.
+var generic = [numSlots]string{
+	SampleStrategy: "warmup",
+	AdvantageFn:    "ppo",
+	KLPenaltyFn:    "none",
+	PolicyLossFn:   "ppo",
+	KLLossFn:       "k2",
+	EntropyLossFn:  "default",
+}
+
+// GenericDefault returns the component name a slot gets when neither the
+// user nor the algorithm's default_config() sets it.
+func GenericDefault(s Slot) string { return generic[s] }
+
+// Modes are Trinity's run modes (the top-level mode key).
+var Modes = []string{"train", "both", "explore", "bench", "serve"}
+
+// Env is what check_config reads besides the algorithm section.
+type Env struct {
+	// Mode is Trinity's top-level mode; "" is "train", what rftpipe does
+	// (it trains from a stored experience buffer).
+	Mode string
+	// Input is the experience store, upstream's
+	// buffer.trainer_input.experience_buffer.path.
+	Input string
+}
+
+// Options are opt-in fixes of upstream quirks in the resolution.
+type Options struct {
+	// AlgorithmRepeatTimes applies the repeat_times of default_config() when
+	// the config sets none. Upstream never does (quirk Q-04): its default is 1.
+	AlgorithmRepeatTimes bool
+}
+
+// Resolved is a fully resolved algorithm config: every name set, every
+// argument dict set, loss_agg_mode applied.
+type Resolved struct {
+	Type   *Type
+	Config Config
+	// Warnings are upstream's warnings and rftpipe's (quirks), for the log.
+	Warnings []string
+}
+
+// Resolve resolves a user's algorithm section as Trinity-RFT's config
+// validator does:
+//
+//  1. algorithm_type (default ppo) → the type's check_config: with env, the
+//     rules on the job (sft and dpo train from a stored buffer only), then
+//     the rules that rewrite the config (dpo: repeat_times 2, a KL loss);
+//  2. every null name ← the type's default_config(), else the generic
+//     default; repeat_times ← 1 (Q-04; Options.AlgorithmRepeatTimes: the
+//     type's value); loss_agg_mode ← token-mean;
+//  3. every null *_args ← the component's default_args(), the whole dict (a
+//     user dict is not merged with it: keys it omits take the constructor
+//     defaults when the component is built);
+//  4. a loss_agg_mode key in policy_loss_fn_args ← loss_agg_mode (Q-05).
+//
+// Then every component is built once with its arguments, so a bad name or
+// argument is reported here. A nil env skips the job rules (to show a type's
+// defaults). Errors wrap schema.ErrBadInput.
+func Resolve(user Config, env *Env, opt Options) (*Resolved, error) {
+	name := user.AlgorithmType
+	if name == "" {
+		name = DefaultType
+	}
+	t, err := Default().Get(name)
+	if err != nil {
+		return nil, err
+	}
+	res := &Resolved{Type: t, Config: user.clone()}
+	c := &res.Config
+	c.AlgorithmType = name
+	warn := func(s string) { res.Warnings = append(res.Warnings, s) }
+	if env != nil && t.checkEnv != nil {
+		if err := t.checkEnv(t, env); err != nil {
+			return nil, err
+		}
+	}
+	if t.mutate != nil {
+		t.mutate(c, warn)
+	}
+	if err := fill(t, c, opt); err != nil {
+		return nil, err
+	}
+	if err := res.check(warn); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// fill applies steps 2–4 of Resolve.
+func fill(t *Type, c *Config, opt Options) error {
+	switch {
+	case c.RepeatTimes < 0:
+		return badf("repeat_times %d: must be at least 1", c.RepeatTimes)
+	case c.RepeatTimes == 0 && opt.AlgorithmRepeatTimes && t.defaults.RepeatTimes > 0:
+		c.RepeatTimes = t.defaults.RepeatTimes
+	case c.RepeatTimes == 0:
+		c.RepeatTimes = 1
+	}
+	for _, s := range Slots {
+		if c.Fn(s) != "" {
+			continue
+		}
+		fn := t.defaults.Fn(s)
+		switch {
+		case fn != "":
+			if c.Args(s) == nil {
+				// default_config() may set the args too (jsd, on_policy_distill).
+				c.Components[s].Args = maps.Clone(t.defaults.Args(s))
+			}
+		case s == AdvantageFn:
+			// Upstream fills in ppo, which cannot run outside the trainer
+			// (Q-27): an algorithm that names no advantage fn has none.
+			fn = NoAdvantage
+		default:
+			fn = generic[s]
+		}
+		c.Components[s].Name = fn
+	}
+	if c.LossAggMode == "" {
+		c.LossAggMode = DefaultLossAggMode
+	}
+	if _, err := agg.ParseMode(c.LossAggMode); err != nil {
+		return fmt.Errorf("%w", schema.BadInputf("loss_agg_mode: %v", err))
+	}
+	for _, s := range Slots {
+		if c.Args(s) != nil {
+			continue
+		}
+		d, err := defaultArgs(s, c.Fn(s))
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Key(), err)
+		}
+		c.Components[s].Args = d
+	}
+	pl := c.Args(PolicyLossFn)
+	if _, has := pl["loss_agg_mode"]; has {
+		pl["loss_agg_mode"] = c.LossAggMode
+	}
+	return nil
+}
+
+// check builds every component and applies the consistency rules.
+func (r *Resolved) check(warn func(string)) error {
+	c, f := &r.Config, r.Type.flags
+	for _, s := range Slots {
+		if err := r.build(s); err != nil {
+			return fmt.Errorf("%s %s: %w", s.Key(), c.Fn(s), err)
+		}
+	}
+	adv := c.Fn(AdvantageFn)
+	if adv != NoAdvantage {
+		side, err := advantageSide(adv)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !f.ComputeAdvantageInTrainer && side == trainerSide:
+			return badf("advantage_fn %s can only be computed in the trainer, and algorithm %s computes advantages in the pipeline", adv, r.Type.name)
+		case f.ComputeAdvantageInTrainer && side == pipelineSide:
+			return badf("advantage_fn %s runs in the pipeline, and algorithm %s computes advantages in the trainer: choose a trainer-side fn", adv, r.Type.name)
+		}
+	} else if f.ComputeAdvantageInTrainer {
+		return badf("algorithm %s computes advantages in the trainer: advantage_fn cannot be none", r.Type.name)
+	}
+	if kl := c.Fn(KLLossFn); kl != "none" && !f.UseReference {
+		return badf("kl_loss_fn %s needs ref_log_prob, which algorithm %s does not compute (use_reference = false): set kl_loss_fn: none", kl, r.Type.name)
+	}
+	if kp := c.Fn(KLPenaltyFn); kp != "none" && !f.ComputeAdvantageInTrainer {
+		warn(fmt.Sprintf("kl_penalty_fn %s has no effect: algorithm %s computes advantages in the pipeline (quirk Q-10)", kp, r.Type.name))
+	}
+	return nil
+}
+
+// trainOnly is check_config of sft and dpo: they train from a stored buffer.
+func trainOnly(t *Type, env *Env) error {
+	mode := env.Mode
+	if mode == "" {
+		mode = "train"
+	}
+	upper := strings.ToUpper(t.name)
+	switch mode {
+	case "train":
+		if env.Input == "" {
+			return badf("`buffer.trainer_input.experience_buffer.path` is required when `algorithm.algorithm_type == %s` (set input)", t.name)
+		}
+	case "both", "explore":
+		return badf("%s does not support `%s` mode", upper, mode)
+	}
+	return nil
+}
+
+// dpoMutate is the rest of DPO's check_config: each record yields a chosen
+// and a rejected row ("fake" repeat_times 2), and DPO needs its KL loss.
+func dpoMutate(c *Config, warn func(string)) {
+	c.RepeatTimes = 2
+	switch c.Fn(KLLossFn) {
+	case "none":
+		warn("DPO must use KL loss. Set `algorithm.kl_loss_fn` to `k2`")
+		c.Set(KLLossFn, "k2", nil)
+	case "":
+		c.Set(KLLossFn, "k2", c.Args(KLLossFn))
+	}
+}
+
+// badf returns an error wrapping schema.ErrBadInput.
+func badf(format string, a ...any) error { return schema.BadInputf(format, a...) }

@@ -1,0 +1,63 @@
+package algorithm
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/registry"
+)
+
+// SampleStrategyDef is a registered sample strategy: how the trainer assembles
+// a batch from the experience buffer (spec algorithms.md §Sample strategies).
+// rftpipe writes stores rather than trainer batches, so only the name, the
+// arguments and their validation matter here.
+type SampleStrategyDef struct {
+	Name   string
+	Doc    string
+	Params args.Schema
+}
+
+// SampleStrategies returns the registry of the four upstream sample strategies.
+func SampleStrategies() *registry.Registry[*SampleStrategyDef] {
+	sampleOnce.Do(func() {
+		sampleReg = registry.New[*SampleStrategyDef]("sample strategy")
+		for _, d := range []*SampleStrategyDef{
+			{Name: "default", Doc: "read train_batch_size rows from the experience buffer"},
+			{Name: "warmup", Doc: "deprecated alias of default"},
+			{Name: "staleness_control", Doc: "read only rows with info.model_version >= step - max_staleness",
+				Params: args.Schema{{Name: "max_staleness", Kind: args.Float, Ctor: math.Inf(1),
+					Doc: "oldest model version accepted, relative to the trainer step (default: no limit)"}}},
+			{Name: "mix", Doc: "usual rows plus ceil(expert_data_ratio·N) expert (SFT) rows; adds expert_mask and step",
+				Params: args.Schema{
+					{Name: "expert_data_ratio", Kind: args.Float, Ctor: 0.5, Default: 0.5, InDefaults: true,
+						Doc: "fraction of the batch read from the expert buffer"},
+					{Name: "sft_dataset_name", Kind: args.String, Ctor: "sft_dataset", Default: "sft_dataset", InDefaults: true,
+						Doc: "auxiliary buffer holding the expert data"},
+				}},
+		} {
+			if err := sampleReg.Add(d.Name, d); err != nil {
+				panic(err) // distinct names above; a clash is a programming error
+			}
+		}
+	})
+	return sampleReg
+}
+
+var (
+	sampleOnce sync.Once
+	sampleReg  *registry.Registry[*SampleStrategyDef]
+)
+
+// check validates an argument dict (nil: default_args()).
+func (d *SampleStrategyDef) check(user Args) error {
+	v, err := d.Params.Resolve(user)
+	if err != nil {
+		return fmt.Errorf("sample strategy %s: %w", d.Name, err)
+	}
+	if r, ok := v["expert_data_ratio"].(float64); ok && (r < 0 || r > 1) {
+		return fmt.Errorf("sample strategy %s: %w", d.Name, badf("expert_data_ratio %v is not in [0, 1]", r))
+	}
+	return nil
+}
