@@ -3,9 +3,9 @@ package algorithm
 // preset is the default_config() of one type: the keys it lists ("" and 0
 // for the ones it does not; those come from the generic defaults).
 type preset struct {
-	repeatTimes                                                  int
+	repeatTimes                                                   int
 	sample, advantage, klPenalty, policyLoss, klLoss, entropyLoss string
-	advantageArgs                                                Args
+	advantageArgs                                                 Args
 }
 
 func (p preset) config(name string) Config {
@@ -50,11 +50,11 @@ func builtins() []*Type {
 	rollout.UseRollout = true
 	return []*Type{
 		{name: "sft", class: "SFTAlgorithm", doc: "supervised fine-tuning on prompt + reference answer",
-			flags: Flags{CanBalanceBatch: true, Schema: SFT},
+			flags:    Flags{CanBalanceBatch: true, Schema: SFT},
 			defaults: preset{sample: "default", policyLoss: "sft", klLoss: "none", entropyLoss: "none"}.config("sft"),
 			checkEnv: trainOnly},
 		{name: "ppo", class: "PPOAlgorithm", doc: "PPO with a critic and GAE advantages (https://arxiv.org/pdf/1707.06347)",
-			flags: Flags{UseCritic: true, UseReference: true, ComputeAdvantageInTrainer: true, CanBalanceBatch: true, Schema: Experience},
+			flags:    Flags{UseCritic: true, UseReference: true, ComputeAdvantageInTrainer: true, CanBalanceBatch: true, Schema: Experience},
 			defaults: std(1, "ppo", "ppo").config("ppo")},
 		{name: "grpo", class: "GRPOAlgorithm", doc: "group-relative advantages, PPO loss (https://arxiv.org/pdf/2402.03300)",
 			flags: experience, defaults: std(2, "grpo", "ppo").config("grpo")},
