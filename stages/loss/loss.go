@@ -77,13 +77,6 @@ type Loss struct {
 	p    planner
 }
 
-// Result is the outcome of an evaluation; the gradient is written into the
-// caller's buffer.
-type Result struct {
-	Loss    float64
-	Metrics agg.Metrics
-}
-
 // backendParam is the argument every loss has: it selects the key mapper.
 var backendParam = args.Param{Name: "backend", Kind: args.String, Ctor: "verl", Choices: []string{"verl", "tinker"},
 	Doc: "trainer backend whose column names the loss reads"}
@@ -144,28 +137,28 @@ func (l *Loss) Plan(b *tokens.Batch) (*Plan, error) {
 	return l.p.plan(b)
 }
 
-// Eval evaluates the loss on the CPU: grad (length b.Rows.Tokens()) receives
-// dLoss/dlogprob for every token. All-masked rows or batches give the
+// Eval evaluates the loss on the CPU and returns its value and metrics; grad
+// (length b.Rows.Tokens()) receives dLoss/dlogprob for every token. All-masked rows or batches give the
 // reference's values (0 for masked means), never a panic.
-func (l *Loss) Eval(b *tokens.Batch, grad []float64) (Result, error) {
+func (l *Loss) Eval(b *tokens.Batch, grad []float64) (float64, agg.Metrics, error) {
 	p, err := l.Plan(b)
 	if err != nil {
-		return Result{}, err
+		return 0, nil, err
 	}
 	res, err := b.Eval(grad, p.Terms...)
 	if err != nil {
-		return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+		return 0, nil, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
 	}
 	out, err := p.Finish(res)
 	if err != nil {
-		return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+		return 0, nil, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
 	}
 	if out.GradTerms != nil {
 		if _, err := b.Eval(grad, out.GradTerms...); err != nil {
-			return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+			return 0, nil, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
 		}
 	}
-	return Result{Loss: out.Loss, Metrics: out.Metrics}, nil
+	return out.Loss, out.Metrics, nil
 }
 
 // single is the planner of a loss that is one kernel over all rows.

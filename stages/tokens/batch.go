@@ -136,21 +136,30 @@ func (b *Batch) Set(name string, v []float64) error {
 	return nil
 }
 
-// SetMatrix stores a per-token input given as ragged rows; every row must
-// have the batch's length for that row.
+// SetMatrix stores a per-token input given as ragged rows (see Flatten).
 func (b *Batch) SetMatrix(name string, rows [][]float64) error {
+	flat, err := b.Flatten(Canonical(name), rows)
+	if err != nil {
+		return err
+	}
+	return b.Set(name, flat)
+}
+
+// Flatten lays ragged rows out as the batch's flat per-token slice; every
+// row must have the batch's length for that row. name is for errors.
+func (b *Batch) Flatten(name string, rows [][]float64) ([]float64, error) {
 	if len(rows) != b.Rows.N() {
-		return schema.BadInputf("input %s has %d rows, the batch has %d", Canonical(name), len(rows), b.Rows.N())
+		return nil, schema.BadInputf("input %s has %d rows, the batch has %d", name, len(rows), b.Rows.N())
 	}
 	flat := make([]float64, 0, b.Rows.Tokens())
 	for r, row := range rows {
 		lo, hi := b.Rows.Span(r)
 		if len(row) != hi-lo {
-			return schema.BadInputf("input %s row %d has %d tokens, want %d", Canonical(name), r, len(row), hi-lo)
+			return nil, schema.BadInputf("input %s row %d has %d tokens, want %d", name, r, len(row), hi-lo)
 		}
 		flat = append(flat, row...)
 	}
-	return b.Set(name, flat)
+	return flat, nil
 }
 
 // SetExpertMask stores the per-row expert flags (length B).

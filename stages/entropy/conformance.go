@@ -1,0 +1,65 @@
+package entropy
+
+import (
+	"encoding/json"
+
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/conformance"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// ConformanceRunner returns the runner of golden kind "entropy": loss,
+// metrics and gradient w.r.t. the entropy input.
+func ConformanceRunner() conformance.Runner {
+	return func(c *conformance.Case, chk *conformance.Checker) error {
+		user, err := args.FromJSON(c.Args)
+		if err != nil {
+			return err
+		}
+		f, err := New(c.Fn, user)
+		if err != nil {
+			return err
+		}
+		var mode string
+		if err := json.Unmarshal(c.Call["loss_agg_mode"], &mode); err != nil {
+			return err
+		}
+		md, err := agg.ParseMode(mode)
+		if err != nil {
+			return err
+		}
+		b, err := tokens.FromCase(c)
+		if err != nil {
+			return err
+		}
+		grad := make([]float64, b.Rows.Tokens())
+		loss, metrics, err := f.Loss(b, md, grad)
+		if err != nil {
+			return err
+		}
+		var want struct {
+			Loss    conformance.Float `json:"loss"`
+			Metrics json.RawMessage   `json:"metrics"`
+			Grad    json.RawMessage   `json:"grad_entropy"`
+		}
+		if err := json.Unmarshal(c.Expected, &want); err != nil {
+			return err
+		}
+		chk.Scalar("loss", loss, float64(want.Loss))
+		wm, err := conformance.Metrics(want.Metrics)
+		if err != nil {
+			return err
+		}
+		chk.Metrics("metrics", metrics, wm)
+		if string(want.Grad) == "null" { // none: no gradient at all
+			return nil
+		}
+		wg, err := conformance.Matrix(want.Grad)
+		if err != nil {
+			return err
+		}
+		chk.Matrix("grad_entropy", b.Split(grad), wg)
+		return nil
+	}
+}

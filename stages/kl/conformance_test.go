@@ -1,0 +1,26 @@
+package kl
+
+import (
+	"testing"
+
+	"github.com/rftpipe/rftpipe/stages/conformance"
+)
+
+// TestConformance runs every kl golden case: all must pass.
+func TestConformance(t *testing.T) {
+	reg := conformance.NewRegistry()
+	if err := reg.Add("kl", ConformanceRunner()); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := conformance.RunDir("../../fixtures/conformance", []string{"kl"}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range rep.Mismatches {
+		t.Error(m)
+	}
+	if rep.Failed != 0 || rep.Passed == 0 {
+		t.Errorf("%s", rep.Summary())
+	}
+	t.Log(rep.Summary())
+}
