@@ -125,8 +125,8 @@ type GoldenRow struct {
 	Returns    []conformance.Float `json:"returns"`
 	ActionMask []float64           `json:"action_mask"`
 	// Random cases (rec drop="balance").
-	MayBeDropped    bool                `json:"may_be_dropped"`
-	AdvantagesIfKep []conformance.Float `json:"advantages_if_kept"`
+	MayBeDropped     bool                `json:"may_be_dropped"`
+	AdvantagesIfKept []conformance.Float `json:"advantages_if_kept"`
 }
 
 // GotRow is one output row of ours.
@@ -332,12 +332,12 @@ func checkBalanceDrop(chk *conformance.Checker, got []GotRow, want []GoldenRow, 
 	}
 	dropped := map[string]int{}
 	for i, w := range want {
-		if w.MayBeDropped && allZero(got[i].Advantages) && !allZero(floats(w.AdvantagesIfKep)) {
+		if w.MayBeDropped && allZero(got[i].Advantages) && !allZero(floats(w.AdvantagesIfKept)) {
 			dropped[w.EID.TID()]++
 			continue
 		}
 		if w.MayBeDropped {
-			w.Advantages, w.Returns = w.AdvantagesIfKep, w.AdvantagesIfKep
+			w.Advantages, w.Returns = w.AdvantagesIfKept, w.AdvantagesIfKept
 		}
 		CheckRows(chk, fmt.Sprintf("outputs[%d]", i), got[i:i+1], []GoldenRow{w})
 	}
