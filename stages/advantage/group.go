@@ -134,6 +134,7 @@ const (
 
 var singletonNames = []string{"upstream", "unit", "zero", "drop"}
 
+// String returns the arg value of the policy.
 func (p SingletonPolicy) String() string { return singletonNames[p] }
 
 // precision says which parts of a group rule run in float32, as upstream.

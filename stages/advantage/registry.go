@@ -30,6 +30,7 @@ const (
 	TrainerSide
 )
 
+// String returns "pipeline" or "trainer".
 func (s Side) String() string { return [...]string{"pipeline", "trainer"}[s] }
 
 // Spec describes one registered fn: its name, its args with their defaults
