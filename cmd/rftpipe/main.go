@@ -20,6 +20,7 @@ func newApp() *cli.App {
 			genCommand(),
 			inspectCommand(),
 			convertCommand(),
+			algorithmsCommand(),
 		},
 		// Errors are printed once, by main, in one line.
 		ExitErrHandler:  func(*cli.Context, error) {},

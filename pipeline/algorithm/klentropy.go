@@ -1,32 +1,44 @@
 package algorithm
 
-// The KL and entropy registries are being written (stages/loss); until
-// they land, these two functions know their names and default_args() (spec
-// kl_entropy.md) and are the only place to switch to the registries.
-
 import (
-	"slices"
-	"strings"
+	"github.com/rftpipe/rftpipe/stages/entropy"
+	"github.com/rftpipe/rftpipe/stages/kl"
 )
 
-// klEntropyDefaultArgs returns the default_args() of a KL or entropy fn.
+// klEntropyDefaultArgs returns the default_args() of a KL fn (slots
+// kl_penalty_fn, kl_loss_fn) or an entropy loss fn, from their registries.
 func klEntropyDefaultArgs(s Slot, name string) (Args, error) {
 	if s == EntropyLossFn {
-		names := []string{"default", "mix", "none"}
-		if !slices.Contains(names, name) {
-			return nil, badf("unknown entropy loss fn %q (valid: %s)", name, strings.Join(names, ", "))
+		if _, err := entropy.Registry().Get(name); err != nil {
+			return nil, err
 		}
-		return Args{"entropy_coef": 0.0}, nil
+		return entropy.Schema().Defaults(), nil
 	}
-	names := []string{"abs", "corrected_k3", "k1", "k2", "k3", "low_var_kl", "none"}
-	if !slices.Contains(names, name) {
-		return nil, badf("unknown KL fn %q (valid: %s)", name, strings.Join(names, ", "))
+	sch, err := kl.Schema(name)
+	if err != nil {
+		return nil, err
 	}
-	return Args{"adaptive": false, "kl_coef": 0.001}, nil
+	return sch.Defaults(), nil
 }
 
-// buildKLEntropy checks the name of a KL or entropy fn.
+// buildKLEntropy configures the KL or entropy fn of slot s.
 func (r *Resolved) buildKLEntropy(s Slot) error {
-	_, err := klEntropyDefaultArgs(s, r.Config.Fn(s))
+	var err error
+	if s == EntropyLossFn {
+		_, err = r.EntropyLoss()
+	} else {
+		_, err = r.KL(s)
+	}
 	return err
+}
+
+// KL returns a fresh KL fn of slot s (KLPenaltyFn or KLLossFn): each slot
+// is an independent object with its own coefficient, as upstream.
+func (r *Resolved) KL(s Slot) (*kl.Fn, error) {
+	return kl.New(r.Config.Fn(s), r.Config.Args(s))
+}
+
+// EntropyLoss returns the configured entropy loss fn.
+func (r *Resolved) EntropyLoss() (*entropy.Fn, error) {
+	return entropy.New(r.Config.Fn(EntropyLossFn), r.Config.Args(EntropyLossFn))
 }
