@@ -3,6 +3,7 @@ package advantage
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/rftpipe/rftpipe/stages/agg"
@@ -111,12 +112,10 @@ func GoldenInput(exps []GoldenExperience, seed uint64) *Input {
 
 func nanIfNil(f *conformance.Float) float64 {
 	if f == nil {
-		return nanValue
+		return math.NaN()
 	}
 	return float64(*f)
 }
-
-var nanValue = func() float64 { var z float64; return z / z }()
 
 // GoldenRow is one output row as the golden files write it.
 type GoldenRow struct {

@@ -162,7 +162,7 @@ func TestEmptyInput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := fn.Plan(&Input{Tasks: GroupBy(nil)})
+			p, err := fn.Plan(&Input{}) // no rows, zero grouping
 			if err != nil {
 				t.Fatal(err)
 			}

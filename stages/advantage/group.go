@@ -105,8 +105,11 @@ func GroupByIDs(ids []int32, n int) (Groups, error) {
 
 // check verifies that g partitions rows 0..n-1.
 func (g Groups) check(what string, n int) error {
-	if g.Len() == 0 && n > 0 {
-		return schema.BadInputf("%s grouping is missing", what)
+	if g.Len() == 0 {
+		if n > 0 {
+			return schema.BadInputf("%s grouping is missing", what)
+		}
+		return nil
 	}
 	if int(g.Off[len(g.Off)-1]) != n || len(g.Rows) != n {
 		return schema.BadInputf("%s grouping covers %d rows, the batch has %d", what, len(g.Rows), n)

@@ -79,6 +79,11 @@ func (f *StepWiseGRPO) Plan(in *Input) (*Plan, error) {
 		rows := runs.Group(r)
 		runTask[r] = taskOf[rows[0]]
 		last[r] = in.Reward[rows[len(rows)-1]]
+		for _, row := range rows {
+			if taskOf[row] != runTask[r] {
+				return nil, errorf(fn, "run %d spans two task groups (rows %d and %d)", r, rows[0], row)
+			}
+		}
 	}
 	taskRuns, err := GroupByIDs(runTask, in.Tasks.Len())
 	if err != nil {

@@ -55,6 +55,11 @@ func TestBadInput(t *testing.T) {
 			_, err := Reinforce{}.Plan(input([]string{"a"}, []float64{0, 1}))
 			return err
 		}, "covers 1 rows, the batch has 2"},
+		{"runs across tasks", func() error {
+			_, err := (&StepWiseGRPO{GRPO: GRPO{Epsilon: 1e-6}}).Plan(&Input{Reward: []float64{1, 0},
+				Tasks: GroupBy([]string{"a", "b"}), Runs: GroupBy([]string{"r", "r"})})
+			return err
+		}, "spans two task groups"},
 		{"step_wise_grpo without runs", func() error {
 			_, err := (&StepWiseGRPO{GRPO: GRPO{Epsilon: 1e-6}}).Plan(input([]string{"a"}, []float64{1}))
 			return err
