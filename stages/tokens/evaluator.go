@@ -1,0 +1,73 @@
+package tokens
+
+import (
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/agg"
+)
+
+// Evaluator evaluates terms over a batch with the contract of Batch.Eval:
+// the same sums per term, the same gradient. CPU is Batch.Eval; a device
+// backend (package gpu) implements the same kernels on an accelerator and
+// shares everything else (plans, finishing, metric names) with the CPU path.
+type Evaluator interface {
+	Eval(b *Batch, grad []float64, terms ...Term) ([]TermResult, error)
+}
+
+// CPU is the Evaluator of the CPU driver, Batch.Eval.
+var CPU Evaluator = cpuEvaluator{}
+
+type cpuEvaluator struct{}
+
+func (cpuEvaluator) Eval(b *Batch, grad []float64, terms ...Term) ([]TermResult, error) {
+	return b.Eval(grad, terms...)
+}
+
+// Layout is the assignment of a batch's rows to the terms of one
+// evaluation, as Eval makes it: each row goes to the first term whose RowSet
+// holds it; a term's Stats cover every row of its RowSet.
+type Layout struct {
+	// Term is, per row, the index of the term evaluating it (-1: none; its
+	// gradient is 0).
+	Term []int
+	// Stats are the terms' row statistics.
+	Stats []Stats
+}
+
+// Layout checks the batch against the terms (mask present, expert_mask
+// present where a term selects rows by it) and assigns rows to terms.
+func (b *Batch) Layout(terms []Term) (Layout, error) {
+	if b.counts == nil {
+		return Layout{}, schema.BadInputf("missing input %s", ActionMask)
+	}
+	l := Layout{Term: make([]int, b.Rows.N()), Stats: make([]Stats, len(terms))}
+	for i, t := range terms {
+		if t.Rows != AllRows && b.expert == nil {
+			return Layout{}, schema.BadInputf("missing input %s", ExpertMask)
+		}
+		st := &l.Stats[i]
+		st.Width = b.Rows.Width
+		for r := 0; r < b.Rows.N(); r++ {
+			if t.Rows.has(b.expert, r) {
+				st.Rows++
+				st.Total += b.counts[r]
+			}
+		}
+	}
+	for r := range l.Term {
+		l.Term[r] = -1
+		for i, t := range terms {
+			if t.Rows.has(b.expert, r) {
+				l.Term[r] = i
+				break
+			}
+		}
+	}
+	return l, nil
+}
+
+// RowScale returns Row.Scale and Row.GradScale of row r evaluated by term t
+// with statistics st.
+func (b *Batch) RowScale(t Term, st Stats, r int) (scale, gradScale float64) {
+	s := agg.Scale(t.Mode, st.Rows, st.Width, st.Total, b.counts[r])
+	return s, s * t.Coef
+}
