@@ -2,9 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
 	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/compress"
 	"github.com/apache/arrow/go/v17/parquet/file"
@@ -13,9 +18,17 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 )
 
+// parquetSource reads the wanted columns of one Parquet file batch by batch,
+// each column on its own goroutine. It drives pqarrow's column readers itself
+// (rather than pqarrow's record reader) so that a decoder panic on a corrupt
+// file — which pqarrow raises on its own goroutines — is recovered and
+// reported as bad input instead of killing the process.
 type parquetSource struct {
-	pf *file.Reader
-	rr pqarrow.RecordReader
+	pf      *file.Reader
+	readers []*pqarrow.ColumnReader
+	sc      *arrow.Schema
+	batch   int64
+	cur     arrow.Record
 }
 
 func openParquet(path string, cfg readConfig) (source, error) {
@@ -50,28 +63,99 @@ func openParquet(path string, cfg readConfig) (source, error) {
 			}
 		}
 	}
-	rr, err := fr.GetRecordReader(context.Background(), leaves, nil)
+	rowGroups := make([]int, pf.NumRowGroups())
+	for i := range rowGroups {
+		rowGroups[i] = i
+	}
+	readers, rsc, err := fr.GetFieldReaders(context.Background(), leaves, rowGroups)
 	if err != nil {
 		pf.Close()
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
-	return &parquetSource{pf: pf, rr: rr}, nil
+	return &parquetSource{pf: pf, readers: readers, sc: rsc, batch: int64(cfg.batchRows)}, nil
 }
 
-func (p *parquetSource) Schema() *arrow.Schema { return p.rr.Schema() }
+func (p *parquetSource) Schema() *arrow.Schema { return p.sc }
 
 func (p *parquetSource) Next() (arrow.Record, error) {
-	if p.rr.Next() {
-		return p.rr.Record(), nil
+	if p.cur != nil {
+		p.cur.Release()
+		p.cur = nil
 	}
-	if err := p.rr.Err(); err != nil && err != io.EOF {
+	cols := make([]arrow.Array, len(p.readers))
+	errs := make([]error, len(p.readers))
+	var wg sync.WaitGroup
+	for i, rd := range p.readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("%v", r)
+				}
+			}()
+			cols[i], errs[i] = readBatch(rd, p.batch)
+		}()
+	}
+	wg.Wait()
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	ended := 0
+	for i, err := range errs {
+		switch {
+		case err == io.EOF:
+			ended++
+		case err != nil:
+			release()
+			return nil, fmt.Errorf("column %q: %w", p.sc.Field(i).Name, err)
+		}
+	}
+	if ended == len(cols) {
+		return nil, io.EOF
+	}
+	if ended > 0 {
+		release()
+		return nil, errors.New("columns have different lengths")
+	}
+	p.cur = array.NewRecord(p.sc, cols, -1)
+	release() // the record holds its own references
+	return p.cur, nil
+}
+
+// readBatch reads up to n rows of one column as a single array, or io.EOF.
+func readBatch(rd *pqarrow.ColumnReader, n int64) (arrow.Array, error) {
+	ch, err := rd.NextBatch(n)
+	if err != nil {
 		return nil, err
 	}
-	return nil, io.EOF
+	defer ch.Release()
+	switch len(ch.Chunks()) {
+	case 0:
+		return nil, io.EOF
+	case 1:
+		if ch.Len() == 0 {
+			return nil, io.EOF
+		}
+		a := ch.Chunk(0)
+		a.Retain()
+		return a, nil
+	}
+	return array.Concatenate(ch.Chunks(), memory.DefaultAllocator)
 }
 
 func (p *parquetSource) Close() error {
-	p.rr.Release()
+	if p.cur != nil {
+		p.cur.Release()
+		p.cur = nil
+	}
+	for _, rd := range p.readers {
+		rd.Release()
+	}
 	return p.pf.Close()
 }
 
