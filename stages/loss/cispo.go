@@ -1,8 +1,6 @@
 package loss
 
 import (
-	"math"
-
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -38,7 +36,7 @@ func (k *CISPO) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		d := x - old[t] // no clamp
-		ratio := math.Exp(d)
+		ratio := exp(d)
 		w, _ := clamp(ratio, 1-k.Low, 1+k.High)
 		a, keep := adv[t], 1.0
 		if k.MaskClip && (ratio > 1+k.MaskHigh && a > 0 || ratio < 1-k.MaskLow && a < 0) {

@@ -27,7 +27,7 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 			return err
 		}
 		grad := make([]float64, b.Rows.Tokens())
-		loss, metrics, err := l.Eval(b, grad)
+		res, err := l.Eval(b, grad)
 		if err != nil {
 			return err
 		}
@@ -42,12 +42,12 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 		if err := json.Unmarshal(c.Expected, &want); err != nil {
 			return err
 		}
-		chk.Scalar("loss", loss, float64(want.Loss))
+		chk.Scalar("loss", res.Loss, float64(want.Loss))
 		wm, err := conformance.Metrics(want.Metrics)
 		if err != nil {
 			return err
 		}
-		chk.Metrics("metrics", metrics, wm)
+		chk.Metrics("metrics", res.Metrics, wm)
 		wg, err := conformance.Matrix(want.Grad)
 		if err != nil {
 			return err

@@ -1,8 +1,6 @@
 package loss
 
 import (
-	"math"
-
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -28,7 +26,7 @@ func (k *GSPO) Row(r *tokens.Row, s []float64) {
 	n := len(lp)
 	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
 	sb := rowMeanLogRatio(r) // no clamp
-	ratio := math.Exp(sb)
+	ratio := exp(sb)
 	cr, in := clamp(ratio, 1-k.Low, 1+k.High)
 	gs := r.GradScale
 	var sL, sClip, sKL float64

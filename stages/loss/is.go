@@ -1,8 +1,6 @@
 package loss
 
 import (
-	"math"
-
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -29,7 +27,7 @@ func (k *IS) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		d, dd := clamp(x-old[t], -20, 20)
-		ratio := math.Exp(d)
+		ratio := exp(d)
 		l := -adv[t] * ratio
 		sL += l * mt
 		sRatio += ratio * mt

@@ -19,8 +19,6 @@ package loss
 
 import (
 	"fmt"
-	"math"
-
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -67,6 +65,13 @@ type Outcome struct {
 type Kernel interface {
 	tokens.Kernel
 	Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics)
+}
+
+// Result is the value and metrics of an evaluation; the gradient is written
+// into the caller's buffer.
+type Result struct {
+	Loss    float64
+	Metrics agg.Metrics
 }
 
 // Loss is a configured policy loss: validated arguments, ready to evaluate.
@@ -137,28 +142,28 @@ func (l *Loss) Plan(b *tokens.Batch) (*Plan, error) {
 	return l.p.plan(b)
 }
 
-// Eval evaluates the loss on the CPU and returns its value and metrics; grad
-// (length b.Rows.Tokens()) receives dLoss/dlogprob for every token. All-masked rows or batches give the
+// Eval evaluates the loss on the CPU; grad (length b.Rows.Tokens()) receives
+// dLoss/dlogprob for every token. All-masked rows or batches give the
 // reference's values (0 for masked means), never a panic.
-func (l *Loss) Eval(b *tokens.Batch, grad []float64) (float64, agg.Metrics, error) {
+func (l *Loss) Eval(b *tokens.Batch, grad []float64) (Result, error) {
 	p, err := l.Plan(b)
 	if err != nil {
-		return 0, nil, err
+		return Result{}, err
 	}
 	res, err := b.Eval(grad, p.Terms...)
 	if err != nil {
-		return 0, nil, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+		return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
 	}
 	out, err := p.Finish(res)
 	if err != nil {
-		return 0, nil, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+		return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
 	}
 	if out.GradTerms != nil {
 		if _, err := b.Eval(grad, out.GradTerms...); err != nil {
-			return 0, nil, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
+			return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
 		}
 	}
-	return out.Loss, out.Metrics, nil
+	return Result{Loss: out.Loss, Metrics: out.Metrics}, nil
 }
 
 // single is the planner of a loss that is one kernel over all rows.
@@ -224,7 +229,7 @@ func rowMeanLogRatio(r *tokens.Row) float64 {
 }
 
 // sigmoid is the logistic function.
-func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+func sigmoid(x float64) float64 { return 1 / (1 + exp(-x)) }
 
 // bad is a shorthand for argument validation errors.
 func bad(format string, a ...any) error { return schema.BadInputf(format, a...) }

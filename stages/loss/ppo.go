@@ -1,8 +1,6 @@
 package loss
 
 import (
-	"math"
-
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -134,7 +132,7 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		d, dd := clamp(k.logRatio(lp[t], old[t]), -20, 20)
-		ratio := math.Exp(d)
+		ratio := exp(d)
 		cr, in := clamp(ratio, lo, hi)
 		l1, l2 := -a*ratio, -a*cr
 		// max(L1, L2): at a tie both derivatives are equal (a tie with the

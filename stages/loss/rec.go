@@ -1,8 +1,6 @@
 package loss
 
 import (
-	"math"
-
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -44,7 +42,7 @@ func (k *REC) Row(r *tokens.Row, s []float64) {
 	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
 	rho := 0.0
 	if k.ClipMode == "gspo-one-side" {
-		rho = math.Exp(rowMeanLogRatio(r))
+		rho = exp(rowMeanLogRatio(r))
 	}
 	gs := r.GradScale
 	var sL, sDrop float64
@@ -55,7 +53,7 @@ func (k *REC) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		a, d := adv[t], x-old[t]
-		ratio := math.Exp(d)
+		ratio := exp(d)
 		keep := k.keep(a, ratio, rho)
 		w := a
 		switch k.Weight {
@@ -64,7 +62,7 @@ func (k *REC) Row(r *tokens.Row, s []float64) {
 		case "gspo_importance_sampling":
 			w = a * rho
 		case "advantage":
-			w = a * math.Exp(a/k.Temp)
+			w = a * exp(a/k.Temp)
 		}
 		kf := b2f(keep)
 		l, g := -w*x*kf, -w*kf

@@ -1,8 +1,6 @@
 package loss
 
 import (
-	"math"
-
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -38,7 +36,7 @@ func (k *SAPO) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		d := x - old[t] // no clamp
-		ratio := math.Exp(d)
+		ratio := exp(d)
 		a, tau := adv[t], k.TauNeg
 		if a > 0 {
 			tau = k.TauPos

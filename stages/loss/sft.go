@@ -48,10 +48,10 @@ func (k *SFT) Row(r *tokens.Row, s []float64) {
 		case WeightNone:
 			l, g = -x, -1
 		case WeightProb:
-			p := math.Exp(x)
+			p := exp(x)
 			l, g = -x*p, -p
 		default:
-			p := math.Exp(x) // before the cutoff clamp
+			p := exp(x) // before the cutoff clamp
 			phi := p * (1 - p)
 			xc, pass := x, 1.0
 			if x > lnCut {

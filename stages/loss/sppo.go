@@ -1,8 +1,6 @@
 package loss
 
 import (
-	"math"
-
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -35,7 +33,7 @@ func (k *SPPO) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		d := x - old[t]
-		ratio := math.Exp(d)
+		ratio := exp(d)
 		in := b2f(lo <= ratio && ratio <= hi)
 		g := -adv[t] * in
 		sL += g * d * mt

@@ -1,8 +1,6 @@
 package loss
 
 import (
-	"math"
-
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -38,7 +36,7 @@ func (k *TOPR) Row(r *tokens.Row, s []float64) {
 			}
 		}
 		d, _ := clamp(sum, -20, 20)
-		seq = math.Exp(d)
+		seq = exp(d)
 	}
 	gs := r.GradScale
 	var sL, sAlpha, sRatio float64
@@ -50,7 +48,7 @@ func (k *TOPR) Row(r *tokens.Row, s []float64) {
 		}
 		ratio := seq
 		if !k.SequenceRatio {
-			ratio = math.Exp(x - old[t])
+			ratio = exp(x - old[t])
 		}
 		a, alpha := adv[t], 1.0
 		if a <= k.Threshold {
