@@ -2,6 +2,8 @@ package algorithm
 
 import (
 	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/entropy"
+	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
 )
 
@@ -23,6 +25,66 @@ func advantageSide(name string) (side, error) {
 		return trainerSide, nil
 	}
 	return pipelineSide, nil
+}
+
+// ComponentNames returns the names valid in slot s, sorted (for help texts
+// and suggestions).
+func ComponentNames(s Slot) []string {
+	switch s {
+	case SampleStrategy:
+		return SampleStrategies().Names()
+	case AdvantageFn:
+		return append(advantage.Default().Names(), NoAdvantage)
+	case PolicyLossFn:
+		return loss.Default().Names()
+	case EntropyLossFn:
+		return entropy.Registry().Names()
+	default:
+		return kl.Registry().Names()
+	}
+}
+
+// ArgNames returns the argument names component name of slot s takes; an
+// unknown name is an error listing the valid ones.
+func ArgNames(s Slot, name string) ([]string, error) {
+	switch s {
+	case SampleStrategy:
+		d, err := SampleStrategies().Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return d.Params.Names(), nil
+	case AdvantageFn:
+		if name == NoAdvantage {
+			return nil, nil
+		}
+		spec, err := advantage.Default().Get(name)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, len(spec.Params))
+		for i, p := range spec.Params {
+			out[i] = p.Name
+		}
+		return out, nil
+	case PolicyLossFn:
+		d, err := loss.Default().Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return d.Schema().Names(), nil
+	case EntropyLossFn:
+		if _, err := entropy.Registry().Get(name); err != nil {
+			return nil, err
+		}
+		return entropy.Schema().Names(), nil
+	default:
+		sch, err := kl.Schema(name)
+		if err != nil {
+			return nil, err
+		}
+		return sch.Names(), nil
+	}
 }
 
 // defaultArgs returns the default_args() of component name in slot s, from
@@ -51,8 +113,17 @@ func defaultArgs(s Slot, name string) (Args, error) {
 			return nil, err
 		}
 		return d.DefaultArgs(), nil
+	case EntropyLossFn:
+		if _, err := entropy.Registry().Get(name); err != nil {
+			return nil, err
+		}
+		return entropy.Schema().Defaults(), nil
 	default:
-		return klEntropyDefaultArgs(s, name)
+		sch, err := kl.Schema(name)
+		if err != nil {
+			return nil, err
+		}
+		return sch.Defaults(), nil
 	}
 }
 
@@ -83,8 +154,12 @@ func (r *Resolved) build(s Slot) error {
 	case PolicyLossFn:
 		_, err := r.PolicyLoss()
 		return err
+	case EntropyLossFn:
+		_, err := r.EntropyLoss()
+		return err
 	default:
-		return r.buildKLEntropy(s)
+		_, err := r.KL(s)
+		return err
 	}
 }
 
@@ -114,4 +189,15 @@ func (r *Resolved) TrainerAdvantage() (advantage.TrainerFn, error) {
 		return nil, nil
 	}
 	return advantage.Default().Trainer(r.Config.Fn(AdvantageFn), r.Config.Args(AdvantageFn))
+}
+
+// KL returns a fresh KL fn of slot s (KLPenaltyFn or KLLossFn): each slot
+// is an independent object with its own coefficient, as upstream.
+func (r *Resolved) KL(s Slot) (*kl.Fn, error) {
+	return kl.New(r.Config.Fn(s), r.Config.Args(s))
+}
+
+// EntropyLoss returns the configured entropy loss fn.
+func (r *Resolved) EntropyLoss() (*entropy.Fn, error) {
+	return entropy.New(r.Config.Fn(EntropyLossFn), r.Config.Args(EntropyLossFn))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/loss"
 )
 
 // DefaultType is algorithm_type when the config leaves it null.
@@ -74,7 +75,9 @@ type Resolved struct {
 //  3. every null *_args ← the component's default_args(), the whole dict (a
 //     user dict is not merged with it: keys it omits take the constructor
 //     defaults when the component is built);
-//  4. a loss_agg_mode key in policy_loss_fn_args ← loss_agg_mode.
+//  4. a loss_agg_mode key in policy_loss_fn_args ← loss_agg_mode,
+//     unless the dict also says respect_own_loss_agg_mode: true (the loss's
+//     opt-in fix, as loss.Def.FromConfig).
 //
 // Then every component is built once with its arguments, so a bad name or
 // argument is reported here. A nil env skips the job rules (to show a type's
@@ -86,7 +89,7 @@ func Resolve(user Config, env *Env, opt Options) (*Resolved, error) {
 	}
 	t, err := Default().Get(name)
 	if err != nil {
-		return nil, err
+		return nil, keyErr("algorithm_type", err)
 	}
 	res := &Resolved{Type: t, Config: user.clone()}
 	c := &res.Config
@@ -94,7 +97,7 @@ func Resolve(user Config, env *Env, opt Options) (*Resolved, error) {
 	warn := func(s string) { res.Warnings = append(res.Warnings, s) }
 	if env != nil && t.checkEnv != nil {
 		if err := t.checkEnv(t, env); err != nil {
-			return nil, err
+			return nil, keyErr("algorithm_type", err)
 		}
 	}
 	if t.mutate != nil {
@@ -113,7 +116,7 @@ func Resolve(user Config, env *Env, opt Options) (*Resolved, error) {
 func fill(t *Type, c *Config, opt Options) error {
 	switch {
 	case c.RepeatTimes < 0:
-		return badf("repeat_times %d: must be at least 1", c.RepeatTimes)
+		return keyErr("repeat_times", badf("%d: must be at least 1", c.RepeatTimes))
 	case c.RepeatTimes == 0 && opt.AlgorithmRepeatTimes && t.defaults.RepeatTimes > 0:
 		c.RepeatTimes = t.defaults.RepeatTimes
 	case c.RepeatTimes == 0:
@@ -143,7 +146,7 @@ func fill(t *Type, c *Config, opt Options) error {
 		c.LossAggMode = DefaultLossAggMode
 	}
 	if _, err := agg.ParseMode(c.LossAggMode); err != nil {
-		return fmt.Errorf("%w", schema.BadInputf("loss_agg_mode: %v", err))
+		return keyErr("loss_agg_mode", schema.BadInputf("%v", err))
 	}
 	for _, s := range Slots {
 		if c.Args(s) != nil {
@@ -151,13 +154,15 @@ func fill(t *Type, c *Config, opt Options) error {
 		}
 		d, err := defaultArgs(s, c.Fn(s))
 		if err != nil {
-			return fmt.Errorf("%s: %w", s.Key(), err)
+			return keyErr(s.Key(), err)
 		}
 		c.Components[s].Args = d
 	}
 	pl := c.Args(PolicyLossFn)
 	if _, has := pl["loss_agg_mode"]; has {
-		pl["loss_agg_mode"] = c.LossAggMode
+		if own, _ := pl[loss.RespectOwnAggMode].(bool); !own { // the loss's opt-in Q-05 fix
+			pl["loss_agg_mode"] = c.LossAggMode
+		}
 	}
 	return nil
 }
@@ -166,27 +171,30 @@ func fill(t *Type, c *Config, opt Options) error {
 func (r *Resolved) check(warn func(string)) error {
 	c, f := &r.Config, r.Type.flags
 	for _, s := range Slots {
+		if _, err := defaultArgs(s, c.Fn(s)); err != nil {
+			return keyErr(s.Key(), err)
+		}
 		if err := r.build(s); err != nil {
-			return fmt.Errorf("%s %s: %w", s.Key(), c.Fn(s), err)
+			return keyErr(s.ArgsKey(), err)
 		}
 	}
 	adv := c.Fn(AdvantageFn)
 	if adv != NoAdvantage {
 		side, err := advantageSide(adv)
 		if err != nil {
-			return err
+			return keyErr("advantage_fn", err)
 		}
 		switch {
 		case !f.ComputeAdvantageInTrainer && side == trainerSide:
-			return badf("advantage_fn %s can only be computed in the trainer, and algorithm %s computes advantages in the pipeline", adv, r.Type.name)
+			return keyErr("advantage_fn", badf("advantage_fn %s can only be computed in the trainer, and algorithm %s computes advantages in the pipeline", adv, r.Type.name))
 		case f.ComputeAdvantageInTrainer && side == pipelineSide:
-			return badf("advantage_fn %s runs in the pipeline, and algorithm %s computes advantages in the trainer: choose a trainer-side fn", adv, r.Type.name)
+			return keyErr("advantage_fn", badf("advantage_fn %s runs in the pipeline, and algorithm %s computes advantages in the trainer: choose a trainer-side fn", adv, r.Type.name))
 		}
 	} else if f.ComputeAdvantageInTrainer {
-		return badf("algorithm %s computes advantages in the trainer: advantage_fn cannot be none", r.Type.name)
+		return keyErr("advantage_fn", badf("algorithm %s computes advantages in the trainer: advantage_fn cannot be none", r.Type.name))
 	}
 	if kl := c.Fn(KLLossFn); kl != "none" && !f.UseReference {
-		return badf("kl_loss_fn %s needs ref_log_prob, which algorithm %s does not compute (use_reference = false): set kl_loss_fn: none", kl, r.Type.name)
+		return keyErr("kl_loss_fn", badf("kl_loss_fn %s needs ref_log_prob, which algorithm %s does not compute (use_reference = false): set kl_loss_fn: none", kl, r.Type.name))
 	}
 	if kp := c.Fn(KLPenaltyFn); kp != "none" && !f.ComputeAdvantageInTrainer {
 		warn(fmt.Sprintf("kl_penalty_fn %s has no effect: algorithm %s computes advantages in the pipeline (quirk Q-10)", kp, r.Type.name))
@@ -224,6 +232,20 @@ func dpoMutate(c *Config, warn func(string)) {
 		c.Set(KLLossFn, "k2", c.Args(KLLossFn))
 	}
 }
+
+// KeyError is a resolution error caused by the value of one key of the
+// algorithm section; it wraps the cause (which wraps schema.ErrBadInput).
+type KeyError struct {
+	Key string // "policy_loss_fn_args", "algorithm_type", …
+	Err error
+}
+
+func (e *KeyError) Error() string { return e.Key + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *KeyError) Unwrap() error { return e.Err }
+
+func keyErr(key string, err error) error { return &KeyError{Key: key, Err: err} }
 
 // badf returns an error wrapping schema.ErrBadInput.
 func badf(format string, a ...any) error { return schema.BadInputf(format, a...) }

@@ -103,6 +103,12 @@ func TestResolve(t *testing.T) {
 					t.Errorf("policy loss_agg_mode %v", got)
 				}
 			}},
+		{name: "Q-05 fix keeps gspo's own mode", user: user("gspo", set(PolicyLossFn, "", Args{"clip_range": 0.2, "loss_agg_mode": "seq-mean-token-mean", "respect_own_loss_agg_mode": true})),
+			check: func(t *testing.T, c Config) {
+				if got := c.Args(PolicyLossFn)["loss_agg_mode"]; got != "seq-mean-token-mean" {
+					t.Errorf("policy loss_agg_mode %v", got)
+				}
+			}},
 		{name: "default_config args (on_policy_distill)", user: user("on_policy_distill"), check: func(t *testing.T, c Config) {
 			if !reflect.DeepEqual(c.Args(AdvantageFn), Args{"kl_coef": 1.0}) {
 				t.Errorf("advantage_fn_args %v", c.Args(AdvantageFn))
@@ -224,5 +230,54 @@ func TestResolveDoesNotAlias(t *testing.T) {
 	typ, _ := Default().Get("jsd")
 	if typ.DefaultConfig().Args(AdvantageFn)["kl_coef"] != 1.0 {
 		t.Error("preset changed through a resolved config")
+	}
+}
+
+// TestResolveErrorKeys checks that errors name the key at fault, so a job
+// file can point at its line.
+func TestResolveErrorKeys(t *testing.T) {
+	tests := []struct {
+		user Config
+		key  string
+	}{
+		{user("nope"), "algorithm_type"},
+		{user("grpo", func(c *Config) { c.RepeatTimes = -2 }), "repeat_times"},
+		{user("grpo", func(c *Config) { c.LossAggMode = "sum" }), "loss_agg_mode"},
+		{user("grpo", set(PolicyLossFn, "ppo2", nil)), "policy_loss_fn"},
+		{user("grpo", set(PolicyLossFn, "ppo2", Args{"clip_range": 0.1})), "policy_loss_fn"},
+		{user("grpo", set(PolicyLossFn, "", Args{"clip": 0.1})), "policy_loss_fn_args"},
+		{user("grpo", set(KLLossFn, "k9", nil)), "kl_loss_fn"},
+		{user("grpo", set(EntropyLossFn, "", Args{"entropy_coef": "high"})), "entropy_loss_fn_args"},
+		{user("grpo", set(SampleStrategy, "mixx", nil)), "sample_strategy"},
+		{user("grpo", set(AdvantageFn, "rloo", nil)), "advantage_fn"},
+		{user("sppo", set(KLLossFn, "k1", nil)), "kl_loss_fn"},
+	}
+	for _, tc := range tests {
+		_, err := Resolve(tc.user, nil, Options{})
+		var ke *KeyError
+		if !errors.As(err, &ke) || ke.Key != tc.key || !errors.Is(err, schema.ErrBadInput) {
+			t.Errorf("%+v: error %v, want a bad-input KeyError for %s", tc.user, err, tc.key)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, s := range Slots {
+		names := ComponentNames(s)
+		if len(names) == 0 {
+			t.Fatalf("%s: no names", s)
+		}
+		for _, n := range names {
+			if _, err := ArgNames(s, n); err != nil {
+				t.Errorf("%s %s: %v", s, n, err)
+			}
+		}
+	}
+	got, err := ArgNames(PolicyLossFn, "gspo")
+	if err != nil || !strings.Contains(strings.Join(got, ","), "respect_own_loss_agg_mode") {
+		t.Errorf("gspo args %v, %v", got, err)
+	}
+	if _, err := ArgNames(KLLossFn, "k7"); err == nil {
+		t.Error("unknown KL fn: no error")
 	}
 }
