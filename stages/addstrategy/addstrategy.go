@@ -20,6 +20,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 // writeUnit is how a strategy split its writes.
@@ -125,8 +126,13 @@ func Register(r *advantage.Registry) error {
 	return nil
 }
 
+// param declares an arg whose constructor default is also its default_args() value.
+func param(name string, kind args.Kind, def any, doc string) args.Param {
+	return args.Param{Name: name, Kind: kind, Ctor: def, Default: def, InDefaults: true, Doc: doc}
+}
+
 var (
-	paramEpsilon  = advantage.Param{Name: "epsilon", Kind: advantage.Float, Default: 1e-6, Doc: "added to the std in the denominator"}
-	paramVariance = advantage.Param{Name: "variance_threshold", Kind: advantage.Float, Default: 0.0,
-		Doc: "drop groups with < 2 rows or population reward variance <= threshold"}
+	paramEpsilon  = param("epsilon", args.Float, 1e-6, "added to the std in the denominator")
+	paramVariance = param("variance_threshold", args.Float, 0.0,
+		"drop groups with < 2 rows or population reward variance <= threshold")
 )

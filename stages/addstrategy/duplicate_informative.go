@@ -1,6 +1,9 @@
 package addstrategy
 
-import "github.com/rftpipe/rftpipe/stages/advantage"
+import (
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // duplicateInformativeSpec is DuplicateInformativeAddStrategy (POLARIS): keep
 // the informative groups as reward_variance does, then refill up to the input
@@ -11,8 +14,8 @@ func duplicateInformativeSpec() advantage.Spec {
 	return advantage.Spec{
 		Name:   "duplicate_informative",
 		Doc:    "keep informative task groups and refill the row count with copies (new task ids)",
-		Params: []advantage.Param{paramVariance},
-		NewPipeline: func(a advantage.Args) (advantage.PipelineFn, error) {
+		Params: args.Schema{paramVariance},
+		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
 			stage := &advantage.RewardStdFilter{Threshold: a.Float("variance_threshold"), Variance: true}
 			return &Strategy{stage: stage, unit: single, timed: true, refill: true}, nil
 		},

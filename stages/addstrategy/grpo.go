@@ -1,6 +1,9 @@
 package addstrategy
 
-import "github.com/rftpipe/rftpipe/stages/advantage"
+import (
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // grpoSpec is GRPOAddStrategy: today's grpo fn with default args, one write
 // per group, only the group_advantages/* metrics.
@@ -8,8 +11,8 @@ func grpoSpec() advantage.Spec {
 	return advantage.Spec{
 		Name:   "grpo",
 		Doc:    "GRPO advantages per task group (no filter)",
-		Params: []advantage.Param{paramEpsilon},
-		NewPipeline: func(a advantage.Args) (advantage.PipelineFn, error) {
+		Params: args.Schema{paramEpsilon},
+		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
 			return &Strategy{stage: &advantage.GRPO{Epsilon: a.Float("epsilon")}, unit: perGroup, groupMetrics: true}, nil
 		},
 	}

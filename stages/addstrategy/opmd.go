@@ -1,6 +1,9 @@
 package addstrategy
 
-import "github.com/rftpipe/rftpipe/stages/advantage"
+import (
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // opmdSpec is OPMDAddStrategy: today's opmd fn, one write per group, no
 // metrics (its group_baseline was an unconverted tensor that gather_metrics
@@ -9,11 +12,12 @@ func opmdSpec() advantage.Spec {
 	return advantage.Spec{
 		Name: "opmd",
 		Doc:  "OPMD advantages per task group",
-		Params: []advantage.Param{
-			{Name: "opmd_baseline", Kind: advantage.Enum, Default: "mean", Choices: []string{"mean", "logavgexp"}, Doc: "group mean or log-avg-exp"},
-			{Name: "tau", Kind: advantage.Float, Default: 1.0, Doc: "logavgexp temperature"},
+		Params: args.Schema{
+			{Name: "opmd_baseline", Kind: args.String, Ctor: "mean", Default: "mean", InDefaults: true,
+				Choices: []string{"mean", "logavgexp"}, Doc: "group mean or log-avg-exp"},
+			param("tau", args.Float, 1.0, "logavgexp temperature"),
 		},
-		NewPipeline: func(a advantage.Args) (advantage.PipelineFn, error) {
+		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
 			stage := &advantage.OPMD{LogAvgExp: a.String("opmd_baseline") == "logavgexp", Tau: a.Float("tau")}
 			return &Strategy{stage: stage, unit: perGroup}, nil
 		},

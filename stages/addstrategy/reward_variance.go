@@ -1,6 +1,9 @@
 package addstrategy
 
-import "github.com/rftpipe/rftpipe/stages/advantage"
+import (
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // rewardVarianceSpec is RewardVarianceAddStrategy: keep task groups with >= 2
 // rows and population reward variance (float64) > variance_threshold; no
@@ -9,8 +12,8 @@ func rewardVarianceSpec() advantage.Spec {
 	return advantage.Spec{
 		Name:   "reward_variance",
 		Doc:    "drop low-variance task groups (no advantages)",
-		Params: []advantage.Param{paramVariance},
-		NewPipeline: func(a advantage.Args) (advantage.PipelineFn, error) {
+		Params: args.Schema{paramVariance},
+		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
 			stage := &advantage.RewardStdFilter{Threshold: a.Float("variance_threshold"), Variance: true}
 			return &Strategy{stage: stage, unit: perGroup, timed: true}, nil
 		},

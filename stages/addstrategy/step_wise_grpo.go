@@ -1,6 +1,9 @@
 package addstrategy
 
-import "github.com/rftpipe/rftpipe/stages/advantage"
+import (
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // stepWiseGRPOSpec is StepWiseGRPOStrategy: today's step_wise_grpo without
 // filter or batch std, one write per run, only the group_advantages/* metrics.
@@ -8,9 +11,9 @@ func stepWiseGRPOSpec() advantage.Spec {
 	return advantage.Spec{
 		Name: "step_wise_grpo",
 		Doc:  "GRPO over last-step rewards, broadcast to every step of the run",
-		Params: []advantage.Param{paramEpsilon,
-			{Name: "enable_step_norm", Kind: advantage.Bool, Default: false, Doc: "divide by the number of steps of the run"}},
-		NewPipeline: func(a advantage.Args) (advantage.PipelineFn, error) {
+		Params: args.Schema{paramEpsilon,
+			param("enable_step_norm", args.Bool, false, "divide by the number of steps of the run")},
+		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
 			stage := &advantage.StepWiseGRPO{GRPO: advantage.GRPO{Epsilon: a.Float("epsilon")}, StepNorm: a.Bool("enable_step_norm")}
 			return &Strategy{stage: stage, unit: perRun, groupMetrics: true}, nil
 		},

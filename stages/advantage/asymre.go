@@ -1,5 +1,7 @@
 package advantage
 
+import "github.com/rftpipe/rftpipe/stages/args"
+
 // ASYMRE is the pipeline-side asymre fn: advantage = reward − (group mean +
 // baseline_shift); singleton groups use baseline 0.
 type ASYMRE struct {
@@ -14,11 +16,11 @@ func asymreSpec() Spec {
 	return Spec{
 		Name: "asymre",
 		Doc:  "reward minus (group mean + baseline_shift)",
-		Params: []Param{paramBaselineShift,
-			{Name: "true_reward_mean", Kind: Bool, Default: false, Doc: "Q-11 fix: report the real group mean as reward_mean"},
+		Params: args.Schema{paramBaselineShift,
+			flag("true_reward_mean", "Q-11 fix: report the real group mean as reward_mean"),
 			paramSingleton},
-		NewPipeline: func(a Args) (PipelineFn, error) {
-			return &ASYMRE{BaselineShift: a.Float("baseline_shift"), TrueRewardMean: a.Bool("true_reward_mean"), Singleton: a.Singleton()}, nil
+		NewPipeline: func(a args.Values) (PipelineFn, error) {
+			return &ASYMRE{BaselineShift: a.Float("baseline_shift"), TrueRewardMean: a.Bool("true_reward_mean"), Singleton: singleton(a)}, nil
 		},
 	}
 }

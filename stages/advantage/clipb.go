@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 // ClipB is the trainer-side clipb fn: grpo_verl advantages, then tokens with
@@ -16,9 +17,11 @@ func clipBSpec() Spec {
 	return Spec{
 		Name: "clipb",
 		Doc:  "grpo_verl advantages plus entropy-based clipping of negative-advantage tokens",
-		Params: []Param{paramEpsilon,
-			{Name: "mu", Kind: Float, Default: 2.5, Doc: "clip tokens with S − E[S] < −mu·std(S)"}},
-		NewTrainer: func(a Args) (TrainerFn, error) { return &ClipB{Epsilon: a.Float("epsilon"), Mu: a.Float("mu")}, nil },
+		Params: args.Schema{paramEpsilon,
+			param("mu", args.Float, 2.5, "clip tokens with S − E[S] < −mu·std(S)")},
+		NewTrainer: func(a args.Values) (TrainerFn, error) {
+			return &ClipB{Epsilon: a.Float("epsilon"), Mu: a.Float("mu")}, nil
+		},
 	}
 }
 

@@ -3,6 +3,8 @@ package advantage
 import (
 	"math"
 	"sort"
+
+	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 // ClipV is the trainer-side clipv fn: grpo_verl advantages, then tokens with
@@ -16,11 +18,11 @@ func clipVSpec() Spec {
 	return Spec{
 		Name: "clipv",
 		Doc:  "grpo_verl advantages plus necs-based clipping of non-positive-advantage tokens",
-		Params: []Param{paramEpsilon,
-			// default_args() says 8.5, the constructor 2.0; the registry uses default_args().
-			{Name: "mu", Kind: Float, Default: 8.5, Doc: "clip tokens with D > mu·std(D)"},
-			{Name: "max_frac", Kind: Float, Default: 1e-4, Doc: "largest fraction of tokens clipped before top-k"}},
-		NewTrainer: func(a Args) (TrainerFn, error) {
+		Params: args.Schema{paramEpsilon,
+			// default_args() says 8.5, the constructor 2.0: both layers are kept.
+			{Name: "mu", Kind: args.Float, Ctor: 2.0, Default: 8.5, InDefaults: true, Doc: "clip tokens with D > mu·std(D)"},
+			param("max_frac", args.Float, 1e-4, "largest fraction of tokens clipped before top-k")},
+		NewTrainer: func(a args.Values) (TrainerFn, error) {
 			return &ClipV{Epsilon: a.Float("epsilon"), Mu: a.Float("mu"), MaxFrac: a.Float("max_frac")}, nil
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/conformance"
 )
 
@@ -72,17 +73,13 @@ func DecodeGolden(c *conformance.Case) ([]GoldenExperience, error) {
 	return exps, nil
 }
 
-// GoldenArgs decodes the args of a case (JSON values: float64, bool, string, nil).
+// GoldenArgs decodes the args of a case (stages/args' JSON decoding).
 func GoldenArgs(c *conformance.Case) (map[string]any, error) {
-	out := make(map[string]any, len(c.Args))
-	for k, raw := range c.Args {
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, fmt.Errorf("%s: args.%s: %w", c.Name, k, err)
-		}
-		out[k] = v
+	v, err := args.FromJSON(c.Args)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Name, err)
 	}
-	return out, nil
+	return v, nil
 }
 
 // GoldenInput builds the pipeline Input of golden experiences: a missing

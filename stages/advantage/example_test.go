@@ -17,9 +17,15 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fn, err := advantage.Default().Pipeline("grpo", map[string]any{
-		"std_threshold": "0", "duplicate_experiences": "true", // as given on a command line
-	})
+	spec, err := advantage.Default().Get("grpo")
+	if err != nil {
+		panic(err)
+	}
+	user, err := spec.Params.ParseKV([]string{"std_threshold=0", "duplicate_experiences=true"}) // --arg flags
+	if err != nil {
+		panic(err)
+	}
+	fn, err := advantage.Default().Pipeline("grpo", user)
 	if err != nil {
 		panic(err)
 	}

@@ -1,5 +1,7 @@
 package advantage
 
+import "github.com/rftpipe/rftpipe/stages/args"
+
 // GRPO is the pipeline-side grpo fn (GRPOGroupedAdvantage): per tid group,
 // score = (reward − mean) / (std + epsilon) with float32 statistics.
 type GRPO struct {
@@ -27,23 +29,23 @@ func grpoSpec() Spec {
 	return Spec{
 		Name: "grpo",
 		Doc:  "group-relative advantage (reward − mean)/(std + ε) per task group",
-		Params: []Param{
+		Params: args.Schema{
 			paramEpsilon, paramStdThreshold,
-			{Name: "duplicate_experiences", Kind: Bool, Default: false, Doc: "refill dropped groups with copies of kept groups (needs std_threshold)"},
-			{Name: "rank_penalty", Kind: OptFloat, Default: nil, Doc: "scale rewards by 1 − rank/n·penalty for the statistics (rank of mean logprob)"},
+			param("duplicate_experiences", args.Bool, false, "refill dropped groups with copies of kept groups (needs std_threshold)"),
+			param("rank_penalty", args.Float, nil, "scale rewards by 1 − rank/n·penalty for the statistics (rank of mean logprob)"),
 			paramStdCal,
-			{Name: "rank_penalty_adjusted_score", Kind: Bool, Default: false, Doc: "Q-01 fix: use the adjusted reward in the numerator too"},
-			{Name: "dr_grpo", Kind: Bool, Default: false, Doc: "Dr.GRPO: no std normalisation, score = reward − mean"},
+			flag("rank_penalty_adjusted_score", "Q-01 fix: use the adjusted reward in the numerator too"),
+			flag("dr_grpo", "Dr.GRPO: no std normalisation, score = reward − mean"),
 			paramSingleton,
 		},
-		NewPipeline: func(a Args) (PipelineFn, error) {
+		NewPipeline: func(a args.Values) (PipelineFn, error) {
 			g := &GRPO{
 				Epsilon:       a.Float("epsilon"),
 				Duplicate:     a.Bool("duplicate_experiences"),
 				BatchStd:      a.String("std_cal_level") == "batch",
 				AdjustedScore: a.Bool("rank_penalty_adjusted_score"),
 				DrGRPO:        a.Bool("dr_grpo"),
-				Singleton:     a.Singleton(),
+				Singleton:     singleton(a),
 			}
 			if t, ok := a.OptFloat("std_threshold"); ok {
 				g.StdThreshold = &t

@@ -1,5 +1,7 @@
 package advantage
 
+import "github.com/rftpipe/rftpipe/stages/args"
+
 // GRPOVerl is the trainer-side grpo_verl fn: GRPO on the summed token rewards
 // of each row, grouped by uid; statistics in float32, score in float64.
 type GRPOVerl struct{ Epsilon float64 }
@@ -8,8 +10,8 @@ func grpoVerlSpec() Spec {
 	return Spec{
 		Name:       "grpo_verl",
 		Doc:        "GRPO on summed token rewards, grouped by uid (trainer side)",
-		Params:     []Param{paramEpsilon},
-		NewTrainer: func(a Args) (TrainerFn, error) { return &GRPOVerl{Epsilon: a.Float("epsilon")}, nil },
+		Params:     args.Schema{paramEpsilon},
+		NewTrainer: func(a args.Values) (TrainerFn, error) { return &GRPOVerl{Epsilon: a.Float("epsilon")}, nil },
 	}
 }
 

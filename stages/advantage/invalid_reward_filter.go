@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 // InvalidRewardFilter is the invalid_reward_filter operator: it keeps the rows
@@ -15,7 +16,7 @@ func invalidRewardFilterSpec() Spec {
 	return Spec{
 		Name:        "invalid_reward_filter",
 		Doc:         "drop rows whose reward is null or NaN",
-		NewPipeline: func(Args) (PipelineFn, error) { return InvalidRewardFilter{}, nil },
+		NewPipeline: func(args.Values) (PipelineFn, error) { return InvalidRewardFilter{}, nil },
 	}
 }
 

@@ -1,6 +1,10 @@
 package advantage
 
-import "math"
+import (
+	"math"
+
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // JSD is the trainer-side jsd fn: a per-token Jensen-Shannon style
 // divergence between the student (old_log_probs) and the teacher, advantages
@@ -14,13 +18,13 @@ func jsdSpec() Spec {
 	return Spec{
 		Name: "jsd",
 		Doc:  "Jensen-Shannon distillation advantage from teacher log-probs",
-		Params: []Param{
-			{Name: "lambda_coef", Kind: Float, Default: 0.5, Doc: "mixture weight β (0: s − t, 1: t − s)"},
-			{Name: "kl_coef", Kind: Float, Default: 1.0, Doc: "scale of the advantage"},
-			{Name: "temperature", Kind: Float, Default: 1.0, Doc: "divides both log-probs"},
-			{Name: "chunk_size", Kind: OptInt, Default: nil, Doc: "upstream memory chunking; no effect on values"},
+		Params: args.Schema{
+			param("lambda_coef", args.Float, 0.5, "mixture weight β (0: s − t, 1: t − s)"),
+			param("kl_coef", args.Float, 1.0, "scale of the advantage"),
+			param("temperature", args.Float, 1.0, "divides both log-probs"),
+			param("chunk_size", args.Int, nil, "upstream memory chunking; no effect on values"),
 		},
-		NewTrainer: func(a Args) (TrainerFn, error) {
+		NewTrainer: func(a args.Values) (TrainerFn, error) {
 			return &JSD{Lambda: a.Float("lambda_coef"), KLCoef: a.Float("kl_coef"), Temperature: a.Float("temperature")}, nil
 		},
 	}

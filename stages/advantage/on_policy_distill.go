@@ -1,6 +1,9 @@
 package advantage
 
-import "github.com/rftpipe/rftpipe/stages/agg"
+import (
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // OnPolicyDistill is the trainer-side on_policy_distill fn: advantages =
 // kl_coef · (teacher_logprobs − old_log_probs) · mask.
@@ -10,8 +13,8 @@ func onPolicyDistillSpec() Spec {
 	return Spec{
 		Name:       "on_policy_distill",
 		Doc:        "reverse-KL distillation advantage from teacher log-probs",
-		Params:     []Param{{Name: "kl_coef", Kind: Float, Default: 1.0, Doc: "scale of the advantage"}},
-		NewTrainer: func(a Args) (TrainerFn, error) { return &OnPolicyDistill{KLCoef: a.Float("kl_coef")}, nil },
+		Params:     args.Schema{param("kl_coef", args.Float, 1.0, "scale of the advantage")},
+		NewTrainer: func(a args.Values) (TrainerFn, error) { return &OnPolicyDistill{KLCoef: a.Float("kl_coef")}, nil },
 	}
 }
 

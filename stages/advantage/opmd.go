@@ -1,6 +1,10 @@
 package advantage
 
-import "math"
+import (
+	"math"
+
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // OPMD is the pipeline-side opmd fn: advantage = reward − baseline, the
 // baseline being the group mean or tau·(logsumexp(R/tau) − ln n).
@@ -14,9 +18,9 @@ func opmdSpec() Spec {
 	return Spec{
 		Name:   "opmd",
 		Doc:    "reward minus the group baseline (mean or log-avg-exp)",
-		Params: []Param{paramOPMDBaseline, paramTau, paramSingleton},
-		NewPipeline: func(a Args) (PipelineFn, error) {
-			return &OPMD{LogAvgExp: a.String("opmd_baseline") == "logavgexp", Tau: a.Float("tau"), Singleton: a.Singleton()}, nil
+		Params: args.Schema{paramOPMDBaseline, paramTau, paramSingleton},
+		NewPipeline: func(a args.Values) (PipelineFn, error) {
+			return &OPMD{LogAvgExp: a.String("opmd_baseline") == "logavgexp", Tau: a.Float("tau"), Singleton: singleton(a)}, nil
 		},
 	}
 }

@@ -1,5 +1,7 @@
 package advantage
 
+import "github.com/rftpipe/rftpipe/stages/args"
+
 // OPMDVerl is the trainer-side opmd_verl fn: opmd on the summed token rewards,
 // grouped by uid; baseline in float32, subtraction in float64.
 type OPMDVerl struct {
@@ -11,8 +13,8 @@ func opmdVerlSpec() Spec {
 	return Spec{
 		Name:   "opmd_verl",
 		Doc:    "opmd on summed token rewards, grouped by uid (trainer side)",
-		Params: []Param{paramOPMDBaseline, paramTau},
-		NewTrainer: func(a Args) (TrainerFn, error) {
+		Params: args.Schema{paramOPMDBaseline, paramTau},
+		NewTrainer: func(a args.Values) (TrainerFn, error) {
 			return &OPMDVerl{LogAvgExp: a.String("opmd_baseline") == "logavgexp", Tau: a.Float("tau")}, nil
 		},
 	}

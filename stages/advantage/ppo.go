@@ -1,6 +1,9 @@
 package advantage
 
-import "github.com/rftpipe/rftpipe/stages/agg"
+import (
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // PPO is the trainer-side ppo fn: GAE over token_level_rewards and values,
 // returns = advantages + values, advantages whitened over the batch and not
@@ -11,11 +14,11 @@ func ppoSpec() Spec {
 	return Spec{
 		Name: "ppo",
 		Doc:  "GAE with critic values, whitened over the batch",
-		Params: []Param{
-			{Name: "gamma", Kind: Float, Default: 1.0, Doc: "discount"},
-			{Name: "lam", Kind: Float, Default: 1.0, Doc: "GAE lambda"},
+		Params: args.Schema{
+			param("gamma", args.Float, 1.0, "discount"),
+			param("lam", args.Float, 1.0, "GAE lambda"),
 		},
-		NewTrainer: func(a Args) (TrainerFn, error) { return &PPO{Gamma: a.Float("gamma"), Lam: a.Float("lam")}, nil },
+		NewTrainer: func(a args.Values) (TrainerFn, error) { return &PPO{Gamma: a.Float("gamma"), Lam: a.Float("lam")}, nil },
 	}
 }
 

@@ -1,6 +1,10 @@
 package advantage
 
-import "math"
+import (
+	"math"
+
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // REC is the pipeline-side rec fn: advantage = reward − mean (÷ (std + ε) with
 // StdNormalize) over the group's kept rows, mean and POPULATION std of the
@@ -20,13 +24,14 @@ func recSpec() Spec {
 	return Spec{
 		Name: "rec",
 		Doc:  "reward minus the mean of the kept rows, optionally balancing positives and negatives",
-		Params: []Param{paramEpsilon,
-			{Name: "std_normalize", Kind: Bool, Default: false, Doc: "divide by the population std + ε"},
-			{Name: "drop", Kind: Enum, Default: "none", Choices: []string{"none", "balance"}, Doc: "balance: zero surplus negatives"},
+		Params: args.Schema{paramEpsilon,
+			param("std_normalize", args.Bool, false, "divide by the population std + ε"),
+			{Name: "drop", Kind: args.String, Nullable: true, InDefaults: true, Choices: []string{"balance"},
+				Doc: "null, or balance: zero surplus negatives"},
 			paramSingleton},
-		NewPipeline: func(a Args) (PipelineFn, error) {
+		NewPipeline: func(a args.Values) (PipelineFn, error) {
 			return &REC{Epsilon: a.Float("epsilon"), StdNormalize: a.Bool("std_normalize"),
-				DropBalance: a.String("drop") == "balance", Singleton: a.Singleton()}, nil
+				DropBalance: a.String("drop") == "balance", Singleton: singleton(a)}, nil
 		},
 	}
 }

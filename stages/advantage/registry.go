@@ -2,11 +2,11 @@ package advantage
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/registry"
 )
 
 // PipelineFn is a configured pipeline-side fn (or filter): scalars in, Plan out.
@@ -33,15 +33,15 @@ const (
 // String returns "pipeline" or "trainer".
 func (s Side) String() string { return [...]string{"pipeline", "trainer"}[s] }
 
-// Spec describes one registered fn: its name, its args with their defaults
-// (upstream default_args()) and its constructor. Exactly one of NewPipeline
-// and NewTrainer is set.
+// Spec describes one registered fn: its name, its args (with upstream's
+// constructor and default_args() defaults) and its constructor. Exactly one
+// of NewPipeline and NewTrainer is set.
 type Spec struct {
 	Name        string
 	Doc         string
-	Params      []Param
-	NewPipeline func(a Args) (PipelineFn, error)
-	NewTrainer  func(a Args) (TrainerFn, error)
+	Params      args.Schema
+	NewPipeline func(a args.Values) (PipelineFn, error)
+	NewTrainer  func(a args.Values) (TrainerFn, error)
 }
 
 // Side returns where the fn runs.
@@ -52,24 +52,17 @@ func (s *Spec) Side() Side {
 	return PipelineSide
 }
 
-// Defaults returns the default args (a fresh map).
-func (s *Spec) Defaults() map[string]any {
-	out := make(map[string]any, len(s.Params))
-	for _, p := range s.Params {
-		out[p.Name] = p.Default
-	}
-	return out
-}
+// Defaults returns upstream's default_args() (a fresh map).
+func (s *Spec) Defaults() args.Values { return s.Params.Defaults() }
 
-// Registry maps fn names to Specs. Build one with NewRegistry and explicit
-// Register… calls, or use Default.
+// Registry maps fn names to Specs (a stages/registry table). Build one with
+// NewRegistry and explicit Register… calls, or use Default.
 type Registry struct {
-	mu    sync.RWMutex
-	specs map[string]*Spec
+	r *registry.Registry[*Spec]
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{specs: map[string]*Spec{}} }
+func NewRegistry() *Registry { return &Registry{r: registry.New[*Spec]("advantage fn")} }
 
 // Add registers s; a duplicate name or a spec without exactly one
 // constructor is an error.
@@ -77,42 +70,19 @@ func (r *Registry) Add(s Spec) error {
 	if (s.NewPipeline == nil) == (s.NewTrainer == nil) {
 		return fmt.Errorf("advantage: spec %q needs exactly one of NewPipeline, NewTrainer", s.Name)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, dup := r.specs[s.Name]; dup {
-		return fmt.Errorf("advantage: fn %q registered twice", s.Name)
-	}
-	r.specs[s.Name] = &s
-	return nil
+	return r.r.Add(s.Name, &s)
 }
 
 // Get returns the spec of name; an unknown name is an error wrapping
 // schema.ErrBadInput that lists the registered names.
-func (r *Registry) Get(name string) (*Spec, error) {
-	r.mu.RLock()
-	s, ok := r.specs[name]
-	r.mu.RUnlock()
-	if !ok {
-		return nil, schema.BadInputf("unknown advantage fn %q (valid: %s)", name, strings.Join(r.Names(), ", "))
-	}
-	return s, nil
-}
+func (r *Registry) Get(name string) (*Spec, error) { return r.r.Get(name) }
 
 // Names returns the registered names, sorted.
-func (r *Registry) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.specs))
-	for n := range r.specs {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func (r *Registry) Names() []string { return r.r.Names() }
 
-// Pipeline builds the pipeline-side fn name with args (nil: defaults). A
-// trainer-side name is an error, worded as upstream's pipeline check.
-func (r *Registry) Pipeline(name string, args map[string]any) (PipelineFn, error) {
+// Pipeline builds the pipeline-side fn name with args (nil: default_args()).
+// A trainer-side name is an error, worded as upstream's pipeline check.
+func (r *Registry) Pipeline(name string, user map[string]any) (PipelineFn, error) {
 	s, err := r.Get(name)
 	if err != nil {
 		return nil, err
@@ -120,15 +90,15 @@ func (r *Registry) Pipeline(name string, args map[string]any) (PipelineFn, error
 	if s.NewPipeline == nil {
 		return nil, schema.BadInputf("AdvantageFn %s can only be computed in the trainer, please check your implementation.", name)
 	}
-	a, err := Resolve(name, s.Params, args)
+	a, err := Resolve(name, s.Params, user)
 	if err != nil {
 		return nil, err
 	}
 	return s.NewPipeline(a)
 }
 
-// Trainer builds the trainer-side fn name with args (nil: defaults).
-func (r *Registry) Trainer(name string, args map[string]any) (TrainerFn, error) {
+// Trainer builds the trainer-side fn name with args (nil: default_args()).
+func (r *Registry) Trainer(name string, user map[string]any) (TrainerFn, error) {
 	s, err := r.Get(name)
 	if err != nil {
 		return nil, err
@@ -136,7 +106,7 @@ func (r *Registry) Trainer(name string, args map[string]any) (TrainerFn, error) 
 	if s.NewTrainer == nil {
 		return nil, schema.BadInputf("advantage fn %s runs in the pipeline, not in the trainer", name)
 	}
-	a, err := Resolve(name, s.Params, args)
+	a, err := Resolve(name, s.Params, user)
 	if err != nil {
 		return nil, err
 	}

@@ -42,23 +42,23 @@ func TestRegistryErrors(t *testing.T) {
 		{"unknown arg", func() error {
 			_, err := Default().Pipeline("grpo", map[string]any{"std_treshold": 0.1})
 			return err
-		}, []string{`unknown arg "std_treshold"`, "std_threshold", "duplicate_experiences"}},
+		}, []string{"advantage fn grpo", "unknown argument std_treshold", "std_threshold", "duplicate_experiences"}},
 		{"arg of a fn without args", func() error {
 			_, err := Default().Pipeline("reinforce", map[string]any{"x": 1})
 			return err
-		}, []string{"takes no args"}},
+		}, []string{"unknown argument x"}},
 		{"bad enum", func() error {
 			_, err := Default().Pipeline("grpo", map[string]any{"std_cal_level": "global"})
 			return err
-		}, []string{"std_cal_level", "group|batch"}},
+		}, []string{"std_cal_level", `"global"`, "group, batch"}},
 		{"bad number", func() error {
 			_, err := Default().Pipeline("grpo", map[string]any{"epsilon": "tiny"})
 			return err
-		}, []string{"epsilon", "not a number"}},
+		}, []string{"epsilon", "not a valid float"}},
 		{"bad bool", func() error {
 			_, err := Default().Pipeline("grpo", map[string]any{"duplicate_experiences": 1})
 			return err
-		}, []string{"duplicate_experiences", "boolean"}},
+		}, []string{"duplicate_experiences", "not a valid bool"}},
 		{"trainer fn in the pipeline", func() error { _, err := Default().Pipeline("ppo", nil); return err },
 			[]string{"AdvantageFn ppo can only be computed in the trainer"}},
 		{"pipeline fn in the trainer", func() error { _, err := Default().Trainer("grpo", nil); return err },
@@ -66,7 +66,7 @@ func TestRegistryErrors(t *testing.T) {
 		{"bad opmd baseline (Q-30)", func() error {
 			_, err := Default().Pipeline("opmd", map[string]any{"opmd_baseline": "max"})
 			return err
-		}, []string{"mean|logavgexp"}},
+		}, []string{"mean, logavgexp"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,24 +83,29 @@ func TestRegistryErrors(t *testing.T) {
 	}
 }
 
+// TestResolve checks upstream's two layers of defaults: no dict gives
+// default_args(), a dict falls back to the constructor defaults (Q-13: clipv
+// mu 8.5 vs 2.0), and opt-in fixes are not part of default_args().
 func TestResolve(t *testing.T) {
 	tests := []struct {
 		name string
+		fn   string
 		user map[string]any
-		want Args
+		want map[string]any
 	}{
-		{"defaults", nil, Args{"epsilon": 1e-6, "std_threshold": nil, "std_cal_level": "group"}},
-		{"typed values", map[string]any{"epsilon": 1e-3, "std_threshold": 0, "std_cal_level": "batch"},
-			Args{"epsilon": 1e-3, "std_threshold": 0.0, "std_cal_level": "batch"}},
-		{"command-line strings", map[string]any{"epsilon": "1e-3", "std_threshold": "0.5"},
-			Args{"epsilon": 1e-3, "std_threshold": 0.5, "std_cal_level": "group"}},
-		{"explicit null", map[string]any{"std_threshold": "null"},
-			Args{"epsilon": 1e-6, "std_threshold": nil, "std_cal_level": "group"}},
+		{"no dict: default_args", "clipv", nil, map[string]any{"mu": 8.5, "epsilon": 1e-6, "max_frac": 1e-4}},
+		{"partial dict: constructor defaults", "clipv", map[string]any{"epsilon": 1e-3}, map[string]any{"mu": 2.0, "epsilon": 1e-3}},
+		{"null threshold", "grpo", nil, map[string]any{"std_threshold": nil, "dr_grpo": false, "singleton_group_policy": "upstream"}},
+		{"integer for a float", "grpo", map[string]any{"std_threshold": int64(0)}, map[string]any{"std_threshold": 0.0}},
+		{"rec drop null", "rec", map[string]any{"drop": nil}, map[string]any{"drop": nil}},
 	}
-	params := []Param{paramEpsilon, paramStdThreshold, paramStdCal}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Resolve("test", params, tc.user)
+			s, err := Default().Get(tc.fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Resolve(tc.fn, s.Params, tc.user)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,6 +116,18 @@ func TestResolve(t *testing.T) {
 			}
 		})
 	}
+	if _, ok := mustSpec(t, "grpo").Defaults()["rank_penalty_adjusted_score"]; ok {
+		t.Error("an opt-in fix is part of default_args()")
+	}
+}
+
+func mustSpec(t *testing.T, name string) *Spec {
+	t.Helper()
+	s, err := Default().Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestSpecDefaults checks that every registered fn builds with its defaults.

@@ -1,5 +1,7 @@
 package advantage
 
+import "github.com/rftpipe/rftpipe/stages/args"
+
 // Reinforce is the pipeline-side reinforce fn: advantage = float32(reward),
 // no baseline; the group mean is only reported.
 type Reinforce struct{}
@@ -8,7 +10,7 @@ func reinforceSpec() Spec {
 	return Spec{
 		Name:        "reinforce",
 		Doc:         "advantage = reward (no baseline); reports the group mean",
-		NewPipeline: func(Args) (PipelineFn, error) { return Reinforce{}, nil },
+		NewPipeline: func(args.Values) (PipelineFn, error) { return Reinforce{}, nil },
 	}
 }
 

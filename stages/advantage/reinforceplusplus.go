@@ -1,6 +1,9 @@
 package advantage
 
-import "github.com/rftpipe/rftpipe/stages/agg"
+import (
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // ReinforcePlusPlus is the trainer-side reinforceplusplus fn: discounted
 // returns of token_level_rewards, whitened over the batch, then masked.
@@ -10,8 +13,8 @@ func reinforcePlusPlusSpec() Spec {
 	return Spec{
 		Name:       "reinforceplusplus",
 		Doc:        "discounted returns whitened over the batch",
-		Params:     []Param{{Name: "gamma", Kind: Float, Default: 1.0, Doc: "discount"}},
-		NewTrainer: func(a Args) (TrainerFn, error) { return &ReinforcePlusPlus{Gamma: a.Float("gamma")}, nil },
+		Params:     args.Schema{param("gamma", args.Float, 1.0, "discount")},
+		NewTrainer: func(a args.Values) (TrainerFn, error) { return &ReinforcePlusPlus{Gamma: a.Float("gamma")}, nil },
 	}
 }
 

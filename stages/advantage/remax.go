@@ -1,6 +1,9 @@
 package advantage
 
-import "github.com/rftpipe/rftpipe/stages/agg"
+import (
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // ReMax is the trainer-side remax fn: returns = reverse cumsum of the masked
 // token rewards, advantages = returns − baseline × mask. It needs the
@@ -11,7 +14,7 @@ func remaxSpec() Spec {
 	return Spec{
 		Name:       "remax",
 		Doc:        "returns minus the greedy-rollout reward baseline",
-		NewTrainer: func(Args) (TrainerFn, error) { return ReMax{}, nil },
+		NewTrainer: func(args.Values) (TrainerFn, error) { return ReMax{}, nil },
 	}
 }
 

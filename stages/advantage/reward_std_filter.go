@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 // RewardStdFilter is the reward_std_filter operator: it drops every tid group
@@ -20,8 +21,8 @@ func rewardStdFilterSpec() Spec {
 	return Spec{
 		Name:   "reward_std_filter",
 		Doc:    "drop task groups with < 2 rows or population reward std <= threshold",
-		Params: []Param{{Name: "threshold", Kind: Float, Default: 0.0, Doc: "population std threshold"}},
-		NewPipeline: func(a Args) (PipelineFn, error) {
+		Params: args.Schema{param("threshold", args.Float, 0.0, "population std threshold")},
+		NewPipeline: func(a args.Values) (PipelineFn, error) {
 			return &RewardStdFilter{Threshold: a.Float("threshold")}, nil
 		},
 	}

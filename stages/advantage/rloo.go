@@ -1,5 +1,7 @@
 package advantage
 
+import "github.com/rftpipe/rftpipe/stages/args"
+
 // RLOO is the trainer-side rloo fn: each row's summed token reward minus the
 // mean of the other rows of its uid group; a one-row group keeps its score.
 type RLOO struct{}
@@ -8,7 +10,7 @@ func rlooSpec() Spec {
 	return Spec{
 		Name:       "rloo",
 		Doc:        "leave-one-out baseline per uid group",
-		NewTrainer: func(Args) (TrainerFn, error) { return RLOO{}, nil },
+		NewTrainer: func(args.Values) (TrainerFn, error) { return RLOO{}, nil },
 	}
 }
 

@@ -1,6 +1,9 @@
 package advantage
 
-import "github.com/rftpipe/rftpipe/stages/agg"
+import (
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // StepWiseGRPO is the pipeline-side step_wise_grpo fn: GRPO over the reward
 // of the last step of each run of a task, broadcast to every step of the run.
@@ -20,19 +23,19 @@ func stepWiseGRPOSpec() Spec {
 	return Spec{
 		Name: "step_wise_grpo",
 		Doc:  "GRPO over the last-step reward of each run, broadcast to every step of the run",
-		Params: []Param{
+		Params: args.Schema{
 			paramEpsilon,
-			{Name: "enable_step_norm", Kind: Bool, Default: false, Doc: "divide by the number of steps of the run"},
+			param("enable_step_norm", args.Bool, false, "divide by the number of steps of the run"),
 			paramStdCal, paramStdThreshold,
-			{Name: "last_by_eid_step", Kind: Bool, Default: false, Doc: "Q-28 fix: last step = largest eid.step, runs ordered by step"},
+			flag("last_by_eid_step", "Q-28 fix: last step = largest eid.step, runs ordered by step"),
 			paramSingleton,
 		},
-		NewPipeline: func(a Args) (PipelineFn, error) {
+		NewPipeline: func(a args.Values) (PipelineFn, error) {
 			f := &StepWiseGRPO{
 				GRPO: GRPO{
 					Epsilon:   a.Float("epsilon"),
 					BatchStd:  a.String("std_cal_level") == "batch",
-					Singleton: a.Singleton(),
+					Singleton: singleton(a),
 				},
 				StepNorm:   a.Bool("enable_step_norm"),
 				LastByStep: a.Bool("last_by_eid_step"),
