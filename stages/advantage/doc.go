@@ -37,6 +37,15 @@
 // SplitMix64 generator seeded by Input.Seed, so a rerun with the same input
 // and seed produces the same Plan on every platform and Go version.
 //
+// # Args and registry
+//
+// Fns are looked up by name in a Registry (Default: every built-in fn and
+// filter, registered by explicit Register… calls). Args use stages/args with
+// upstream's two layers: no dict means default_args(), a dict falls back to
+// the constructor defaults for the keys it omits (clipv mu: 8.5 vs 2.0,
+// Unknown names and bad values are errors wrapping schema.ErrBadInput
+// that list what is valid.
+//
 // # Quirks
 //
 // Upstream behaviour is matched by default (quirks.md); fixes are opt-in
