@@ -20,6 +20,7 @@ func newApp() *cli.App {
 			genCommand(),
 			inspectCommand(),
 			convertCommand(),
+			sqlCommand(),
 			algorithmsCommand(),
 		},
 		// Errors are printed once, by main, in one line.

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rftpipe/rftpipe/schema/store"
+	rsql "github.com/rftpipe/rftpipe/sql"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
+)
+
+func sqlCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sql",
+		Usage: "run SQL (DuckDB) over experience stores: a query, a file or a canned analysis",
+		Description: "The first --store is the view experiences (and its NAME, if given); the others are views\n" +
+			"named by their NAME. A store is a Parquet file, a directory of Parquet files or a glob; JSONL\n" +
+			"and Arrow stores are converted to a temporary Parquet file first. QUERY - reads the query\n" +
+			"from stdin. Variables (--var) are read in SQL with getvariable('name').\n\n" +
+			"   rftpipe sql \"SELECT task, count(*) FROM experiences GROUP BY task\" --store fixtures/stores/demo.parquet\n" +
+			"   rftpipe sql --query group_filter --var std_threshold=0.1 --store out/run.parquet\n" +
+			"   rftpipe sql --list",
+		ArgsUsage: "[QUERY]",
+		Flags: []cli.Flag{
+			&cli.GenericFlag{Name: "store", Value: &multiFlag{}, Usage: "`[NAME=]PATH` of a store (repeatable); the first is also the view experiences"},
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the query from `F.sql`"},
+			&cli.StringFlag{Name: "query", Aliases: []string{"q"}, Usage: "run the canned analysis `NAME` (see --list)"},
+			&cli.BoolFlag{Name: "list", Usage: "list the canned analyses and their variables"},
+			&cli.GenericFlag{Name: "var", Value: &multiFlag{}, Usage: "set the DuckDB variable `NAME=VALUE` (repeatable; numbers, true, false, null or text)"},
+			&cli.StringFlag{Name: "format", Usage: "output format: table | csv | json | parquet (default: from --out's extension, else table)"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the result to `FILE` (atomically) instead of stdout"},
+			threadsFlag(),
+			memoryLimitFlag(),
+		},
+		Action: runSQL,
+	}
+}
+
+func runSQL(c *cli.Context) error {
+	if c.Bool("list") {
+		return listAnalyses(c.App.Writer)
+	}
+	query, analysis, err := sqlQuery(c)
+	if err != nil {
+		return err
+	}
+	vars, err := parseVars(c.Generic("var").(*multiFlag).values)
+	if err != nil {
+		return err
+	}
+	out := c.String("out")
+	format := duckdb.FormatOf(out)
+	if f := c.String("format"); f != "" {
+		if format, err = duckdb.ParseFormat(f); err != nil {
+			return err
+		}
+	}
+	if format == duckdb.Parquet && out == "" {
+		return usagef("--format parquet needs --out FILE")
+	}
+	var stores []duckdb.Store
+	for _, a := range c.Generic("store").(*multiFlag).values {
+		s, err := duckdb.ParseStore(a)
+		if err != nil {
+			return err
+		}
+		stores = append(stores, s)
+	}
+	if out != "" {
+		if err := checkNotStore(out, stores); err != nil {
+			return err
+		}
+	}
+
+	db, cleanup, err := openSQL(c, stores)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if analysis != nil {
+		err = duckdb.PrepareAnalysis(c.Context, db, *analysis, vars)
+	} else {
+		literals := map[string]string{}
+		for n, v := range vars {
+			literals[n] = duckdb.Literal(v)
+		}
+		err = duckdb.SetVars(c.Context, db, literals)
+	}
+	if err != nil {
+		return sqlFailure(c, err)
+	}
+
+	var n int64
+	switch {
+	case format == duckdb.Parquet:
+		n, err = duckdb.CopyParquet(c.Context, db, query, out)
+	case out != "":
+		err = writeFileAtomic(out, func(w io.Writer) error {
+			var err error
+			n, err = duckdb.Write(c.Context, db, query, format, w)
+			return err
+		})
+	default:
+		_, err = duckdb.Write(c.Context, db, query, format, c.App.Writer)
+	}
+	if err != nil {
+		return sqlFailure(c, err)
+	}
+	if out != "" {
+		fmt.Fprintf(c.App.ErrWriter, "sql: wrote %d rows to %s\n", n, out)
+	}
+	return nil
+}
+
+// sqlQuery returns the query to run: the QUERY argument (- for stdin),
+// --file or --query's analysis (then also returned).
+func sqlQuery(c *cli.Context) (string, *rsql.Analysis, error) {
+	given := 0
+	for _, set := range []bool{c.NArg() > 0, c.IsSet("file"), c.IsSet("query")} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return "", nil, usagef("sql takes exactly one of QUERY, --file F.sql and --query NAME (or --list)")
+	}
+	switch {
+	case c.NArg() > 1:
+		return "", nil, usagef("sql takes one QUERY; quote it (got %d arguments)", c.NArg())
+	case c.NArg() == 1 && c.Args().First() == "-":
+		b, err := io.ReadAll(os.Stdin)
+		return string(b), nil, err
+	case c.NArg() == 1:
+		return c.Args().First(), nil, nil
+	case c.IsSet("file"):
+		b, err := os.ReadFile(c.String("file"))
+		if err != nil {
+			return "", nil, usagef("--file: %v", err)
+		}
+		return string(b), nil, nil
+	}
+	a, err := rsql.LookupAnalysis(c.String("query"))
+	if err != nil {
+		return "", nil, err
+	}
+	return a.Query(), &a, nil
+}
+
+// openSQL starts DuckDB with the stores attached; cleanup closes it and
+// removes the converted stores.
+func openSQL(c *cli.Context, stores []duckdb.Store) (*sql.DB, func(), error) {
+	tmp, err := os.MkdirTemp("", "rftpipe-sql-")
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := duckdb.Open(duckdb.Options{Threads: c.Int("threads"), MemoryLimit: c.String("memory-limit"), TempDir: tmp})
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, nil, err
+	}
+	cleanup := func() {
+		db.Close()
+		os.RemoveAll(tmp)
+	}
+	if err := duckdb.Attach(c.Context, db, stores, tmp); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return db, cleanup, nil
+}
+
+// sqlFailure prints a SQL error as DuckDB renders it — over several lines,
+// with a caret under the position — and exits 2; other errors pass through.
+func sqlFailure(c *cli.Context, err error) error {
+	var qe *duckdb.QueryError
+	if !errors.As(err, &qe) {
+		return err
+	}
+	fmt.Fprintln(c.App.ErrWriter, "rftpipe: "+qe.Detail())
+	return exitCode(exitBadInput)
+}
+
+func listAnalyses(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, a := range rsql.Analyses() {
+		fmt.Fprintf(tw, "%s\t%s\n", a.Name, a.Doc)
+		for _, v := range a.Vars {
+			fmt.Fprintf(tw, "\t  --var %s=%s: %s\n", v.Name, v.Default, v.Doc)
+		}
+	}
+	return tw.Flush()
+}
+
+func parseVars(args []string) (map[string]string, error) {
+	vars := map[string]string{}
+	for _, a := range args {
+		n, v, ok := strings.Cut(a, "=")
+		if !ok || !rsql.ValidIdent(n) {
+			return nil, usagef("--var %s: want NAME=VALUE", a)
+		}
+		vars[n] = v
+	}
+	return vars, nil
+}
+
+// checkNotStore refuses an output file that is one of the input stores' files.
+func checkNotStore(out string, stores []duckdb.Store) error {
+	ao, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	for _, s := range stores {
+		files, err := store.Expand(s.Path)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if af, err := filepath.Abs(f); err == nil && af == ao {
+				return usagef("--out %s is an input store; write elsewhere", out)
+			}
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes path through a temp file beside it, synced and
+// renamed into place, so path is never half-written.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// multiFlag collects the values of a repeatable flag as given (urfave/cli's
+// slice flags would also split them at commas, which paths and SQL values
+// may hold).
+type multiFlag struct{ values []string }
+
+func (m *multiFlag) Set(v string) error {
+	m.values = append(m.values, v)
+	return nil
+}
+
+func (m *multiFlag) String() string { return strings.Join(m.values, " ") }
+
+func threadsFlag() cli.Flag {
+	return &cli.IntFlag{Name: "threads", Usage: "DuckDB worker threads (0: one per CPU)"}
+}
+
+func memoryLimitFlag() cli.Flag {
+	return &cli.StringFlag{Name: "memory-limit", Usage: "DuckDB memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM)"}
+}

@@ -1,0 +1,25 @@
+-- Token-level rollout log-probabilities by response position bucket: tokens, mean logprob, mean probability, low-confidence share.
+-- Only tokens whose action_mask is set count (tool and environment tokens of
+-- multi-turn rows do not). Positions are 0-based response positions;
+-- bucket b holds positions [b * bucket, (b + 1) * bucket). low_share is the
+-- share of tokens with logprob < ln(0.1) (probability under 10 %).
+-- requires: logprobs, action_mask
+-- var: bucket = 32: width of a position bucket, in tokens
+WITH t AS (
+    SELECT
+        unnest(logprobs)              AS lp,
+        unnest(action_mask)           AS m,
+        unnest(range(len(logprobs)))  AS pos
+    FROM experiences
+)
+SELECT
+    (pos // getvariable('bucket')) * getvariable('bucket')           AS pos_from,
+    (pos // getvariable('bucket') + 1) * getvariable('bucket') - 1   AS pos_to,
+    count(*)                                                       AS tokens,
+    avg(lp)                                                        AS mean_logprob,
+    avg(exp(lp))                                                   AS mean_prob,
+    count(*) FILTER (WHERE lp < ln(0.1)) / count(*)                AS low_share
+FROM t
+WHERE m AND lp IS NOT NULL
+GROUP BY pos // getvariable('bucket')
+ORDER BY pos_from;

@@ -1,0 +1,168 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	rsql "github.com/rftpipe/rftpipe/sql"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+// DefaultView is the view the first store is always exposed as; the canned
+// analyses read it.
+const DefaultView = "experiences"
+
+// Store is an experience store exposed to SQL as the view Name.
+type Store struct {
+	Name string // view name; empty: DefaultView
+	Path string // a file, a directory of Parquet files or a glob
+}
+
+// ParseStore parses a --store argument: NAME=PATH, or PATH alone (the view
+// DefaultView). NAME must be a plain identifier; an argument whose part before
+// "=" is not one is taken as a path.
+func ParseStore(arg string) (Store, error) {
+	if name, p, ok := strings.Cut(arg, "="); ok && rsql.ValidIdent(name) {
+		if p == "" {
+			return Store{}, schema.BadInputf("--store %s: empty path", arg)
+		}
+		return Store{Name: name, Path: p}, nil
+	}
+	if arg == "" {
+		return Store{}, schema.BadInputf("--store: empty path")
+	}
+	return Store{Path: arg}, nil
+}
+
+// Attach creates one view per store: the first is DefaultView (and its own
+// name too, when it has one), the others are their names. Parquet stores are
+// read in place by read_parquet (every file of a directory or glob; files may
+// differ in columns, matched by name); JSONL and Arrow IPC stores are first
+// converted, streaming, into a Parquet file under tmpDir, which the caller
+// removes when done.
+func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) error {
+	seen := map[string]bool{}
+	for i, s := range stores {
+		names := []string{s.Name}
+		switch {
+		case i == 0 && s.Name == "":
+			names = []string{DefaultView}
+		case i == 0 && s.Name != DefaultView:
+			names = append(names, DefaultView)
+		case s.Name == "":
+			return schema.BadInputf("--store %s: only the first store may go without a NAME= (it is the view %s)", s.Path, DefaultView)
+		}
+		for _, n := range names {
+			if seen[n] {
+				return schema.BadInputf("--store %s: the view name %s is taken", s.Path, n)
+			}
+			seen[n] = true
+		}
+		src, err := parquetSource(ctx, s, i, tmpDir)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			q := "CREATE OR REPLACE VIEW " + QuoteIdent(n) + " AS SELECT * FROM " + src
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return schema.Errorf(s.Path, -1, "", "cannot read the store: %s", oneLine(err.Error()))
+			}
+		}
+	}
+	return nil
+}
+
+// parquetSource returns the read_parquet(…) call that reads store s,
+// converting it to Parquet first when it is not.
+func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, error) {
+	files, err := store.Expand(s.Path)
+	if err != nil {
+		return "", err
+	}
+	allParquet := true
+	for _, f := range files {
+		if fm, err := store.FormatOf(f); err != nil {
+			return "", err
+		} else if fm != store.Parquet {
+			allParquet = false
+		}
+	}
+	if !allParquet {
+		out := filepath.Join(tmpDir, fmt.Sprintf("store%d.parquet", i))
+		if err := convert(ctx, s.Path, out); err != nil {
+			return "", err
+		}
+		files = []string{out}
+	}
+	quoted := make([]string, len(files))
+	for k, f := range files {
+		quoted[k] = QuoteString(f)
+	}
+	return "read_parquet([" + strings.Join(quoted, ", ") + "], union_by_name = true)", nil
+}
+
+// convert streams the store at in into the Parquet file out.
+func convert(ctx context.Context, in, out string) error {
+	r, err := store.Open(in)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	w, err := store.Create(out, r.Schema(), store.NotOver(in))
+	if err != nil {
+		return err
+	}
+	defer w.Abort()
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return w.Commit()
+		}
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := w.Write(rec); err != nil {
+			return err
+		}
+	}
+}
+
+// Columns returns the column names of a table or view, in order.
+func Columns(ctx context.Context, db *sql.DB, view string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT column_name FROM (DESCRIBE "+QuoteIdent(view)+")")
+	if err != nil {
+		return nil, fmt.Errorf("duckdb: columns of %s: %w", view, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// oneLine keeps the first line of a (multi-line) DuckDB message.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
