@@ -145,11 +145,15 @@ func (r *Resolved) build(s Slot) error {
 			}
 			return nil
 		}
-		spec, err := advantage.Default().Get(c.Fn(s))
+		side, err := advantageSide(c.Fn(s))
 		if err != nil {
 			return err
 		}
-		_, err = advantage.Resolve(spec.Name, spec.Params, c.Args(s))
+		if side == trainerSide {
+			_, err = advantage.Default().Trainer(c.Fn(s), c.Args(s))
+		} else {
+			_, err = advantage.Default().Pipeline(c.Fn(s), c.Args(s))
+		}
 		return err
 	case PolicyLossFn:
 		_, err := r.PolicyLoss()

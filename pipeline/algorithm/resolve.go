@@ -126,21 +126,11 @@ func fill(t *Type, c *Config, opt Options) error {
 		if c.Fn(s) != "" {
 			continue
 		}
-		fn := t.defaults.Fn(s)
-		switch {
-		case fn != "":
-			if c.Args(s) == nil {
-				// default_config() may set the args too (jsd, on_policy_distill).
-				c.Components[s].Args = maps.Clone(t.defaults.Args(s))
-			}
-		case s == AdvantageFn:
-			// Upstream fills in ppo, which cannot run outside the trainer
-			// an algorithm that names no advantage fn has none.
-			fn = NoAdvantage
-		default:
-			fn = generic[s]
+		if t.defaults.Fn(s) != "" && c.Args(s) == nil {
+			// default_config() may set the args too (jsd, on_policy_distill).
+			c.Components[s].Args = maps.Clone(t.defaults.Args(s))
 		}
-		c.Components[s].Name = fn
+		c.Components[s].Name = t.DefaultFn(s)
 	}
 	if c.LossAggMode == "" {
 		c.LossAggMode = DefaultLossAggMode
@@ -165,6 +155,21 @@ func fill(t *Type, c *Config, opt Options) error {
 		}
 	}
 	return nil
+}
+
+// DefaultFn returns the component a config that leaves slot s null gets:
+// the one default_config() names, else the generic default. An algorithm
+// that names no advantage fn has none (NoAdvantage): upstream fills in ppo,
+// which cannot run outside the trainer (quirk Q-27).
+func (t *Type) DefaultFn(s Slot) string {
+	switch fn := t.defaults.Fn(s); {
+	case fn != "":
+		return fn
+	case s == AdvantageFn:
+		return NoAdvantage
+	default:
+		return generic[s]
+	}
 }
 
 // check builds every component and applies the consistency rules.

@@ -1,0 +1,315 @@
+package job
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// field is one known key of a mapping: its documentation and how its value
+// node is decoded into the job (path is the dotted key).
+type field struct {
+	key    string
+	doc    string
+	decode func(d *decoder, n *yaml.Node, path string) error
+}
+
+// topKeys are the keys of a job file.
+var topKeys = []field{
+	{"algorithm", "Trinity-RFT's algorithm section", func(d *decoder, n *yaml.Node, path string) error {
+		return d.mapping(n, path, algorithmKeys())
+	}},
+	{"mode", "Trinity's run mode (train, both, explore, bench, serve); sft and dpo need train", func(d *decoder, n *yaml.Node, path string) error {
+		return d.choice(n, path, &d.j.Mode, algorithm.Modes)
+	}},
+	{"input", "experience store to read", strField(func(j *Job) *string { return &j.Input })},
+	{"output", "store to write", strField(func(j *Job) *string { return &j.Output })},
+	{"metrics", "metrics file (JSON, upstream metric names)", strField(func(j *Job) *string { return &j.Metrics })},
+	{"prom", "metrics file in the Prometheus text format (node_exporter textfile collector)", strField(func(j *Job) *string { return &j.Prom })},
+	{"seed", "seed of the job's random choices", func(d *decoder, n *yaml.Node, path string) error {
+		var v int64
+		if err := d.scalar(n, path, "!!int", "a non-negative integer", &v); err != nil {
+			return err
+		}
+		if v < 0 {
+			return d.errf(n, path, "%d is not a non-negative integer", v)
+		}
+		d.j.Seed, d.j.HasSeed = uint64(v), true
+		return nil
+	}},
+	{"columns", "rftpipe column name → the store's column name", func(d *decoder, n *yaml.Node, path string) error {
+		return d.columns(n, path)
+	}},
+	{"quirks", "opt-in fixes of upstream quirks", func(d *decoder, n *yaml.Node, path string) error {
+		return d.mapping(n, path, quirkKeys)
+	}},
+}
+
+// quirkKeys are the quirk fixes a job file can switch on.
+var quirkKeys = []field{
+	{"use_algorithm_repeat_times_default", "Q-04: apply the repeat_times of the algorithm's default_config()", boolField(func(j *Job) *bool {
+		return &j.Options.AlgorithmRepeatTimes
+	})},
+}
+
+// trainerOnly are keys of Trinity's algorithm section that configure the
+// trainer itself; they are accepted so a Trinity config works unchanged, and
+// ignored.
+var trainerOnly = []struct{ key, tag string }{
+	{"optimizer", "!!map"},
+	{"enable_router_replay", "!!bool"},
+	{"bypass_old_logprobs", "!!bool"},
+	{"rollout_correction", "!!map"},
+}
+
+// algorithmKeys are the keys of the algorithm section.
+func algorithmKeys() []field {
+	cfg := func(j *Job) *algorithm.Config { return &j.Algorithm }
+	fs := []field{
+		{"algorithm_type", "algorithm type (default ppo)", func(d *decoder, n *yaml.Node, path string) error {
+			return d.choice(n, path, &cfg(d.j).AlgorithmType, algorithm.Default().Names())
+		}},
+		{"repeat_times", "rollouts per task (default 1)", func(d *decoder, n *yaml.Node, path string) error {
+			var v int64
+			if err := d.scalar(n, path, "!!int", "a positive integer", &v); err != nil {
+				return err
+			}
+			if n.Tag != "!!null" && (v < 1 || v > math.MaxInt32) {
+				return d.errf(n, path, "%d is not a positive integer", v)
+			}
+			cfg(d.j).RepeatTimes = int(v)
+			return nil
+		}},
+	}
+	for _, s := range algorithm.Slots {
+		fs = append(fs,
+			field{s.Key(), "component name", func(d *decoder, n *yaml.Node, path string) error {
+				var name string
+				if err := d.choice(n, path, &name, algorithm.ComponentNames(s)); err != nil {
+					return err
+				}
+				c := cfg(d.j)
+				c.Set(s, name, c.Args(s))
+				return nil
+			}},
+			field{s.ArgsKey(), "component arguments (null: its default_args)", func(d *decoder, n *yaml.Node, path string) error {
+				a, err := d.args(n, path)
+				if err != nil {
+					return err
+				}
+				c := cfg(d.j)
+				c.Set(s, c.Fn(s), a)
+				return nil
+			}},
+		)
+	}
+	fs = append(fs, field{"loss_agg_mode", "aggregation of the losses (default token-mean)", func(d *decoder, n *yaml.Node, path string) error {
+		return d.choice(n, path, &cfg(d.j).LossAggMode, []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"})
+	}})
+	for _, t := range trainerOnly {
+		tag := t.tag
+		fs = append(fs, field{t.key, "trainer setting, ignored", func(d *decoder, n *yaml.Node, path string) error {
+			if n.Tag != tag && n.Tag != "!!null" {
+				return d.errf(n, path, "want %s, got %s", kindOf(tag), describe(n))
+			}
+			d.j.Warnings = append(d.j.Warnings, fmt.Sprintf("%s: line %d: %s configures the trainer; rftpipe ignores it", d.j.File, n.Line, path))
+			return nil
+		}})
+	}
+	return fs
+}
+
+// strField decodes a string (null: unset) into the job.
+func strField(at func(*Job) *string) func(d *decoder, n *yaml.Node, path string) error {
+	return func(d *decoder, n *yaml.Node, path string) error {
+		return d.scalar(n, path, "!!str", "a string", at(d.j))
+	}
+}
+
+// boolField decodes a boolean into the job.
+func boolField(at func(*Job) *bool) func(d *decoder, n *yaml.Node, path string) error {
+	return func(d *decoder, n *yaml.Node, path string) error {
+		return d.scalar(n, path, "!!bool", "true or false", at(d.j))
+	}
+}
+
+// decoder walks the YAML tree of one job file.
+type decoder struct {
+	j *Job
+}
+
+func (d *decoder) errf(n *yaml.Node, path, format string, a ...any) error {
+	return &Error{File: d.j.File, Line: n.Line, Key: path, Msg: fmt.Sprintf(format, a...)}
+}
+
+// join appends key to a dotted path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// mapping decodes a mapping node whose keys must be among fields; null is an
+// empty mapping. Each key's line is recorded.
+func (d *decoder) mapping(n *yaml.Node, path string, fields []field) error {
+	n = resolveAlias(n)
+	if n.Tag == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		where := "the job file"
+		if path != "" {
+			where = path
+		}
+		return &Error{File: d.j.File, Line: n.Line, Key: path, Msg: fmt.Sprintf("%s must be a mapping, got %s", where, describe(n))}
+	}
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.key
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		key := join(path, k.Value)
+		if k.Kind != yaml.ScalarNode {
+			return d.errf(k, path, "keys must be strings, got %s", describe(k))
+		}
+		if first, dup := seen[k.Value]; dup {
+			return d.errf(k, key, "key given twice (first on line %d)", first)
+		}
+		seen[k.Value] = k.Line
+		idx := slices.Index(names, k.Value)
+		if idx < 0 {
+			return &Error{File: d.j.File, Line: k.Line, Key: key, Suggestion: suggest(k.Value, names),
+				Msg: "unknown key"}
+		}
+		d.j.lines[key] = k.Line
+		if err := fields[idx].decode(d, resolveAlias(v), key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scalar decodes a scalar of the given tag into dst; null leaves dst unset.
+func (d *decoder) scalar(n *yaml.Node, path, tag, want string, dst any) error {
+	if n.Tag == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode || n.Tag != tag {
+		return d.errf(n, path, "want %s, got %s", want, describe(n))
+	}
+	if err := n.Decode(dst); err != nil {
+		return d.errf(n, path, "want %s, got %q", want, n.Value)
+	}
+	return nil
+}
+
+// choice decodes a string that must be one of valid (null: unset).
+func (d *decoder) choice(n *yaml.Node, path string, dst *string, valid []string) error {
+	var s string
+	if err := d.scalar(n, path, "!!str", "a string", &s); err != nil {
+		return err
+	}
+	if n.Tag != "!!null" && !slices.Contains(valid, s) {
+		return &Error{File: d.j.File, Line: n.Line, Key: path, Suggestion: suggest(s, valid),
+			Msg: fmt.Sprintf("unknown value %q (valid: %s)", s, strings.Join(valid, ", "))}
+	}
+	*dst = s
+	return nil
+}
+
+// args decodes an argument dict (null: nil) and records its keys' lines.
+func (d *decoder) args(n *yaml.Node, path string) (algorithm.Args, error) {
+	if n.Tag == "!!null" {
+		return nil, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, d.errf(n, path, "want a mapping of arguments, got %s", describe(n))
+	}
+	out := algorithm.Args{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], resolveAlias(n.Content[i+1])
+		key := join(path, k.Value)
+		if k.Kind != yaml.ScalarNode {
+			return nil, d.errf(k, path, "argument names must be strings, got %s", describe(k))
+		}
+		if _, dup := out[k.Value]; dup {
+			return nil, d.errf(k, key, "argument given twice")
+		}
+		var val any
+		if err := v.Decode(&val); err != nil {
+			return nil, d.errf(v, key, "%v", err)
+		}
+		d.j.lines[key] = k.Line
+		out[k.Value] = val
+	}
+	return out, nil
+}
+
+// columns decodes the column mapping: rftpipe's name → the store's.
+func (d *decoder) columns(n *yaml.Node, path string) error {
+	fields := make([]field, len(schema.Order))
+	for i, name := range schema.Order {
+		fields[i] = field{name, "store column holding " + name, func(d *decoder, v *yaml.Node, key string) error {
+			var col string
+			if err := d.scalar(v, key, "!!str", "a column name", &col); err != nil {
+				return err
+			}
+			if col == "" {
+				return d.errf(v, key, "want a column name, got an empty string")
+			}
+			if d.j.Columns == nil {
+				d.j.Columns = map[string]string{}
+			}
+			d.j.Columns[name] = col
+			return nil
+		}}
+	}
+	return d.mapping(n, path, fields)
+}
+
+// resolveAlias follows YAML aliases (*anchor) to their node.
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// describe names a node's kind for messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return fmt.Sprintf("%s %q", kindOf(n.Tag), n.Value)
+}
+
+// kindOf names a YAML tag.
+func kindOf(tag string) string {
+	switch tag {
+	case "!!str":
+		return "a string"
+	case "!!int":
+		return "an integer"
+	case "!!float":
+		return "a number"
+	case "!!bool":
+		return "a boolean"
+	case "!!map":
+		return "a mapping"
+	case "!!null":
+		return "null"
+	}
+	return tag
+}

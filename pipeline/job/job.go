@@ -1,0 +1,202 @@
+// Package job reads rftpipe job files: YAML holding Trinity-RFT's
+// `algorithm:` section exactly as users write it for Trinity, plus the keys
+// of an rftpipe job (input, output, metrics, seed, column mapping, quirk
+// fixes):
+//
+//	algorithm:                  # Trinity-RFT's section, unchanged
+//	  algorithm_type: grpo
+//	  repeat_times: 8
+//	  advantage_fn_args: {std_threshold: 0.0}
+//	input: rollouts.parquet
+//	output: train.parquet
+//	metrics: metrics.json
+//	seed: 7
+//
+// Decoding is strict: an unknown key, a value of the wrong type, an unknown
+// component name or argument is an error naming the file, the line and the
+// key, with a did-you-mean suggestion when one is close. Every error wraps
+// schema.ErrBadInput.
+package job
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// Job is a decoded job file. Values the file leaves out are zero; a command
+// line may override any of them before Resolve.
+type Job struct {
+	// File is the job file's path, for messages.
+	File string
+	// Algorithm is the algorithm section as written (unresolved).
+	Algorithm algorithm.Config
+	// Options are the resolution's quirk fixes (quirks section).
+	Options algorithm.Options
+	// Mode is Trinity's top-level mode ("" = train).
+	Mode string
+	// Input, Output, Metrics and Prom are file paths: the experience store
+	// read, the store written, the metrics as JSON and in the Prometheus
+	// text format.
+	Input, Output, Metrics, Prom string
+	// Seed seeds the job's random choices; HasSeed says whether it is set.
+	Seed    uint64
+	HasSeed bool
+	// Columns maps rftpipe's column names to the store's (columns section).
+	Columns map[string]string
+	// Warnings are notes on keys accepted for compatibility and ignored.
+	Warnings []string
+
+	// lines maps dotted keys ("algorithm.policy_loss_fn_args.clip_range")
+	// to the line they are on.
+	lines map[string]int
+}
+
+// Error is a problem in a job file, located by line and key.
+type Error struct {
+	File string
+	Line int    // 1-based; 0 when unknown
+	Key  string // dotted key path; "" for the file as a whole
+	Msg  string
+	// Suggestion is the closest valid name, if any.
+	Suggestion string
+	Err        error // cause, if any
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ": line %d", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(": " + e.Key)
+	}
+	b.WriteString(": " + e.Msg)
+	if e.Suggestion != "" {
+		fmt.Fprintf(&b, " (did you mean %q?)", e.Suggestion)
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, schema.ErrBadInput) true and exposes the cause.
+func (e *Error) Unwrap() []error {
+	if e.Err != nil {
+		return []error{schema.ErrBadInput, e.Err}
+	}
+	return []error{schema.ErrBadInput}
+}
+
+// Load reads and decodes a job file.
+func Load(path string) (*Job, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: "cannot read job file: " + err.Error(), Err: err}
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes the job file data; file names it in messages.
+func Parse(file string, data []byte) (*Job, error) {
+	j := &Job{File: file, lines: map[string]int{}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &Error{File: file, Msg: "not valid YAML: " + oneLine(err), Err: err}
+	}
+	if len(doc.Content) == 0 {
+		return j, nil // an empty file: everything from the command line
+	}
+	d := decoder{j: j}
+	if err := d.mapping(doc.Content[0], "", topKeys); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Line returns the line of a dotted key, 0 if the file does not set it.
+func (j *Job) Line(key string) int { return j.lines[key] }
+
+// SetAlgorithmType overrides algorithm_type (a command-line flag): errors
+// about it no longer point into the file.
+func (j *Job) SetAlgorithmType(name string) {
+	j.Algorithm.AlgorithmType = name
+	delete(j.lines, "algorithm.algorithm_type")
+}
+
+// Resolve resolves the algorithm section (algorithm.Resolve) with the job's
+// mode, input and quirk options. Errors point at the line of the key at
+// fault.
+func (j *Job) Resolve() (*algorithm.Resolved, error) {
+	if err := j.checkArgNames(); err != nil {
+		return nil, err
+	}
+	res, err := algorithm.Resolve(j.Algorithm, &algorithm.Env{Mode: j.Mode, Input: j.Input}, j.Options)
+	var ke *algorithm.KeyError
+	if errors.As(err, &ke) {
+		return nil, j.errAt("algorithm."+ke.Key, "", ke.Err)
+	}
+	return res, err
+}
+
+// checkArgNames checks every argument name of the *_args dicts against the
+// component the slot resolves to, to point at the key with a suggestion.
+func (j *Job) checkArgNames() error {
+	typeName := j.Algorithm.AlgorithmType
+	if typeName == "" {
+		typeName = algorithm.DefaultType
+	}
+	t, err := algorithm.Default().Get(typeName)
+	if err != nil {
+		return j.errAt("algorithm.algorithm_type", suggest(typeName, algorithm.Default().Names()), err)
+	}
+	for _, s := range algorithm.Slots {
+		fn := j.Algorithm.Fn(s)
+		if fn == "" {
+			fn = t.DefaultFn(s)
+		}
+		valid, err := algorithm.ArgNames(s, fn)
+		if err != nil {
+			return j.errAt("algorithm."+s.Key(), suggest(fn, algorithm.ComponentNames(s)), err)
+		}
+		var keys []string
+		for k := range j.Algorithm.Args(s) {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if !slices.Contains(valid, k) {
+				key := "algorithm." + s.ArgsKey() + "." + k
+				return &Error{File: j.File, Line: j.lines[key], Key: key, Suggestion: suggest(k, valid),
+					Msg: fmt.Sprintf("%s %s takes no argument %q (valid: %s)", s.Key(), fn, k, strings.Join(valid, ", "))}
+			}
+		}
+	}
+	return nil
+}
+
+// errAt locates a cause at a dotted key, or at its closest set parent.
+func (j *Job) errAt(key, suggestion string, cause error) error {
+	line := 0
+	for k := key; k != ""; {
+		if l, ok := j.lines[k]; ok {
+			line = l
+			break
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return &Error{File: j.File, Line: line, Key: key, Msg: oneLine(cause), Suggestion: suggestion, Err: cause}
+}
+
+// oneLine returns err's message on one line.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
