@@ -20,6 +20,7 @@ func newApp() *cli.App {
 			genCommand(),
 			inspectCommand(),
 			convertCommand(),
+			runCommand(),
 			sqlCommand(),
 			algorithmsCommand(),
 		},

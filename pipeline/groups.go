@@ -1,0 +1,283 @@
+package pipeline
+
+import (
+	"context"
+	dbsql "database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+	rsql "github.com/rftpipe/rftpipe/sql"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
+	"github.com/rftpipe/rftpipe/stages/advantage"
+)
+
+// needs says which per-row scalars a fn reads besides the reward and the task
+// grouping, which every pipeline-side fn reads.
+type needs struct {
+	runs        bool // the run grouping (step_wise_grpo)
+	step        bool // eid.step (step_wise_grpo with last_by_eid_step)
+	logprobMean bool // the mean log-prob of each row (grpo's rank_penalty)
+}
+
+func needsOf(fn advantage.PipelineFn) needs {
+	switch f := fn.(type) {
+	case *advantage.StepWiseGRPO:
+		return needs{runs: true, step: f.LastByStep}
+	case *advantage.GRPO:
+		return needs{logprobMean: f.RankPenalty != nil}
+	}
+	return needs{}
+}
+
+// columns lists the store columns the group pass reads.
+func (n needs) columns() []string {
+	cols := []string{schema.Batch, schema.Task, schema.Reward}
+	if n.runs {
+		cols = append(cols, schema.Run, schema.Step)
+	}
+	if n.logprobMean {
+		cols = append(cols, schema.Logprobs)
+	}
+	return cols
+}
+
+// grouping is the result of the group pass: the fn's Input over the rows with
+// a valid reward, and how store rows map onto it.
+type grouping struct {
+	in *advantage.Input
+	// planRow maps a store row to its row in in, -1 for a row dropped for an
+	// invalid reward; nil when every row is in in (the identity).
+	planRow []int32
+	// rows is the number of store rows; invalid the number with a null, NaN
+	// or infinite reward, the first of which is store row firstInvalid (-1).
+	rows, invalid, firstInvalid int64
+}
+
+// groupPass runs the DuckDB queries of sql/pipeline over the store's files
+// and builds the fn's Input. Files that are not Parquet are first reduced to
+// a temporary Parquet file of the scalar columns needed, in tmpDir.
+func groupPass(ctx context.Context, in string, files []string, n needs, tmpDir string) (*grouping, error) {
+	files, err := parquetFiles(ctx, in, files, n.columns(), tmpDir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := duckdb.Open(duckdb.Options{TempDir: tmpDir})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = duckdb.QuoteString(f)
+	}
+	vars := map[string]string{"files": "[" + strings.Join(quoted, ", ") + "]"}
+	if _, err := db.ExecContext(ctx, rsql.Pipeline("exps", vars)); err != nil {
+		return nil, fmt.Errorf("group pass: %w", err)
+	}
+
+	g := &grouping{in: &advantage.Input{}, firstInvalid: -1}
+	tid, err := scanTasks(ctx, db, g)
+	if err != nil {
+		return nil, err
+	}
+	if g.in.Tasks, err = groupsOf(tid); err != nil {
+		return nil, err
+	}
+	if n.runs {
+		if err := scanRuns(ctx, db, g, n.step); err != nil {
+			return nil, err
+		}
+	}
+	if n.logprobMean {
+		q := make([]float64, 0, len(g.in.Reward))
+		err := query(ctx, db, rsql.Pipeline("logprob_mean", nil), func(rows *dbsql.Rows) error {
+			var v dbsql.NullFloat64
+			if err := rows.Scan(&v); err != nil {
+				return err
+			}
+			q = append(q, nullNaN(v))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		g.in.LogprobMean = q
+	}
+	return g, nil
+}
+
+// scanTasks reads tasks.sql into g's rewards and planRow; it returns the task
+// group id of every kept row.
+func scanTasks(ctx context.Context, db *dbsql.DB, g *grouping) ([]int32, error) {
+	var tid []int32
+	err := query(ctx, db, rsql.Pipeline("tasks", nil), func(rows *dbsql.Rows) error {
+		var (
+			row    int64
+			reward dbsql.NullFloat64
+			id     dbsql.NullInt64
+		)
+		if err := rows.Scan(&row, &reward, &id); err != nil {
+			return err
+		}
+		if !id.Valid { // invalid reward
+			if g.invalid == 0 {
+				g.firstInvalid = row
+				g.planRow = make([]int32, row, row+1)
+				for i := range g.planRow {
+					g.planRow[i] = int32(i)
+				}
+			}
+			g.invalid++
+			g.planRow = append(g.planRow, -1)
+		} else {
+			if g.planRow != nil {
+				g.planRow = append(g.planRow, int32(len(tid)))
+			}
+			tid = append(tid, int32(id.Int64))
+			g.in.Reward = append(g.in.Reward, reward.Float64)
+		}
+		g.rows++
+		return nil
+	})
+	return tid, err
+}
+
+// scanRuns reads runs.sql into g's run grouping (and steps).
+func scanRuns(ctx context.Context, db *dbsql.DB, g *grouping, withStep bool) error {
+	rid := make([]int32, 0, len(g.in.Reward))
+	var steps []int64
+	err := query(ctx, db, rsql.Pipeline("runs", nil), func(rows *dbsql.Rows) error {
+		var id, step int64
+		if err := rows.Scan(&id, &step); err != nil {
+			return err
+		}
+		rid = append(rid, int32(id))
+		steps = append(steps, step)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if g.in.Runs, err = groupsOf(rid); err != nil {
+		return err
+	}
+	if withStep {
+		g.in.Step = steps
+	}
+	return nil
+}
+
+// groupsOf builds the grouping of dense first-appearance ids.
+func groupsOf(ids []int32) (advantage.Groups, error) {
+	n := int32(-1)
+	for _, id := range ids {
+		n = max(n, id)
+	}
+	g, err := advantage.GroupByIDs(ids, int(n+1))
+	if err != nil {
+		return g, fmt.Errorf("group pass: %w", err) // DuckDB numbered groups out of order: a bug
+	}
+	return g, nil
+}
+
+// query runs q and calls scan for every row.
+func query(ctx context.Context, db *dbsql.DB, q string, scan func(*dbsql.Rows) error) error {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("group pass: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("group pass: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("group pass: %w", err)
+	}
+	return nil
+}
+
+func nullNaN(v dbsql.NullFloat64) float64 {
+	if !v.Valid {
+		return math.NaN()
+	}
+	return v.Float64
+}
+
+// parquetFiles returns the files of store in if they are all Parquet;
+// otherwise it copies the named columns of the store, in order, into one
+// temporary Parquet file in dir and returns that.
+func parquetFiles(ctx context.Context, in string, files, cols []string, dir string) ([]string, error) {
+	allParquet := true
+	for _, f := range files {
+		if ft, err := store.FormatOf(f); err != nil || ft != store.Parquet {
+			allParquet = false
+		}
+	}
+	if allParquet {
+		return files, nil
+	}
+	r, err := store.Open(in, store.Columns(cols...))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	tmp := filepath.Join(dir, "scalars.parquet")
+	w, err := store.Create(tmp, r.Schema(), store.WithParquet(store.ParquetOptions{Codec: "none"}))
+	if err != nil {
+		return nil, err
+	}
+	defer w.Abort()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := w.Write(rec); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Commit(); err != nil {
+		return nil, err
+	}
+	return []string{tmp}, nil
+}
+
+// locateInvalidReward returns the located error for the first null, NaN or
+// infinite reward of the store (the group pass knows the store row; the
+// reader knows the file and the row within it).
+func locateInvalidReward(in string, storeRow int64) error {
+	r, err := store.Open(in, store.Columns(schema.Reward))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return schema.Errorf(in, storeRow, schema.Reward, "invalid reward (use --on-invalid-reward drop to drop such rows)")
+			}
+			return err
+		}
+		file, fileRow, first := r.Pos()
+		if k := storeRow - first; k < rec.NumRows() {
+			tail := rec.NewSlice(k, rec.NumRows())
+			defer tail.Release()
+			return schema.Validate(file, fileRow+k, tail, schema.ValidateOptions{RequireReward: true})
+		}
+	}
+}

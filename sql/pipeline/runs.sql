@@ -1,0 +1,20 @@
+-- runs: per valid experience (finite reward), in store order, the index of
+-- its run group (rid = "batch/task/run", numbered in first-appearance order)
+-- and its eid.step. step_wise_grpo scores each run by the reward of its last
+-- step: the last row of the run in input order (upstream, Q-28), or the row
+-- with the largest step (last_by_eid_step).
+WITH k AS (
+    SELECT row_idx,
+           CAST(step AS BIGINT) AS step,
+           CAST(batch AS VARCHAR) || '/' || CAST(task AS VARCHAR) || '/' || CAST(run AS VARCHAR) AS rid
+    FROM exps
+    WHERE reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward)
+),
+ids AS (
+    SELECT rid, row_number() OVER (ORDER BY min(row_idx)) - 1 AS rid_id
+    FROM k
+    GROUP BY rid
+)
+SELECT ids.rid_id, k.step
+FROM k JOIN ids USING (rid)
+ORDER BY k.row_idx;

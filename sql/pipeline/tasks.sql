@@ -1,0 +1,31 @@
+-- tasks: per experience, in store order, its reward and the index of its
+-- task group (tid = "batch/task"), groups numbered 0, 1, … in
+-- first-appearance order (spec README §EID: group order = order of each
+-- group's first row; rows keep input order, hence ORDER BY min(row_idx)).
+--
+-- Ids are grouped by their string rendering, as upstream's keys are strings:
+-- the integer 0 and the string "0" are one id. A row whose reward is null,
+-- NaN or infinite belongs to no group (tid_id NULL): the pipeline reports it,
+-- or drops it with --on-invalid-reward drop, before any group forms.
+--
+-- Why not the group statistics here: DuckDB would give mean/std in double
+-- precision (avg, stddev_samp), while upstream computes float32 statistics
+-- (aggregation.md §Numerics) and the advantage stage owns that arithmetic
+-- (stages/advantage). Moving the rewards as one scalar column costs ~0.3 s per
+-- million rows, so Go computes the per-group float32 statistics from them.
+WITH k AS (
+    SELECT row_idx,
+           reward,
+           CAST(batch AS VARCHAR) || '/' || CAST(task AS VARCHAR) AS tid,
+           reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward) AS valid
+    FROM exps
+),
+ids AS (
+    SELECT tid, row_number() OVER (ORDER BY min(row_idx)) - 1 AS tid_id
+    FROM k
+    WHERE valid
+    GROUP BY tid
+)
+SELECT k.row_idx, k.reward, ids.tid_id
+FROM k LEFT JOIN ids ON k.valid AND k.tid = ids.tid
+ORDER BY k.row_idx;
