@@ -1,8 +1,8 @@
-// Package sql holds the SQL that rftpipe runs on DuckDB, as real .sql files
-// embedded in the binary. The canned analyses (analysis/*.sql) answer the
-// questions users ask of their rollouts; `rftpipe sql --query NAME` runs one
-// over the view "experiences" and `rftpipe sql --list` lists them.
 package sql
+
+// The canned analyses (analysis/*.sql) answer the questions users ask of
+// their rollouts; `rftpipe sql --query NAME` runs one over the view
+// "experiences" and `rftpipe sql --list` lists them.
 
 import (
 	"embed"

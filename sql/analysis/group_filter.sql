@@ -10,7 +10,7 @@ WITH groups AS (
     FROM experiences
     GROUP BY batch, task
 ), g AS (
-    SELECT n, std, n = 1 OR std <= getvariable('std_threshold') AS dropped
+    SELECT n, std, n = 1 OR std <= getvariable('std_threshold')::DOUBLE AS dropped
     FROM groups
 )
 SELECT
@@ -19,7 +19,7 @@ SELECT
     count(*) FILTER (WHERE n = 1)                    AS singleton_groups,
     count(*) FILTER (WHERE n > 1 AND std = 0)        AS zero_variance_groups,
     count(*) FILTER (WHERE n > 1 AND std = 0) / count(*) AS zero_variance_share,
-    getvariable('std_threshold')                     AS std_threshold,
+    getvariable('std_threshold')::DOUBLE                     AS std_threshold,
     count(*) FILTER (WHERE dropped)                  AS dropped_groups,
     count(*) FILTER (WHERE dropped) / count(*)       AS dropped_group_share,
     coalesce(sum(n) FILTER (WHERE dropped), 0)::BIGINT AS dropped_rows,

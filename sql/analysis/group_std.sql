@@ -5,26 +5,29 @@
 -- drops them). std is the unbiased sample std of the float32 rewards.
 -- requires: batch, task, reward
 -- var: bucket = 0.1: width of a std bucket
-WITH groups AS (
+WITH params AS (
+    SELECT getvariable('bucket')::DOUBLE AS w
+), groups AS (
     SELECT count(*) AS n, stddev_samp(reward::FLOAT) AS std
     FROM experiences
     GROUP BY batch, task
 ), b AS (
     SELECT
-        CASE WHEN n = 1 THEN 2 WHEN std = 0 THEN 0 ELSE 1 END         AS kind,
-        CASE WHEN n > 1 AND std > 0 THEN floor(std / getvariable('bucket')) END AS bucket
-    FROM groups
+        CASE WHEN n = 1 THEN 2 WHEN std = 0 THEN 0 ELSE 1 END   AS kind,
+        CASE WHEN n > 1 AND std > 0 THEN floor(std / w) END     AS bucket,
+        w
+    FROM groups, params
 )
 SELECT
     CASE kind
         WHEN 0 THEN 'std = 0'
         WHEN 2 THEN 'singleton'
-        ELSE printf('[%.3g, %.3g)', bucket * getvariable('bucket'), (bucket + 1) * getvariable('bucket'))
-    END                                                       AS std_range,
-    CASE kind WHEN 0 THEN 0.0 WHEN 1 THEN bucket * getvariable('bucket') END       AS std_from,
-    CASE kind WHEN 0 THEN 0.0 WHEN 1 THEN (bucket + 1) * getvariable('bucket') END AS std_to,
-    count(*)                                                  AS groups,
-    count(*) / sum(count(*)) OVER ()                          AS share
+        ELSE printf('[%.3g, %.3g)', bucket * any_value(w), (bucket + 1) * any_value(w))
+    END                                                             AS std_range,
+    CASE kind WHEN 0 THEN 0.0 WHEN 1 THEN bucket * any_value(w) END       AS std_from,
+    CASE kind WHEN 0 THEN 0.0 WHEN 1 THEN (bucket + 1) * any_value(w) END AS std_to,
+    count(*)                                                        AS groups,
+    count(*) / sum(count(*)) OVER ()                                AS share
 FROM b
 GROUP BY kind, bucket
 ORDER BY kind, bucket;

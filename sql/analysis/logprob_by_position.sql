@@ -11,15 +11,18 @@ WITH t AS (
         unnest(action_mask)           AS m,
         unnest(range(len(logprobs)))  AS pos
     FROM experiences
+), b AS (
+    SELECT lp, pos // getvariable('bucket')::BIGINT AS bucket, getvariable('bucket')::BIGINT AS w
+    FROM t
+    WHERE m AND lp IS NOT NULL
 )
 SELECT
-    (pos // getvariable('bucket')) * getvariable('bucket')           AS pos_from,
-    (pos // getvariable('bucket') + 1) * getvariable('bucket') - 1   AS pos_to,
-    count(*)                                                       AS tokens,
-    avg(lp)                                                        AS mean_logprob,
-    avg(exp(lp))                                                   AS mean_prob,
-    count(*) FILTER (WHERE lp < ln(0.1)) / count(*)                AS low_share
-FROM t
-WHERE m AND lp IS NOT NULL
-GROUP BY pos // getvariable('bucket')
-ORDER BY pos_from;
+    bucket * any_value(w)                           AS pos_from,
+    (bucket + 1) * any_value(w) - 1                 AS pos_to,
+    count(*)                                        AS tokens,
+    avg(lp)                                         AS mean_logprob,
+    avg(exp(lp))                                    AS mean_prob,
+    count(*) FILTER (WHERE lp < ln(0.1)) / count(*) AS low_share
+FROM b
+GROUP BY bucket
+ORDER BY bucket;

@@ -15,9 +15,9 @@ WITH runs AS (
     SELECT
         batch, task,
         count(*)                                                  AS n,
-        count(*) FILTER (WHERE reward >= getvariable('pass_reward')) AS c,
+        count(*) FILTER (WHERE reward >= getvariable('pass_reward')::DOUBLE) AS c,
         avg(reward)                                               AS mean_reward,
-        coalesce(getvariable('k'), count(*))                      AS k
+        coalesce(getvariable('k')::BIGINT, count(*))                      AS k
     FROM runs
     GROUP BY batch, task
 )

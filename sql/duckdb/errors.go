@@ -45,28 +45,37 @@ func (e *QueryError) Detail() string { return e.detail }
 // Unwrap makes the error bad input.
 func (e *QueryError) Unwrap() error { return schema.ErrBadInput }
 
-var lineRE = regexp.MustCompile(`(?m)^LINE (\d+): (.*)\n( *)\^`)
+var lineRE = regexp.MustCompile(`(?m)^LINE (\d+): `)
 
 // queryError turns an error of running query into a *QueryError carrying
-// DuckDB's message and the position in query. DuckDB puts the position
-// (with a LINE/caret context) in binder and most runtime messages but not in
-// parser ones; for those it is asked for with json_serialize_sql. Errors that
-// are not DuckDB's (a cancelled context) come back as they are.
+// DuckDB's message and the position in query. Errors that are not DuckDB's
+// (a cancelled context) come back as they are.
 func queryError(ctx context.Context, db *sql.DB, query string, err error) error {
+	return queryErrorIn(ctx, db, query, query, 0, err)
+}
+
+// queryErrorIn is queryError for a query DuckDB ran inside a wrapper: ran is
+// the text DuckDB ran, in which query starts at line skip+1. DuckDB puts the
+// position (as a LINE/caret context) in binder and most runtime messages but
+// not in parser ones; for those it is asked for with json_serialize_sql.
+func queryErrorIn(ctx context.Context, db *sql.DB, ran, query string, skip int, err error) error {
 	var de *duck.Error
 	if err == nil || ctx.Err() != nil || !errors.As(err, &de) {
 		return err
 	}
 	msg := strings.TrimSpace(de.Msg)
 	e := &QueryError{Msg: oneLine(msg), Query: query, detail: msg}
-	if m := lineRE.FindStringSubmatch(msg); m != nil {
-		e.Line, _ = strconv.Atoi(m[1])
-		e.Column = columnOf(query, e.Line, m[2], len("LINE "+m[1]+": "), len(m[3]))
-		return e
+	var line, col int
+	if loc := lineRE.FindStringSubmatchIndex(msg); loc != nil {
+		line, _ = strconv.Atoi(msg[loc[2]:loc[3]])
+		col = columnOf(ran, line, msg[loc[1]:], loc[1]-loc[0])
+		msg = strings.TrimSpace(msg[:loc[0]])
+	} else if pos, ok := parserPosition(ctx, db, ran); ok {
+		line, col = lineColumn(ran, pos)
 	}
-	if pos, ok := parserPosition(ctx, db, query); ok {
-		e.Line, e.Column = lineColumn(query, pos)
-		e.detail = msg + "\n" + caretContext(query, e.Line, e.Column)
+	if line -= skip; line >= 1 && col >= 1 {
+		e.Line, e.Column = line, col
+		e.detail = msg + "\n" + caretContext(query, line, col)
 	}
 	return e
 }
@@ -106,28 +115,56 @@ func queryLine(s string, n int) string {
 	return strings.TrimRight(lines[n-1], "\r")
 }
 
-// columnOf recovers the column DuckDB's caret points at. DuckDB shows a window
-// of the line ("..." marks cut ends) after a prefix of prefixLen characters,
-// and the caret caret characters from the start of its context line.
-func columnOf(query string, line int, shown string, prefixLen, caret int) int {
-	off := caret - prefixLen // characters into the shown text
-	window := shown
+// columnOf recovers the column DuckDB's caret points at from its context
+//
+//	LINE 3: ...window of the line...
+//	                 ^
+//
+// ctx is the text after the "LINE n: " prefix of prefixLen characters. The
+// caret sits under the error; "..." marks cut ends of the window. DuckDB
+// (1.1) takes the window's start relative to the line but cuts it from the
+// whole query, so on lines after the first the window may show text from
+// elsewhere (even across lines); its start is then found in the whole query.
+func columnOf(query string, line int, ctx string, prefixLen int) int {
+	last := strings.LastIndexByte(ctx, '\n')
+	if last < 0 || strings.Trim(ctx[last+1:], " ") != "^" {
+		return 0
+	}
+	window := ctx[:last]
+	off := strings.IndexByte(ctx[last+1:], '^') - prefixLen // characters into the window
 	if strings.HasPrefix(window, "...") {
 		window = window[3:]
 		off -= 3
 	}
 	window = strings.TrimSuffix(window, "...")
-	full := queryLine(query, line)
-	start := strings.Index(full, window)
-	if start < 0 {
-		start = 0
+	if full := queryLine(query, line); strings.Contains(full, window) {
+		return utf8.RuneCountInString(full[:strings.Index(full, window)]) + off + 1
 	}
-	return utf8.RuneCountInString(full[:start]) + off + 1
+	if i := strings.Index(query, window); i >= 0 {
+		return utf8.RuneCountInString(query[:i]) + off + 1
+	}
+	return off + 1
 }
 
+// contextWidth is how many characters of a long query line the caret context
+// shows on either side of the position.
+const contextWidth = 60
+
 // caretContext renders line `line` of query DuckDB's way, with a caret under
-// column col.
+// column col; a long line is cut around col ("..." marks the cuts).
 func caretContext(query string, line, col int) string {
 	prefix := fmt.Sprintf("LINE %d: ", line)
-	return prefix + queryLine(query, line) + "\n" + strings.Repeat(" ", len(prefix)+col-1) + "^"
+	text := []rune(queryLine(query, line))
+	col = min(col, len(text)+1)
+	from, to := max(0, col-1-contextWidth), min(len(text), col-1+contextWidth)
+	shown := string(text[from:to])
+	pad := len(prefix) + col - 1 - from
+	if from > 0 {
+		shown = "..." + shown
+		pad += 3
+	}
+	if to < len(text) {
+		shown += "..."
+	}
+	return prefix + shown + "\n" + strings.Repeat(" ", pad) + "^"
 }

@@ -126,14 +126,11 @@ func CopyParquet(ctx context.Context, db *sql.DB, query, out string) (int64, err
 			os.Remove(tmpName)
 		}
 	}()
-	q := strings.TrimSuffix(strings.TrimSpace(query), ";")
-	copySQL := "COPY (\n" + q + "\n) TO " + QuoteString(tmpName) + " (FORMAT PARQUET, COMPRESSION ZSTD)"
+	// The query starts on the wrapper's second line.
+	copySQL := "COPY (\n" + strings.TrimSuffix(strings.TrimSpace(query), ";") + "\n) TO " + QuoteString(tmpName) + " (FORMAT PARQUET, COMPRESSION ZSTD)"
 	var n int64
 	if err := db.QueryRowContext(ctx, copySQL).Scan(&n); err != nil {
-		if qe := queryError(ctx, db, q, err); qe != err {
-			return 0, qe
-		}
-		return 0, fmt.Errorf("sql: writing %s: %w", out, err)
+		return 0, queryErrorIn(ctx, db, copySQL, query, 1, err)
 	}
 	if err := syncFile(tmpName); err != nil {
 		return 0, err
