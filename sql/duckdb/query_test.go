@@ -83,7 +83,7 @@ func TestAttach(t *testing.T) {
 		"SELECT count(*) FROM experiences": 384,
 		"SELECT count(*) FROM base":        384,
 		"SELECT count(*) FROM dir":         768,
-		"SELECT count(*) FROM globbed":        768,
+		"SELECT count(*) FROM globbed":     768,
 		"SELECT count(*) FROM js":          384,
 		// The JSONL store holds the same experiences.
 		"SELECT count(*) FROM js JOIN base USING (batch, task, run, step) WHERE js.reward = base.reward AND js.tokens = base.tokens": 384,
