@@ -20,7 +20,8 @@ lint:
 
 demo: build
 	@mkdir -p $(OUT)
-	$(BIN) inspect $(STORE)
+	$(BIN) run --advantage-fn grpo --in $(STORE) --out $(OUT)/demo_grpo.parquet --metrics $(OUT)/demo_metrics.json
+	@cat $(OUT)/demo_metrics.json
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -118,11 +118,10 @@ type Result struct {
 }
 
 // SetArgs parses command-line "name=value" args with the arg schema of the
-// job's fn (or add strategy) into Args; no args leaves Args nil, which means
-// upstream's default_args().
+// job's fn (or add strategy) into Args, replacing them; no args leaves Args
+// as they are (nil: upstream's default_args()).
 func (j *Job) SetArgs(kvs []string) error {
 	if len(kvs) == 0 {
-		j.Args = nil
 		return nil
 	}
 	reg, name := j.registry()
