@@ -23,6 +23,9 @@ func newApp() *cli.App {
 			runCommand(),
 			sqlCommand(),
 			algorithmsCommand(),
+			conformanceCommand(),
+			benchCommand(),
+			lossCommand(),
 		},
 		// Errors are printed once, by main, in one line.
 		ExitErrHandler:  func(*cli.Context, error) {},

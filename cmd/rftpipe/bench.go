@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// benchResult is one line of `rftpipe bench loss --format json`; scripts
+// rely on its keys.
+type benchResult struct {
+	Fn       string  `json:"fn"`
+	Shape    string  `json:"shape"`
+	Device   string  `json:"device"`
+	MedianMs float64 `json:"median_ms"`
+	MtokPerS float64 `json:"mtok_per_s"`
+}
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "bench",
+		Usage:       "measure rftpipe's kernels on this machine",
+		Subcommands: []*cli.Command{benchLossCommand()},
+	}
+}
+
+func benchLossCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "loss",
+		Usage: "time forward + gradient of a policy loss (default args) on seeded random inputs held in memory",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "fn", Required: true, Usage: "policy loss `NAME`: " + strings.Join(loss.Default().Names(), ", ")},
+			&cli.StringFlag{Name: "shape", Value: "1024x4096", Usage: "`BxT`: rows × tokens per row"},
+			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "device: cpu"},
+			&cli.IntFlag{Name: "runs", Value: 9, Usage: "timed runs after one warm-up; the median is reported"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the random inputs"},
+			formatFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			format := c.String("format")
+			if format != "table" && format != "json" {
+				return usagef("--format %q: want table or json", format)
+			}
+			if d := c.String("device"); d != "cpu" {
+				return usagef("--device %q: this build has: cpu", d)
+			}
+			rows, width, err := parseShape(c.String("shape"))
+			if err != nil {
+				return err
+			}
+			if c.Int("runs") < 1 {
+				return usagef("--runs must be >= 1")
+			}
+			l, err := loss.Default().New(c.String("fn"), nil)
+			if err != nil {
+				return err
+			}
+			b := tokens.Synthetic(rows, width, c.Uint64("seed"))
+			grad := make([]float64, b.Rows.Tokens())
+			times := make([]float64, 0, c.Int("runs"))
+			for i := 0; i <= c.Int("runs"); i++ { // run 0 is the warm-up
+				start := time.Now()
+				res, err := l.Eval(b, grad)
+				if err != nil {
+					return err
+				}
+				if math.IsNaN(res.Loss) {
+					return fmt.Errorf("bench: %s gave a NaN loss", l.Name())
+				}
+				if i > 0 {
+					times = append(times, time.Since(start).Seconds()*1e3)
+				}
+			}
+			slices.Sort(times)
+			med := times[len(times)/2]
+			if len(times)%2 == 0 {
+				med = (times[len(times)/2-1] + med) / 2
+			}
+			r := benchResult{Fn: l.Name(), Shape: fmt.Sprintf("%dx%d", rows, width), Device: "cpu",
+				MedianMs: med, MtokPerS: float64(rows*width) / med / 1e3}
+			if format == "json" {
+				return json.NewEncoder(c.App.Writer).Encode(r)
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "FN\tSHAPE\tDEVICE\tMEDIAN_MS\tMTOK/S")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\n", r.Fn, r.Shape, r.Device, r.MedianMs, r.MtokPerS)
+			return tw.Flush()
+		},
+	}
+}
+
+// parseShape parses "BxT" with B, T >= 1.
+func parseShape(s string) (rows, width int, err error) {
+	bs, ts, ok := strings.Cut(strings.ToLower(s), "x")
+	if ok {
+		rows, err = strconv.Atoi(bs)
+		if err == nil {
+			width, err = strconv.Atoi(ts)
+		}
+	}
+	if !ok || err != nil || rows < 1 || width < 1 {
+		return 0, 0, usagef("--shape %q: want BxT, e.g. 1024x4096", s)
+	}
+	return rows, width, nil
+}

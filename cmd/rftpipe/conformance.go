@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rftpipe/rftpipe/stages/conformance"
+	"github.com/rftpipe/rftpipe/stages/entropy"
+	"github.com/rftpipe/rftpipe/stages/kl"
+	"github.com/rftpipe/rftpipe/stages/loss"
+)
+
+// conformanceRegistry is every golden kind rftpipe implements: one line per
+// kind. Kinds of a golden directory missing here are counted as skipped.
+func conformanceRegistry() (*conformance.Registry, error) {
+	reg := conformance.NewRegistry()
+	for kind, run := range map[string]conformance.Runner{
+		"policy_loss": loss.ConformanceRunner(loss.Default()),
+		"kl":          kl.ConformanceRunner(),
+		"entropy":     entropy.ConformanceRunner(),
+	} {
+		if err := reg.Add(kind, run); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+func conformanceCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "conformance",
+		Usage:     "run the golden vectors of DIR (one KIND.json per kind) against rftpipe; exit 1 if any case fails",
+		ArgsUsage: "DIR",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "kind", Usage: "comma-separated kinds to run (default: every KIND.json in DIR), e.g. policy_loss,kl,entropy"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("conformance takes one DIR")
+			}
+			reg, err := conformanceRegistry()
+			if err != nil {
+				return err
+			}
+			var kinds []string
+			for _, k := range strings.Split(c.String("kind"), ",") {
+				if k = strings.TrimSpace(k); k != "" {
+					kinds = append(kinds, k)
+				}
+			}
+			rep, err := conformance.RunDir(c.Args().First(), kinds, reg)
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			for _, m := range rep.Mismatches {
+				fmt.Fprintln(w, m)
+			}
+			fmt.Fprintln(w, rep.Summary())
+			if rep.Failed > 0 {
+				return exitCode(exitFailure)
+			}
+			return nil
+		},
+	}
+}
