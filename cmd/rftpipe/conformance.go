@@ -6,6 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/stages/addstrategy"
+	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/conformance"
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
@@ -17,9 +19,11 @@ import (
 func conformanceRegistry() (*conformance.Registry, error) {
 	reg := conformance.NewRegistry()
 	for kind, run := range map[string]conformance.Runner{
-		"policy_loss": loss.ConformanceRunner(loss.Default()),
-		"kl":          kl.ConformanceRunner(),
-		"entropy":     entropy.ConformanceRunner(),
+		"policy_loss":  loss.ConformanceRunner(loss.Default()),
+		"kl":           kl.ConformanceRunner(),
+		"entropy":      entropy.ConformanceRunner(),
+		"advantage":    advantage.ConformanceRunner(advantage.Default()),
+		"add_strategy": addstrategy.ConformanceRunner(addstrategy.Default()),
 	} {
 		if err := reg.Add(kind, run); err != nil {
 			return nil, err
