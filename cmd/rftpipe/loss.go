@@ -345,6 +345,17 @@ func appendList(dst []float64, a arrow.Array, lengths []int, define bool, path, 
 	default:
 		return nil, schema.Errorf(path, -1, col, "has type %s, want a list of numbers", a.DataType())
 	}
+	var value func(j int) float64
+	switch v := values.(type) {
+	case *array.Float32:
+		value = func(j int) float64 { return float64(v.Value(j)) }
+	case *array.Float64:
+		value = v.Value
+	case *array.Boolean:
+		value = func(j int) float64 { return b2f(v.Value(j)) }
+	default:
+		return nil, schema.Errorf(path, -1, col, "has type %s, want a list of float32, float64 or bool", a.DataType())
+	}
 	for i := 0; i < a.Len(); i++ {
 		if a.IsNull(i) {
 			return nil, schema.Errorf(path, row0+int64(i), col, "null list")
@@ -355,20 +366,11 @@ func appendList(dst []float64, a arrow.Array, lengths []int, define bool, path, 
 		} else if int(hi-lo) != lengths[i] {
 			return nil, schema.Errorf(path, row0+int64(i), col, "has %d tokens, the log-prob column has %d", hi-lo, lengths[i])
 		}
-		for j := lo; j < hi; j++ {
-			if values.IsNull(int(j)) {
-				return nil, schema.Errorf(path, row0+int64(i), col, "null value at token %d", j-lo)
+		for j := int(lo); j < int(hi); j++ {
+			if values.IsNull(j) {
+				return nil, schema.Errorf(path, row0+int64(i), col, "null value at token %d", j-int(lo))
 			}
-			switch v := values.(type) {
-			case *array.Float32:
-				dst = append(dst, float64(v.Value(int(j))))
-			case *array.Float64:
-				dst = append(dst, v.Value(int(j)))
-			case *array.Boolean:
-				dst = append(dst, b2f(v.Value(int(j))))
-			default:
-				return nil, schema.Errorf(path, -1, col, "has type %s, want a list of float32, float64 or bool", a.DataType())
-			}
+			dst = append(dst, value(j))
 		}
 	}
 	return dst, nil
