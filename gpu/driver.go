@@ -51,14 +51,15 @@ type driver struct {
 	primaryCtxRetain, ctxSetCurrent, moduleLoadData, moduleGetFunction                   uintptr
 	memAlloc, memFree, memAllocHost, memFreeHost                                         uintptr
 	memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync, memsetD8Async                     uintptr
-	launchKernel, streamCreate, streamSynchronize                                        uintptr
+	launchKernel, streamCreate, streamSynchronize, streamDestroy                         uintptr
 	eventCreate, eventRecord, eventSynchronize, eventElapsedTime, eventDestroy           uintptr
 	getErrorName                                                                         uintptr
 }
 
-// loadDriver dlopens libcuda.so.1 and resolves every entry point.
-func loadDriver() (*driver, error) {
-	lib, err := openFirst("CUDA driver (libcuda.so.1)", driverCandidates())
+// loadDriver dlopens the first CUDA driver library of candidates that loads
+// and resolves every entry point.
+func loadDriver(candidates []string) (*driver, error) {
+	lib, err := openFirst("CUDA driver (libcuda.so.1)", candidates)
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +75,8 @@ func loadDriver() (*driver, error) {
 		"cuMemcpyHtoDAsync_v2": &d.memcpyHtoDAsync, "cuMemcpyDtoHAsync_v2": &d.memcpyDtoHAsync,
 		"cuMemcpyDtoDAsync_v2": &d.memcpyDtoDAsync, "cuMemsetD8Async": &d.memsetD8Async,
 		"cuLaunchKernel": &d.launchKernel, "cuStreamCreate": &d.streamCreate,
-		"cuStreamSynchronize": &d.streamSynchronize,
-		"cuEventCreate":       &d.eventCreate, "cuEventRecord": &d.eventRecord,
+		"cuStreamSynchronize": &d.streamSynchronize, "cuStreamDestroy_v2": &d.streamDestroy,
+		"cuEventCreate": &d.eventCreate, "cuEventRecord": &d.eventRecord,
 		"cuEventSynchronize": &d.eventSynchronize, "cuEventElapsedTime": &d.eventElapsedTime,
 		"cuEventDestroy_v2": &d.eventDestroy, "cuGetErrorName": &d.getErrorName,
 	})

@@ -17,18 +17,20 @@ type library struct {
 	handle uintptr
 }
 
-// openFirst dlopens the first candidate that loads; the error lists every
-// attempt with its dlerror text.
+// openFirst dlopens the first candidate that loads; the error gives the
+// first candidate's dlerror text and how many others failed.
 func openFirst(what string, candidates []string) (*library, error) {
-	var tried []string
+	var first error
 	for _, c := range candidates {
 		h, err := purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err == nil {
 			return &library{path: c, handle: h}, nil
 		}
-		tried = append(tried, fmt.Sprintf("%s (%v)", c, err))
+		if first == nil {
+			first = err
+		}
 	}
-	return nil, fmt.Errorf("%s not found; tried %s", what, strings.Join(tried, "; "))
+	return nil, fmt.Errorf("%s not found (%v; %d other paths tried)", what, first, len(candidates)-1)
 }
 
 // sym resolves a symbol; a missing one is an error naming the library.

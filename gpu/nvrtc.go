@@ -18,9 +18,10 @@ type nvrtc struct {
 	getErrorString                                           uintptr
 }
 
-// loadNVRTC dlopens the first NVRTC library found (see nvrtcCandidates).
-func loadNVRTC() (*nvrtc, error) {
-	lib, err := openFirst("NVRTC (libnvrtc.so; set CUDA_HOME or RFTPIPE_NVRTC)", nvrtcCandidates())
+// loadNVRTC dlopens the first NVRTC library of candidates that loads
+// (see nvrtcCandidates).
+func loadNVRTC(candidates []string) (*nvrtc, error) {
+	lib, err := openFirst("NVRTC (libnvrtc.so; set CUDA_HOME or RFTPIPE_NVRTC)", candidates)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,204 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/rftpipe/rftpipe/gpu/internal/golden"
+	"github.com/rftpipe/rftpipe/stages/conformance"
+	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+var (
+	fakeOnce sync.Once
+	fakeLib  string
+	fakeErr  error
+	fakeDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fakeDir != "" {
+		os.RemoveAll(fakeDir)
+	}
+	os.Exit(code)
+}
+
+// fakeDevice opens the fake CUDA driver and NVRTC of
+// testdata/fakecuda (built here with the system C compiler), whose
+// cuLaunchKernel runs the kernels' math on the CPU. It skips without a C
+// compiler.
+func fakeDevice(t *testing.T) *Device {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) to build the fake CUDA driver")
+	}
+	fakeOnce.Do(func() {
+		// Read the sources here so that go test's cache sees them change.
+		for _, f := range []string{"testdata/fakecuda/fakecuda.c", "kernels/rft_loss.h"} {
+			if _, fakeErr = os.ReadFile(f); fakeErr != nil {
+				return
+			}
+		}
+		if fakeDir, fakeErr = os.MkdirTemp("", "rftpipe-fakecuda"); fakeErr != nil {
+			return
+		}
+		fakeLib = filepath.Join(fakeDir, "libfakecuda.so")
+		out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-std=gnu99", "-Wall", "-Werror", "-Ikernels",
+			"-o", fakeLib, "testdata/fakecuda/fakecuda.c", "-lm").CombinedOutput()
+		if err != nil {
+			fakeErr = fmt.Errorf("building the fake CUDA driver: %v\n%s", err, out)
+		}
+	})
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
+	d, err := openFrom([]string{fakeLib}, []string{fakeLib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestFakeOpen(t *testing.T) {
+	d := fakeDevice(t)
+	if s := d.String(); s != "Fake CUDA (CPU) (sm_90, 4 SMs)" {
+		t.Fatalf("device %q", s)
+	}
+}
+
+// TestFakeGolden runs the golden cases through the whole host side of the
+// CUDA evaluator (float32 and float64 storage, one chunk and many).
+func TestFakeGolden(t *testing.T) {
+	d := fakeDevice(t)
+	for _, c := range []struct {
+		name string
+		opt  Options
+		tol  *conformance.Tolerance
+	}{
+		{"float32", Options{}, &conformance.Tolerance{Rtol: 1e-5, Atol: 1e-6}},
+		{"float64", Options{Float64: true}, nil},
+		{"float64-chunked", Options{Float64: true, ChunkTokens: 3}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev := d.NewEvaluator(c.opt)
+			defer ev.Close()
+			reps, err := golden.Run("../fixtures/conformance", ev, c.tol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range reps {
+				t.Logf("%s: %d passed, %d failed, %d skipped", r.Kind, r.Passed, r.Failed, r.Skipped)
+				for _, m := range r.Mismatches {
+					t.Errorf("%s", m)
+				}
+			}
+		})
+	}
+}
+
+// TestFakeAgreesWithCPU: float64 storage reproduces the CPU path to
+// rounding, for every loss, resident and streamed in small chunks.
+func TestFakeAgreesWithCPU(t *testing.T) {
+	d := fakeDevice(t)
+	for _, chunk := range []int{0, 700} {
+		ev := d.NewEvaluator(Options{Float64: true, ChunkTokens: chunk})
+		for _, name := range loss.Default().Names() {
+			l, err := loss.Default().New(name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seed := uint64(1); seed <= 3; seed++ {
+				b := tokens.Synthetic(12+int(seed), 200*int(seed), seed)
+				cg, gg := make([]float64, b.Rows.Tokens()), make([]float64, b.Rows.Tokens())
+				cv, cm, err := l.EvalOn(tokens.CPU, b, cg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gv, gm, err := l.EvalOn(ev, b, gg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-13+1e-12*math.Abs(b) }
+				if !near(gv, cv) {
+					t.Errorf("%s chunk %d seed %d: loss %v, CPU %v", name, chunk, seed, gv, cv)
+				}
+				for k, v := range cm {
+					if !near(gm[k], v) {
+						t.Errorf("%s chunk %d seed %d: %s %v, CPU %v", name, chunk, seed, k, gm[k], v)
+					}
+				}
+				for i := range cg {
+					if !near(gg[i], cg[i]) {
+						t.Errorf("%s chunk %d seed %d: grad[%d] %v, CPU %v", name, chunk, seed, i, gg[i], cg[i])
+						break
+					}
+				}
+			}
+		}
+		if err := ev.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFakeTiming: kernel time comes from the events, bytes from the
+// kernels' inputs and outputs (PPO: 4 inputs read and 1 gradient written,
+// float32).
+func TestFakeTiming(t *testing.T) {
+	d := fakeDevice(t)
+	ev := d.NewEvaluator(Options{Timing: true, ChunkTokens: 1000})
+	defer ev.Close()
+	b := tokens.Synthetic(8, 300, 1)
+	l, err := loss.Default().New("ppo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.EvalOn(ev, b, make([]float64, b.Rows.Tokens())); err != nil {
+		t.Fatal(err)
+	}
+	ms, bytes := ev.TakeTiming()
+	if ms != 3 || bytes != int64(b.Rows.Tokens())*5*4 { // 3 chunks of ≤ 1000 tokens, 1 ms each (fake events)
+		t.Fatalf("timing %v ms, %d bytes; want 3 ms, %d bytes", ms, bytes, b.Rows.Tokens()*20)
+	}
+	if ms, bytes = ev.TakeTiming(); ms != 0 || bytes != 0 {
+		t.Fatalf("TakeTiming did not reset: %v, %d", ms, bytes)
+	}
+}
+
+// TestFakeErrorsNameTheCall: a failing driver call surfaces as an error
+// naming the call and the driver's error name.
+func TestFakeErrorsNameTheCall(t *testing.T) {
+	d := fakeDevice(t)
+	h, err := purego.Dlopen(fakeLib, purego.RTLD_NOW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setOOM, err := purego.Dlsym(h, "fakecuda_set_oom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	purego.SyscallN(setOOM, 1000)
+	defer purego.SyscallN(setOOM, 0)
+	ev := d.NewEvaluator(Options{})
+	defer ev.Close()
+	b := tokens.Synthetic(8, 300, 1)
+	l, err := loss.Default().New("ppo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = l.EvalOn(ev, b, make([]float64, b.Rows.Tokens()))
+	if err == nil || !strings.Contains(err.Error(), "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY") {
+		t.Fatalf("error %v", err)
+	}
+}
