@@ -11,14 +11,19 @@ func exp(x float64) float64 {
 	if !(x > -708 && x < 709) {
 		return math.Exp(x)
 	}
+	return expCore(x)
+}
+
+// expCore is exp for x in (-708, 709), small enough to be inlined: the
+// kernels call it for log-ratios clamped to ±20.
+func expCore(x float64) float64 {
 	const (
 		invStep = 64 / math.Ln2
 		ln2Hi   = 6.93147180369123816490e-01 / 64 // low bits zero: k·ln2Hi is exact
 		ln2Lo   = 1.90821492927058770002e-10 / 64
 		round   = 0x1.8p52 // adding and subtracting it rounds to an integer
 	)
-	kf := x*invStep + round
-	kf -= round
+	kf := x*invStep + round - round
 	r := x - kf*ln2Hi - kf*ln2Lo
 	k := int64(kf)
 	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120)))))

@@ -27,7 +27,7 @@ func (k *IS) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		d, dd := clamp(x-old[t], -20, 20)
-		ratio := exp(d)
+		ratio := expCore(d) // d is clamped to ±20
 		l := -adv[t] * ratio
 		sL += l * mt
 		sRatio += ratio * mt

@@ -132,7 +132,7 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		d, dd := clamp(k.logRatio(lp[t], old[t]), -20, 20)
-		ratio := exp(d)
+		ratio := expCore(d) // d is clamped to ±20
 		cr, in := clamp(ratio, lo, hi)
 		l1, l2 := -a*ratio, -a*cr
 		// max(L1, L2): at a tie both derivatives are equal (a tie with the
