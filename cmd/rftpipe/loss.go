@@ -66,8 +66,8 @@ func lossCommand() *cli.Command {
 		Description: "The store is one micro-batch: final_loss = pg_loss - entropy_loss + kl_loss, metrics named as the\n" +
 			"trainer publishes them (actor/...). Inputs are read from list columns (see --col); the current\n" +
 			"policy's log-prob defaults to a `logprob` column, else to the rollout `logprobs` (ratio 1).",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "fn", Required: true, Usage: "policy loss `NAME`: " + strings.Join(loss.Default().Names(), ", ")},
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "fn", Usage: "policy loss `NAME`: " + strings.Join(loss.Default().Names(), ", ")},
 			&cli.StringSliceFlag{Name: "arg", Usage: "policy loss argument `NAME=VALUE` over its default_args (repeatable; null for None)"},
 			&cli.StringFlag{Name: "loss-agg-mode", Usage: "algorithm.loss_agg_mode for the policy (overriding its loss_agg_mode unless respect_own_loss_agg_mode), KL and entropy terms (default: --arg loss_agg_mode, else token-mean)"},
 			&cli.StringFlag{Name: "kl-loss-fn", Value: "none", Usage: "KL loss `NAME`: " + strings.Join(kl.Registry().Names(), ", ")},
@@ -79,7 +79,7 @@ func lossCommand() *cli.Command {
 			&cli.Int64Flag{Name: "step", Value: -1, Usage: "training step of the batch (mix_chord's schedule)"},
 			&cli.StringFlag{Name: "grad-out", Usage: "write grad_logprob list<float32> (+ id columns) aligned with the input rows to `FILE`"},
 			formatFlag(),
-		},
+		}, algorithmFlags()...),
 		Action: runLoss,
 	}
 }
@@ -89,34 +89,16 @@ func runLoss(c *cli.Context) error {
 	if format != "table" && format != "json" {
 		return usagef("--format %q: want table or json", format)
 	}
-	def, err := loss.Default().Get(c.String("fn"))
-	if err != nil {
-		return err
+	var pl *loss.Loss
+	var klFn *kl.Fn
+	var entFn *entropy.Fn
+	var mode agg.Mode
+	var err error
+	if isAlgorithmJob(c) {
+		pl, klFn, entFn, mode, err = algorithmLossFns(c)
+	} else {
+		pl, klFn, entFn, mode, err = flagLossFns(c)
 	}
-	user, err := def.Schema().ParseKV(c.StringSlice("arg"))
-	if err != nil {
-		return fmt.Errorf("policy loss %s: %w", def.Name, err)
-	}
-	modeName := c.String("loss-agg-mode")
-	if modeName == "" {
-		modeName = "token-mean"
-		if m, ok := user["loss_agg_mode"].(string); ok {
-			modeName = m
-		}
-	}
-	mode, err := agg.ParseMode(modeName)
-	if err != nil {
-		return schema.BadInputf("--loss-agg-mode: %v", err)
-	}
-	pl, err := def.FromConfig(args.Overlay(def.DefaultArgs(), user), modeName)
-	if err != nil {
-		return err
-	}
-	klFn, err := kl.New(c.String("kl-loss-fn"), args.Values{"kl_coef": c.Float64("kl-coef")})
-	if err != nil {
-		return err
-	}
-	entFn, err := entropy.New(c.String("entropy-loss-fn"), args.Values{"entropy_coef": c.Float64("entropy-coef")})
 	if err != nil {
 		return err
 	}
@@ -171,6 +153,46 @@ func runLoss(c *cli.Context) error {
 		return enc.Encode(lossOutput{Fn: pl.Name(), Args: pl.Args, Rows: b.Rows.N(), Tokens: b.Rows.Tokens(), Loss: final, Metrics: metrics})
 	}
 	return lossTable(w, metrics)
+}
+
+// flagLossFns configures the policy, KL and entropy losses from --fn, --arg,
+// --loss-agg-mode, --kl-loss-fn, --kl-coef, --entropy-loss-fn, --entropy-coef.
+func flagLossFns(c *cli.Context) (*loss.Loss, *kl.Fn, *entropy.Fn, agg.Mode, error) {
+	if !c.IsSet("fn") {
+		return nil, nil, nil, 0, usagef("give --fn, --algorithm or --config")
+	}
+	def, err := loss.Default().Get(c.String("fn"))
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	user, err := def.Schema().ParseKV(c.StringSlice("arg"))
+	if err != nil {
+		return nil, nil, nil, 0, fmt.Errorf("policy loss %s: %w", def.Name, err)
+	}
+	modeName := c.String("loss-agg-mode")
+	if modeName == "" {
+		modeName = "token-mean"
+		if m, ok := user["loss_agg_mode"].(string); ok {
+			modeName = m
+		}
+	}
+	mode, err := agg.ParseMode(modeName)
+	if err != nil {
+		return nil, nil, nil, 0, schema.BadInputf("--loss-agg-mode: %v", err)
+	}
+	pl, err := def.FromConfig(args.Overlay(def.DefaultArgs(), user), modeName)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	klFn, err := kl.New(c.String("kl-loss-fn"), args.Values{"kl_coef": c.Float64("kl-coef")})
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	entFn, err := entropy.New(c.String("entropy-loss-fn"), args.Values{"entropy_coef": c.Float64("entropy-coef")})
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	return pl, klFn, entFn, mode, nil
 }
 
 func lossTable(w io.Writer, m agg.Metrics) error {

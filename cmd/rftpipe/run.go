@@ -25,21 +25,24 @@ func runCommand() *cli.Command {
 			"advantage fns: " + strings.Join(pipelineFns(), ", ") + "\n" +
 			"add strategies: " + strings.Join(addstrategy.Default().Names(), ", "),
 		ArgsUsage: " ",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "advantage-fn", Usage: "pipeline-side advantage fn or filter (`NAME`)"},
 			&cli.StringSliceFlag{Name: "arg", Usage: "fn argument `KEY=VALUE` (repeatable), e.g. --arg std_threshold=0"},
 			&cli.StringFlag{Name: "add-strategy", Usage: "run an add strategy preset (`NAME`) instead of an advantage fn"},
-			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Required: true, Usage: "input store (`STORE`: file, directory or glob)"},
-			outFlag(),
+			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "input store (`STORE`: file, directory or glob)"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output store (`FILE`: .parquet, .arrow, .arrows or .jsonl)"},
 			&cli.StringFlag{Name: "metrics", Usage: "write the metrics as JSON to `FILE`"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the random choices (same input and seed, same output bytes)"},
 			&cli.StringFlag{Name: "on-invalid-reward", Value: pipeline.InvalidError, Usage: "null/NaN/Inf rewards: error | drop"},
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
 			progressFlag(),
-		},
+		}, runJobFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("run takes no positional arguments (got %q)", c.Args().First())
+			}
+			if isAlgorithmJob(c) {
+				return runAlgorithmJob(c)
 			}
 			bar := newProgress(c, "run", -1)
 			job := pipeline.Job{

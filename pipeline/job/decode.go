@@ -254,10 +254,12 @@ func (d *decoder) args(n *yaml.Node, path string) (algorithm.Args, error) {
 	return out, nil
 }
 
-// columns decodes the column mapping: rftpipe's name → the store's.
+// columns decodes the column mapping: rftpipe's name (a store column, or a
+// trainer-side input: values, ref_log_prob) → the store's.
 func (d *decoder) columns(n *yaml.Node, path string) error {
-	fields := make([]field, len(schema.Order))
-	for i, name := range schema.Order {
+	names := append(slices.Clone(schema.Order), ValuesColumn, RefLogProbColumn)
+	fields := make([]field, len(names))
+	for i, name := range names {
 		fields[i] = field{name, "store column holding " + name, func(d *decoder, v *yaml.Node, key string) error {
 			var col string
 			if err := d.scalar(v, key, "!!str", "a column name", &col); err != nil {

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/pipeline/job"
+	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/entropy"
+	"github.com/rftpipe/rftpipe/stages/kl"
+	"github.com/rftpipe/rftpipe/stages/loss"
+)
+
+// Algorithm jobs: `run` and `loss` take a Trinity-RFT algorithm (a type
+// name, a YAML job file, or both: flags override the file).
+
+// algorithmFlags are the flags selecting an algorithm job.
+func algorithmFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "YAML job `FILE`: Trinity-RFT's algorithm section plus input, output, metrics, prom, seed, columns, quirks (flags override it)"},
+		&cli.StringFlag{Name: "algorithm", Usage: "algorithm type `NAME` (rftpipe algorithms lists them), with its default config"},
+	}
+}
+
+// runJobFlags are the extra flags of `run` for algorithm jobs.
+func runJobFlags() []cli.Flag {
+	return append(algorithmFlags(),
+		&cli.StringFlag{Name: "prom", Usage: "write the metrics in the Prometheus text format to `FILE` (node_exporter textfile collector; algorithm jobs)"},
+	)
+}
+
+// isAlgorithmJob reports whether the command line selects an algorithm job.
+func isAlgorithmJob(c *cli.Context) bool { return c.IsSet("config") || c.IsSet("algorithm") }
+
+// loadJob reads --config (if any) and applies the command-line overrides
+// among --algorithm, --in, --out, --metrics, --prom and --seed.
+func loadJob(c *cli.Context) (*job.Job, error) {
+	j := &job.Job{File: "command line"}
+	if path := c.String("config"); path != "" {
+		var err error
+		if j, err = job.Load(path); err != nil {
+			return nil, err
+		}
+	}
+	if c.IsSet("algorithm") {
+		j.SetAlgorithmType(c.String("algorithm"))
+	}
+	for flag, dst := range map[string]*string{"in": &j.Input, "out": &j.Output, "metrics": &j.Metrics, "prom": &j.Prom} {
+		if c.IsSet(flag) {
+			*dst = c.String(flag)
+		}
+	}
+	if c.IsSet("seed") {
+		j.Seed, j.HasSeed = c.Uint64("seed"), true
+	}
+	return j, nil
+}
+
+// resolveJob resolves the job's algorithm and prints the warnings.
+func resolveJob(c *cli.Context, j *job.Job) (*algorithm.Resolved, error) {
+	res, err := j.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range append(j.Warnings, res.Warnings...) {
+		fmt.Fprintln(c.App.ErrWriter, "warning: "+w)
+	}
+	return res, nil
+}
+
+// runAlgorithmJob is `rftpipe run --config FILE` / `--algorithm NAME`.
+func runAlgorithmJob(c *cli.Context) error {
+	if c.IsSet("advantage-fn") || c.IsSet("add-strategy") || c.IsSet("arg") {
+		return usagef("--advantage-fn, --add-strategy and --arg do not mix with --config/--algorithm (set advantage_fn and advantage_fn_args in the job file)")
+	}
+	j, err := loadJob(c)
+	if err != nil {
+		return err
+	}
+	res, err := resolveJob(c, j)
+	if err != nil {
+		return err
+	}
+	bar := newProgress(c, "run", -1)
+	out, err := job.Run(c.Context, j, res, job.RunOptions{
+		OnInvalidReward: c.String("on-invalid-reward"),
+		Parquet:         store.ParquetOptions{Codec: c.String("codec")},
+		Progress:        bar.Add,
+	})
+	bar.Done()
+	if err != nil {
+		return err
+	}
+	if j.Metrics != "" {
+		if err := writeMetrics(j.Metrics, out.Metrics); err != nil {
+			return err
+		}
+	}
+	if j.Prom != "" {
+		l := job.PromLabels{Algorithm: res.Config.AlgorithmType, Input: j.Input, Rows: out.In}
+		if err := job.WriteProm(j.Prom, out.Metrics, l, float64(time.Now().Unix())); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(c.App.ErrWriter, "run: algorithm %s (%s): %d experiences -> %d written to %s in %.1fs\n",
+		res.Config.AlgorithmType, job.What(res), out.In, out.Out, j.Output, out.Elapsed.Seconds())
+	return nil
+}
+
+// algorithmLossFns configures the policy, KL and entropy losses of `rftpipe
+// loss --algorithm NAME` / `--config FILE` as the trainer combines them
+// (spec kl_entropy.md): the resolved policy_loss_fn, kl_loss_fn and
+// entropy_loss_fn with algorithm.loss_agg_mode for all three.
+func algorithmLossFns(c *cli.Context) (*loss.Loss, *kl.Fn, *entropy.Fn, agg.Mode, error) {
+	for _, f := range []string{"fn", "arg", "loss-agg-mode", "kl-loss-fn", "kl-coef", "entropy-loss-fn", "entropy-coef"} {
+		if c.IsSet(f) {
+			return nil, nil, nil, 0, usagef("--%s does not mix with --config/--algorithm (set it in the job file's algorithm section)", f)
+		}
+	}
+	j, err := loadJob(c)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	res, err := resolveJob(c, j)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	mode, err := agg.ParseMode(res.Config.LossAggMode)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	pl, err := res.PolicyLoss()
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	klFn, err := res.KL(algorithm.KLLossFn)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	entFn, err := res.EntropyLoss()
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	return pl, klFn, entFn, mode, nil
+}
