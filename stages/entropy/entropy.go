@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/registry"
@@ -101,27 +100,5 @@ func (Kernel) Row(r *tokens.Row, s []float64) {
 // expert_mask; with no usual rows it gives 0 (token-mean) or NaN (seq-mean
 // modes), as upstream. none gives 0, no metrics and a zero gradient.
 func (f *Fn) Loss(b *tokens.Batch, mode agg.Mode, grad []float64) (float64, agg.Metrics, error) {
-	if f.Kind == None {
-		if len(grad) != b.Rows.Tokens() {
-			return 0, nil, schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
-		}
-		clear(grad)
-		return 0, agg.Metrics{}, nil
-	}
-	rows := tokens.AllRows
-	if f.Kind == Mix {
-		if !b.Has(tokens.ExpertMask) {
-			return 0, nil, schema.BadInputf("expert_mask is required for MixEntropyLossFn")
-		}
-		rows = tokens.UsualRows
-	}
-	if err := b.Require(tokens.Entropy, tokens.ActionMask); err != nil {
-		return 0, nil, fmt.Errorf("entropy loss %s: %w", f.Name, err)
-	}
-	res, err := b.Eval(grad, tokens.Term{Kernel: Kernel{}, Rows: rows, Mode: mode, Coef: f.Coef})
-	if err != nil {
-		return 0, nil, fmt.Errorf("entropy loss %s: %w", f.Name, err)
-	}
-	e := agg.Total(mode, res[0].Stats.Rows, res[0].Sums[0])
-	return e * f.Coef, agg.Metrics{"entropy_loss": e}, nil
+	return f.LossOn(tokens.CPU, b, mode, grad)
 }

@@ -234,23 +234,7 @@ func (k Kernel) Row(r *tokens.Row, s []float64) {
 // when present (the trainer passes it). none gives 0, no metrics and a zero
 // gradient. The controller is not updated.
 func (f *Fn) Loss(b *tokens.Batch, mode agg.Mode, grad []float64) (float64, agg.Metrics, error) {
-	if f.Kind == None {
-		if len(grad) != b.Rows.Tokens() {
-			return 0, nil, schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
-		}
-		clear(grad)
-		return 0, agg.Metrics{}, nil
-	}
-	if err := b.Require(tokens.LogProb, tokens.RefLogProb, tokens.ActionMask); err != nil {
-		return 0, nil, fmt.Errorf("KL loss %s: %w", f.Name, err)
-	}
-	c := f.Ctl.Coef()
-	res, err := b.Eval(grad, tokens.Term{Kernel: Kernel{Fn: f}, Rows: tokens.AllRows, Mode: mode, Coef: c})
-	if err != nil {
-		return 0, nil, fmt.Errorf("KL loss %s: %w", f.Name, err)
-	}
-	kl := agg.Total(mode, res[0].Stats.Rows, res[0].Sums[0])
-	return kl * c, agg.Metrics{"kl_loss": kl, "kl_coef": c}, nil
+	return f.LossOn(tokens.CPU, b, mode, grad)
 }
 
 // ApplyPenalty is upstream's apply_kl_penalty_to_reward on token-level
