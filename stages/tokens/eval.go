@@ -91,8 +91,9 @@ type TermResult struct {
 // fixed chunks and the sums reduced in chunk order, so the result does not
 // depend on GOMAXPROCS.
 func (b *Batch) Eval(grad []float64, terms ...Term) ([]TermResult, error) {
-	if b.counts == nil {
-		return nil, schema.BadInputf("missing input %s", ActionMask)
+	lay, err := b.Layout(terms)
+	if err != nil {
+		return nil, err
 	}
 	if len(grad) != b.Rows.Tokens() {
 		return nil, schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
@@ -100,17 +101,7 @@ func (b *Batch) Eval(grad []float64, terms ...Term) ([]TermResult, error) {
 	res := make([]TermResult, len(terms))
 	offs := make([]int, len(terms)+1)
 	for i, t := range terms {
-		if t.Rows != AllRows && b.expert == nil {
-			return nil, schema.BadInputf("missing input %s", ExpertMask)
-		}
-		st := Stats{Width: b.Rows.Width}
-		for r := 0; r < b.Rows.N(); r++ {
-			if t.Rows.has(b.expert, r) {
-				st.Rows++
-				st.Total += b.counts[r]
-			}
-		}
-		res[i].Stats = st
+		res[i].Stats = lay.Stats[i]
 		offs[i+1] = offs[i] + t.Kernel.Sums()
 	}
 	nsum := offs[len(terms)]
@@ -121,22 +112,14 @@ func (b *Batch) Eval(grad []float64, terms ...Term) ([]TermResult, error) {
 		p := partial[c*nsum : (c+1)*nsum]
 		for r := b.chunks[c]; r < b.chunks[c+1]; r++ {
 			lo, hi := b.Rows.Span(r)
-			ti := -1
-			for i, t := range terms {
-				if t.Rows.has(b.expert, r) {
-					ti = i
-					break
-				}
-			}
+			ti := lay.Term[r]
 			if ti < 0 {
 				clear(grad[lo:hi])
 				continue
 			}
 			t := terms[ti]
-			st := res[ti].Stats
 			b.view(&row, r, lo, hi)
-			row.Scale = agg.Scale(t.Mode, st.Rows, st.Width, st.Total, row.Count)
-			row.GradScale = row.Scale * t.Coef
+			row.Scale, row.GradScale = b.RowScale(t, lay.Stats[ti], r)
 			row.Grad = grad[lo:hi]
 			t.Kernel.Row(&row, p[offs[ti]:offs[ti+1]])
 		}
