@@ -12,7 +12,6 @@ package args
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -268,16 +267,3 @@ func (v Values) Bool(name string) bool { x, _ := v[name].(bool); return x }
 
 // String returns a resolved String argument ("" if nil).
 func (v Values) String(name string) string { x, _ := v[name].(string); return x }
-
-// Sorted returns "name=value" pairs sorted by name, for display.
-func (v Values) Sorted() []string {
-	out := make([]string, 0, len(v))
-	for k, x := range v {
-		if x == nil {
-			x = "null"
-		}
-		out = append(out, fmt.Sprintf("%s=%v", k, x))
-	}
-	sort.Strings(out)
-	return out
-}
