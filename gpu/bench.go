@@ -40,11 +40,11 @@ func (d *Device) BenchLoss(l *loss.Loss, rows, width, runs int, seed uint64, cop
 	var times []float64
 	var bytes int64
 	for i := 0; i <= runs; i++ {
-		v, _, err := l.EvalOn(ev, b, grad)
+		res, err := l.EvalOn(ev, b, grad)
 		if err != nil {
 			return BenchResult{}, err
 		}
-		if math.IsNaN(v) {
+		if math.IsNaN(res.Loss) {
 			return BenchResult{}, fmt.Errorf("bench: %s gave a NaN loss", l.Name())
 		}
 		ms, n := ev.TakeTiming()

@@ -121,14 +121,15 @@ func TestFakeAgreesWithCPU(t *testing.T) {
 			for seed := uint64(1); seed <= 3; seed++ {
 				b := tokens.Synthetic(12+int(seed), 200*int(seed), seed)
 				cg, gg := make([]float64, b.Rows.Tokens()), make([]float64, b.Rows.Tokens())
-				cv, cm, err := l.EvalOn(tokens.CPU, b, cg)
+				cr, err := l.EvalOn(tokens.CPU, b, cg)
 				if err != nil {
 					t.Fatal(err)
 				}
-				gv, gm, err := l.EvalOn(ev, b, gg)
+				gr, err := l.EvalOn(ev, b, gg)
 				if err != nil {
 					t.Fatal(err)
 				}
+				cv, cm, gv, gm := cr.Loss, cr.Metrics, gr.Loss, gr.Metrics
 				near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-13+1e-12*math.Abs(b) }
 				if !near(gv, cv) {
 					t.Errorf("%s chunk %d seed %d: loss %v, CPU %v", name, chunk, seed, gv, cv)
@@ -164,7 +165,7 @@ func TestFakeTiming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.EvalOn(ev, b, make([]float64, b.Rows.Tokens())); err != nil {
+	if _, err := l.EvalOn(ev, b, make([]float64, b.Rows.Tokens())); err != nil {
 		t.Fatal(err)
 	}
 	ms, bytes := ev.TakeTiming()
@@ -197,7 +198,7 @@ func TestFakeErrorsNameTheCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = l.EvalOn(ev, b, make([]float64, b.Rows.Tokens()))
+	_, err = l.EvalOn(ev, b, make([]float64, b.Rows.Tokens()))
 	if err == nil || !strings.Contains(err.Error(), "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY") {
 		t.Fatalf("error %v", err)
 	}

@@ -173,15 +173,15 @@ func TestAgreesWithCPU(t *testing.T) {
 		}
 		for i, b := range stores {
 			gg, cg := make([]float64, b.Rows.Tokens()), make([]float64, b.Rows.Tokens())
-			cv, cm, err := l.EvalOn(tokens.CPU, b, cg)
+			cr, err := l.EvalOn(tokens.CPU, b, cg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			gv, gm, err := l.EvalOn(ev, b, gg)
+			gr, err := l.EvalOn(ev, b, gg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			agree(t, fmt.Sprintf("%s store %d", name, i), gv, cv, gm, cm, gg, cg)
+			agree(t, fmt.Sprintf("%s store %d", name, i), gr.Loss, cr.Loss, gr.Metrics, cr.Metrics, gg, cg)
 		}
 	}
 	for _, name := range kl.Registry().Names() {
@@ -229,11 +229,11 @@ func TestDeterministicAndChunked(t *testing.T) {
 		ev := d.NewEvaluator(opt)
 		defer ev.Close()
 		g := make([]float64, b.Rows.Tokens())
-		v, m, err := l.EvalOn(ev, b, g)
+		r, err := l.EvalOn(ev, b, g)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return v, m, g
+		return r.Loss, r.Metrics, g
 	}
 	v1, m1, g1 := eval(Options{Float64: true})
 	v2, m2, g2 := eval(Options{Float64: true})

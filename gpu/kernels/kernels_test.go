@@ -244,12 +244,12 @@ func TestMatchesGoKernels(t *testing.T) {
 			rows := 2 + 2*rng.IntN(6)
 			b := randomBatch(rng, rows)
 			gg, cg := make([]float64, b.Rows.Tokens()), make([]float64, b.Rows.Tokens())
-			gv, gm, gerr := l.EvalOn(tokens.CPU, b, gg)
-			cv, cm, cerr := l.EvalOn(ev, b, cg)
+			gr, gerr := l.EvalOn(tokens.CPU, b, gg)
+			cr, cerr := l.EvalOn(ev, b, cg)
 			if (gerr == nil) != (cerr == nil) {
 				t.Fatalf("%s %v: errors Go %v, C %v", cfg.fn, cfg.args, gerr, cerr)
 			}
-			compare(t, fmt.Sprintf("%s %v trial %d", cfg.fn, cfg.args, trial), gv, cv, gm, cm, gg, cg)
+			compare(t, fmt.Sprintf("%s %v trial %d", cfg.fn, cfg.args, trial), gr.Loss, cr.Loss, gr.Metrics, cr.Metrics, gg, cg)
 			cases++
 		}
 	}

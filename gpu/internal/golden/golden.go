@@ -105,9 +105,11 @@ func runCase(kind string, c *conformance.Case, ev tokens.Evaluator, chk *conform
 		if err != nil {
 			return err
 		}
-		if value, metrics, err = l.EvalOn(ev, b, grad); err != nil {
+		res, err := l.EvalOn(ev, b, grad)
+		if err != nil {
 			return err
 		}
+		value, metrics = res.Loss, res.Metrics
 	default:
 		var mode string
 		if err := json.Unmarshal(c.Call["loss_agg_mode"], &mode); err != nil {

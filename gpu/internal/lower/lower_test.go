@@ -59,7 +59,7 @@ func TestEveryKernelLowers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := l.EvalOn(rec, b, grad); err != nil {
+		if _, err := l.EvalOn(rec, b, grad); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
