@@ -32,23 +32,10 @@ var schemaOf = args.Schema{{Name: "entropy_coef", Kind: args.Float, Default: 0.0
 // Schema returns the argument schema of the entropy loss functions.
 func Schema() args.Schema { return schemaOf }
 
-var (
-	regOnce sync.Once
-	reg     *registry.Registry[Kind]
-)
-
 // Registry returns the entropy loss registry, built once.
-func Registry() *registry.Registry[Kind] {
-	regOnce.Do(func() {
-		reg = registry.New[Kind]("entropy loss function")
-		for name, k := range map[string]Kind{"default": Default, "mix": Mix, "none": None} {
-			if err := reg.Add(name, k); err != nil {
-				panic(err)
-			}
-		}
-	})
-	return reg
-}
+var Registry = sync.OnceValue(func() *registry.Registry[Kind] {
+	return registry.Of("entropy loss function", map[string]Kind{"default": Default, "mix": Mix, "none": None})
+})
 
 // Fn is a configured entropy loss function.
 type Fn struct {

@@ -56,24 +56,9 @@ func schemaOf(k Kind) args.Schema {
 	return s
 }
 
-var (
-	regOnce sync.Once
-	reg     *registry.Registry[Kind]
-)
-
 // Registry returns the KL function registry, built once (the same registry
 // serves kl_penalty_fn and kl_loss_fn).
-func Registry() *registry.Registry[Kind] {
-	regOnce.Do(func() {
-		reg = registry.New[Kind]("KL function")
-		for name, k := range kindNames {
-			if err := reg.Add(name, k); err != nil {
-				panic(err)
-			}
-		}
-	})
-	return reg
-}
+var Registry = sync.OnceValue(func() *registry.Registry[Kind] { return registry.Of("KL function", kindNames) })
 
 // Schema returns the argument schema of a KL function.
 func Schema(name string) (args.Schema, error) {

@@ -55,3 +55,13 @@ func (r *Registry[T]) Names() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Of returns a registry holding a fixed table of entries (map keys are
+// unique, so no name can clash).
+func Of[T any](family string, entries map[string]T) *Registry[T] {
+	r := New[T](family)
+	for name, v := range entries {
+		r.items[name] = v
+	}
+	return r
+}

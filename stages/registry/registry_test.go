@@ -44,3 +44,10 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 }
+
+func TestOf(t *testing.T) {
+	r := Of("widget", map[string]int{"y": 2, "x": 1})
+	if got, err := r.Get("y"); err != nil || got != 2 || !reflect.DeepEqual(r.Names(), []string{"x", "y"}) {
+		t.Errorf("Of: Get(y) = %v, %v; Names = %v", got, err, r.Names())
+	}
+}
