@@ -24,8 +24,14 @@ type PromLabels struct {
 // then rename), so the collector never reads half a file.
 func WriteProm(path string, metrics map[string]float64, l PromLabels, now float64) error {
 	labels := fmt.Sprintf(`{algorithm=%s,input=%s,rows="%d"}`, promQuote(l.Algorithm), promQuote(l.Input), l.Rows)
+	keys := make([]string, 0, len(metrics))
+	for k := range metrics {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // collisions resolve the same way every run
 	samples := map[string]float64{}
-	for k, v := range metrics {
+	for _, k := range keys {
+		v := metrics[k]
 		name := promName(k)
 		for i := 2; ; i++ { // distinct metrics that sanitise alike keep distinct names
 			if _, dup := samples[name]; !dup {

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+// storeShape returns a store's column names and row count.
+func storeShape(t *testing.T, path string) ([]string, int64) {
+	t.Helper()
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var cols []string
+	for _, f := range r.Schema().Fields() {
+		cols = append(cols, f.Name)
+	}
+	var n int64
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return cols, n
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += rec.NumRows()
+	}
+}
+
+// promLine is one sample of the Prometheus text format.
+var promLine = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*\{algorithm="[^"]*",input="[^"]*",rows="[0-9]+"\} \S+$`)
+
+// needsColumns are the trainer-side inputs the bundled stores lack, per
+// algorithm: the fixture run must fail naming them, then run with the
+// columns section mapping a stand-in (the rollout logprobs).
+var needsColumns = map[string]string{
+	"ppo":               "values",
+	"on_policy_distill": "teacher_logprobs",
+	"jsd":               "teacher_logprobs",
+}
+
+// TestFixtureConfigsRun runs every fixtures/configs job through `rftpipe
+// run --config` over its bundled store, checks the output store, the
+// metrics and the Prometheus file, then evaluates `rftpipe loss
+// --algorithm` on the output where the algorithm's loss can run on it.
+func TestFixtureConfigsRun(t *testing.T) {
+	t.Chdir("../..") // job files name stores relative to the repository root
+	files, err := filepath.Glob("fixtures/configs/*.yaml")
+	if err != nil || len(files) != len(algorithm.Default().Names()) {
+		t.Fatalf("fixtures/configs: %d files (%v), want one per algorithm type", len(files), err)
+	}
+	for _, cfg := range files {
+		name := strings.TrimSuffix(filepath.Base(cfg), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			typ, err := algorithm.Default().Get(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			out, metrics, prom := filepath.Join(dir, "out.parquet"), filepath.Join(dir, "m.json"), filepath.Join(dir, "m.prom")
+			run := []string{"run", "--config", cfg, "--out", out, "--metrics", metrics, "--prom", prom, "--progress", "never"}
+			if col, ok := needsColumns[name]; ok {
+				_, stderr, code := runCLI(t, run...)
+				if code != 2 || !strings.Contains(stderr, "missing column "+col) {
+					t.Fatalf("without %s: exit %d, %s; want exit 2 naming the column", col, code, stderr)
+				}
+				src, err := os.ReadFile(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mapped := filepath.Join(dir, "job.yaml")
+				src = append(src, "columns: {"+col+": logprobs}\n"...)
+				if err := os.WriteFile(mapped, src, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				run[2] = mapped
+			}
+			_, stderr, code := runCLI(t, run...)
+			if code != 0 {
+				t.Fatalf("run: exit %d: %s", code, stderr)
+			}
+
+			cols, rows := storeShape(t, out)
+			in := "fixtures/stores/demo.parquet"
+			switch typ.Flags().Schema {
+			case algorithm.DPO:
+				in = "fixtures/stores/dpo.parquet"
+			default:
+				if name == "multi_step_grpo" {
+					in = "fixtures/stores/multi.parquet"
+				}
+			}
+			inCols, inRows := storeShape(t, in)
+			res, err := algorithm.Resolve(algorithm.Config{AlgorithmType: name}, nil, algorithm.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			computes := res.Config.Fn(algorithm.AdvantageFn) != algorithm.NoAdvantage
+			for _, c := range inCols {
+				if !strings.Contains(strings.Join(cols, ","), c) {
+					t.Errorf("output lost input column %s", c)
+				}
+			}
+			for _, c := range []string{"advantages", "returns"} {
+				if has := strings.Contains(strings.Join(cols, ","), c); has != computes {
+					t.Errorf("output has %s: %v, want %v (columns %v)", c, has, computes, cols)
+				}
+			}
+			if rows > inRows || rows == 0 || (!computes || typ.Flags().ComputeAdvantageInTrainer) && rows != inRows {
+				t.Errorf("%d rows written from %d", rows, inRows)
+			}
+
+			var m map[string]any
+			raw, err := os.ReadFile(metrics)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			if got := m["experience_pipeline/experience_count"]; got != float64(rows) {
+				t.Errorf("experience_count %v, %d rows written", got, rows)
+			}
+			if computes && !typ.Flags().ComputeAdvantageInTrainer && m["experience_pipeline/group_advantages/reward_mean/mean"] == nil {
+				t.Errorf("pipeline-side run lacks group metrics: %v", m)
+			}
+			promText, err := os.ReadFile(prom)
+			if err != nil {
+				t.Fatal(err)
+			}
+			samples := 0
+			for _, line := range strings.Split(strings.TrimSpace(string(promText)), "\n") {
+				if strings.HasPrefix(line, "# TYPE ") {
+					continue
+				}
+				samples++
+				if !promLine.MatchString(line) || !strings.Contains(line, `algorithm="`+name+`"`) {
+					t.Errorf("bad Prometheus line %q", line)
+				}
+			}
+			if samples != len(m)+1 { // + rftpipe_last_run_timestamp_seconds
+				t.Errorf("%d Prometheus samples for %d metrics", samples, len(m))
+			}
+
+			// The loss needs per-token log-probs (dpo's store has none) and,
+			// for mix/mix_chord, the expert_mask the mix sample strategy adds.
+			pl := res.Config.Fn(algorithm.PolicyLossFn)
+			if pl == "dpo" || pl == "mix" || pl == "mix_chord" {
+				return
+			}
+			stdout, stderr, code := runCLI(t, "loss", "--algorithm", name, "--in", out, "--col", "ref_logprob=logprobs", "--format", "json")
+			if code != 0 {
+				t.Fatalf("loss --algorithm: exit %d: %s", code, stderr)
+			}
+			var lo struct {
+				Fn      string             `json:"fn"`
+				Metrics map[string]float64 `json:"metrics"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &lo); err != nil {
+				t.Fatal(err)
+			}
+			if lo.Fn != pl {
+				t.Errorf("loss fn %s, want %s", lo.Fn, pl)
+			}
+			if _, ok := lo.Metrics["actor/final_loss"]; !ok {
+				t.Errorf("no actor/final_loss: %v", lo.Metrics)
+			}
+			if _, ok := lo.Metrics["actor/kl_loss"]; ok != (res.Config.Fn(algorithm.KLLossFn) != "none") {
+				t.Errorf("actor/kl_loss present %v with kl_loss_fn %s", ok, res.Config.Fn(algorithm.KLLossFn))
+			}
+		})
+	}
+}
+
+// TestTrinityConfigUnchanged runs a Trinity-RFT style algorithm section as
+// is, with the stores given on the command line.
+func TestTrinityConfigUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "job.yaml")
+	src := "algorithm: {algorithm_type: grpo, repeat_times: 8, advantage_fn_args: {std_threshold: 0.0}}\n"
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.parquet")
+	_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", "../../fixtures/stores/demo.parquet", "--out", out, "--progress", "never")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "algorithm grpo (pipeline-side advantage fn grpo)") {
+		t.Errorf("summary: %s", stderr)
+	}
+	// std_threshold 0 drops the groups whose rewards are all equal.
+	if _, rows := storeShape(t, out); rows == 0 || rows >= 384 {
+		t.Errorf("%d rows written from 384", rows)
+	}
+}
+
+func TestJobErrors(t *testing.T) {
+	dir := t.TempDir()
+	files := 0
+	write := func(src string) string {
+		files++
+		p := filepath.Join(dir, fmt.Sprintf("job%d.yaml", files))
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	demo := "../../fixtures/stores/demo.parquet"
+	out := filepath.Join(dir, "out.parquet")
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"misspelled key", []string{"run", "--config", write("algorithm:\n  algorithm_type: grpo\n  advantage_fn_arg: {std_threshold: 0.0}\n"), "--in", demo, "--out", out},
+			[]string{"line 3", "algorithm.advantage_fn_arg", `did you mean "advantage_fn_args"?`}},
+		{"misspelled argument", []string{"run", "--config", write("algorithm:\n  algorithm_type: grpo\n  advantage_fn_args: {std_treshold: 0.0}\n"), "--in", demo, "--out", out},
+			[]string{"line 3", "algorithm.advantage_fn_args.std_treshold", `did you mean "std_threshold"?`}},
+		{"unknown algorithm flag", []string{"run", "--algorithm", "gpro", "--in", demo, "--out", out}, []string{`unknown algorithm type "gpro"`, `did you mean "grpo"?`}},
+		{"no input", []string{"run", "--algorithm", "grpo", "--out", out}, []string{"needs an input and an output store"}},
+		{"dpo on an experience store", []string{"run", "--algorithm", "dpo", "--in", demo, "--out", out}, []string{"chosen", "missing required column"}},
+		{"mixing flag styles", []string{"run", "--algorithm", "grpo", "--advantage-fn", "grpo", "--in", demo, "--out", out}, []string{"do not mix"}},
+		{"loss flags mixed", []string{"loss", "--algorithm", "grpo", "--fn", "ppo", "--in", demo}, []string{"--fn does not mix"}},
+		{"loss without fn", []string{"loss", "--in", demo}, []string{"give --fn, --algorithm or --config"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := runCLI(t, tc.args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2: %s", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q: %s", w, stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestRunAlgorithmFlags checks that flags override the job file.
+func TestRunAlgorithmFlags(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "o.parquet")
+	_, stderr, code := runCLI(t, "run", "--config", "../../fixtures/configs/rec.yaml", "--algorithm", "opmd",
+		"--in", "../../fixtures/stores/demo.parquet", "--out", out, "--metrics", filepath.Join(dir, "m.json"),
+		"--prom", filepath.Join(dir, "m.prom"), "--progress", "never")
+	if code != 0 || !strings.Contains(stderr, "algorithm opmd (pipeline-side advantage fn opmd)") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, rows := storeShape(t, out); rows != 384 {
+		t.Errorf("%d rows, want 384", rows)
+	}
+	for _, f := range []string{"m.json", "m.prom"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
