@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/gpu"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -41,7 +42,7 @@ func benchLossCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "fn", Required: true, Usage: "policy loss `NAME`: " + strings.Join(loss.Default().Names(), ", ")},
 			&cli.StringFlag{Name: "shape", Value: "1024x4096", Usage: "`BxT`: rows × tokens per row"},
-			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "device: cpu"},
+			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "device: cpu | cuda | auto (cuda reports the median kernel time by CUDA events and the bandwidth against a measured device-to-device copy)"},
 			&cli.IntFlag{Name: "runs", Value: 9, Usage: "timed runs after one warm-up; the median is reported"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the random inputs"},
 			formatFlag(),
@@ -51,8 +52,17 @@ func benchLossCommand() *cli.Command {
 			if format != "table" && format != "json" {
 				return usagef("--format %q: want table or json", format)
 			}
+			var dev *gpu.Device
 			if d := c.String("device"); d != "cpu" {
-				return usagef("--device %q: this build has: cpu", d)
+				_, used, err := gpu.Select(d, c.App.ErrWriter)
+				if err != nil {
+					return err
+				}
+				if used == "cuda" {
+					if dev, err = gpu.Open(); err != nil {
+						return err
+					}
+				}
 			}
 			rows, width, err := parseShape(c.String("shape"))
 			if err != nil {
@@ -64,6 +74,9 @@ func benchLossCommand() *cli.Command {
 			l, err := loss.Default().New(c.String("fn"), nil)
 			if err != nil {
 				return err
+			}
+			if dev != nil {
+				return benchCUDA(c, dev, l, rows, width)
 			}
 			b := tokens.Synthetic(rows, width, c.Uint64("seed"))
 			grad := make([]float64, b.Rows.Tokens())
@@ -97,6 +110,27 @@ func benchLossCommand() *cli.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+// benchCUDA is `bench loss` on the GPU: the median device time of the
+// loss's kernels (transfers excluded), its throughput, and its bandwidth as
+// a fraction of a measured device-to-device copy.
+func benchCUDA(c *cli.Context, d *gpu.Device, l *loss.Loss, rows, width int) error {
+	copyBW, err := d.CopyBandwidth(1 << 30)
+	if err != nil {
+		return err
+	}
+	r, err := d.BenchLoss(l, rows, width, c.Int("runs"), c.Uint64("seed"), copyBW)
+	if err != nil {
+		return err
+	}
+	if c.String("format") == "json" {
+		return json.NewEncoder(c.App.Writer).Encode(r)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FN\tSHAPE\tDEVICE\tKERNEL_MS\tMTOK/S\tGB/S\tCOPY_GB/S\tOF_COPY")
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t%.0f\t%.0f\t%.2f\n", r.Fn, r.Shape, r.Device, r.MedianMs, r.MtokPerS, r.GBPerS, r.CopyGBPerS, r.CopyFraction)
+	return tw.Flush()
 }
 
 // parseShape parses "BxT" with B, T >= 1.

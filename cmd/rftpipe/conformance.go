@@ -6,22 +6,25 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/gpu"
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/conformance"
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
 // conformanceRegistry is every golden kind rftpipe implements: one line per
-// kind. Kinds of a golden directory missing here are counted as skipped.
-func conformanceRegistry() (*conformance.Registry, error) {
+// kind. Kinds of a golden directory missing here are counted as skipped. ev
+// evaluates the loss, KL and entropy kernels (CPU or GPU, --device).
+func conformanceRegistry(ev tokens.Evaluator) (*conformance.Registry, error) {
 	reg := conformance.NewRegistry()
 	for kind, run := range map[string]conformance.Runner{
-		"policy_loss":  loss.ConformanceRunner(loss.Default()),
-		"kl":           kl.ConformanceRunner(),
-		"entropy":      entropy.ConformanceRunner(),
+		"policy_loss":  loss.ConformanceRunnerOn(loss.Default(), ev),
+		"kl":           kl.ConformanceRunnerOn(ev),
+		"entropy":      entropy.ConformanceRunnerOn(ev),
 		"advantage":    advantage.ConformanceRunner(advantage.Default()),
 		"add_strategy": addstrategy.ConformanceRunner(addstrategy.Default()),
 	} {
@@ -39,12 +42,17 @@ func conformanceCommand() *cli.Command {
 		ArgsUsage: "DIR",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "kind", Usage: "comma-separated kinds to run (default: every KIND.json in DIR), e.g. policy_loss,kl,entropy"},
+			deviceFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usagef("conformance takes one DIR")
 			}
-			reg, err := conformanceRegistry()
+			ev, _, err := gpu.Select(c.String("device"), c.App.ErrWriter)
+			if err != nil {
+				return err
+			}
+			reg, err := conformanceRegistry(ev)
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/gpu"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/stages/agg"
@@ -78,6 +79,7 @@ func lossCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "col", Usage: "read input `CANONICAL=COLUMN` (logprob, old_logprob, ref_logprob, advantages, action_mask, expert_mask, teacher_logprob, entropy, values; verl names accepted)"},
 			&cli.Int64Flag{Name: "step", Value: -1, Usage: "training step of the batch (mix_chord's schedule)"},
 			&cli.StringFlag{Name: "grad-out", Usage: "write grad_logprob list<float32> (+ id columns) aligned with the input rows to `FILE`"},
+			deviceFlag(),
 			formatFlag(),
 		}, algorithmFlags()...),
 		Action: runLoss,
@@ -102,6 +104,10 @@ func runLoss(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	ev, _, err := gpu.Select(c.String("device"), c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
 
 	in := c.String("in")
 	sb, err := readBatch(in, c.StringSlice("col"), c.Int64("step"))
@@ -112,7 +118,7 @@ func runLoss(c *cli.Context) error {
 	b := sb.batch
 
 	grad := make([]float64, b.Rows.Tokens())
-	pg, err := pl.Eval(b, grad)
+	pg, err := pl.EvalOn(ev, b, grad)
 	if err != nil {
 		return err
 	}
@@ -121,7 +127,7 @@ func runLoss(c *cli.Context) error {
 	final := pg.Loss
 	if klFn.Kind != kl.None {
 		klGrad := make([]float64, len(grad))
-		v, m, err := klFn.Loss(b, mode, klGrad)
+		v, m, err := klFn.LossOn(ev, b, mode, klGrad)
 		if err != nil {
 			return err
 		}
@@ -132,7 +138,7 @@ func runLoss(c *cli.Context) error {
 		metrics.Merge("actor", m)
 	}
 	if b.Has(tokens.Entropy) || entFn.Coef != 0 {
-		v, m, err := entFn.Loss(b, mode, make([]float64, len(grad)))
+		v, m, err := entFn.LossOn(ev, b, mode, make([]float64, len(grad)))
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,11 @@ import (
 
 // ConformanceRunner returns the runner of golden kind "entropy": loss,
 // metrics and gradient w.r.t. the entropy input.
-func ConformanceRunner() conformance.Runner {
+func ConformanceRunner() conformance.Runner { return ConformanceRunnerOn(tokens.CPU) }
+
+// ConformanceRunnerOn is ConformanceRunner with the entropy kernel
+// evaluated by ev (e.g. package gpu's CUDA evaluator).
+func ConformanceRunnerOn(ev tokens.Evaluator) conformance.Runner {
 	return func(c *conformance.Case, chk *conformance.Checker) error {
 		user, err := args.FromJSON(c.Args)
 		if err != nil {
@@ -34,7 +38,7 @@ func ConformanceRunner() conformance.Runner {
 			return err
 		}
 		grad := make([]float64, b.Rows.Tokens())
-		loss, metrics, err := f.Loss(b, md, grad)
+		loss, metrics, err := f.LossOn(ev, b, md, grad)
 		if err != nil {
 			return err
 		}

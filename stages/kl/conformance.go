@@ -22,7 +22,11 @@ var ErrDivergence = errors.New("deliberate divergence from upstream")
 // calculate_kl (per-token values), calculate_kl_loss (loss, metrics,
 // gradient w.r.t. logprob) or apply_kl_penalty_to_reward (rewards, metrics,
 // coefficient after the controller's update).
-func ConformanceRunner() conformance.Runner {
+func ConformanceRunner() conformance.Runner { return ConformanceRunnerOn(tokens.CPU) }
+
+// ConformanceRunnerOn is ConformanceRunner with the KL loss kernel evaluated
+// by ev (e.g. package gpu's CUDA evaluator).
+func ConformanceRunnerOn(ev tokens.Evaluator) conformance.Runner {
 	return func(c *conformance.Case, chk *conformance.Checker) error {
 		user, err := args.FromJSON(c.Args)
 		if err != nil {
@@ -73,7 +77,7 @@ func ConformanceRunner() conformance.Runner {
 				return err
 			}
 			grad := make([]float64, b.Rows.Tokens())
-			loss, metrics, err := f.Loss(b, md, grad)
+			loss, metrics, err := f.LossOn(ev, b, md, grad)
 			if err != nil {
 				return err
 			}

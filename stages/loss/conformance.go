@@ -12,7 +12,11 @@ import (
 // losses of reg, evaluated on the CPU: each case's complete constructor
 // arguments configure the loss, and its loss, metrics and gradient with
 // respect to logprob are compared.
-func ConformanceRunner(reg *Registry) conformance.Runner {
+func ConformanceRunner(reg *Registry) conformance.Runner { return ConformanceRunnerOn(reg, tokens.CPU) }
+
+// ConformanceRunnerOn is ConformanceRunner with the kernels evaluated by ev
+// (e.g. package gpu's CUDA evaluator).
+func ConformanceRunnerOn(reg *Registry, ev tokens.Evaluator) conformance.Runner {
 	return func(c *conformance.Case, chk *conformance.Checker) error {
 		user, err := args.FromJSON(c.Args)
 		if err != nil {
@@ -27,7 +31,7 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 			return err
 		}
 		grad := make([]float64, b.Rows.Tokens())
-		res, err := l.Eval(b, grad)
+		res, err := l.EvalOn(ev, b, grad)
 		if err != nil {
 			return err
 		}
