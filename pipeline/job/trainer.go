@@ -31,8 +31,8 @@ const (
 	RefLogProbColumn = "ref_log_prob"
 )
 
-// tokenCols are the per-token inputs read for a trainer-side fn, with the
-// TokenBatch field each fills; absent optional columns stay nil and the fn
+// tokenCols are the per-token inputs read for a trainer-side fn (rftpipe
+// names); absent optional columns stay unset and the fn
 // reports the ones it needs.
 var tokenCols = []string{schema.ActionMask, schema.Logprobs, schema.TokenLevelReward, ValuesColumn, schema.TeacherLogprobs, RefLogProbColumn}
 
@@ -193,12 +193,6 @@ func readTrainerInput(ctx context.Context, j *Job) (*trainerInput, error) {
 		}
 	}
 	in.rows = agg.NewRows(lengths)
-	for name, v := range in.cols {
-		if len(v) != in.rows.Tokens() {
-			// A column absent from some file of the store: unusable.
-			return nil, schema.Errorf(j.Input, -1, name, "missing in part of the store")
-		}
-	}
 	return in, nil
 }
 
@@ -210,9 +204,12 @@ func (in *trainerInput) appendTokens(file string, first int64, name string, a ar
 	if !ok {
 		return schema.Errorf(file, -1, name, "has type %s, want a list", a.DataType())
 	}
-	dst := in.cols[name]
-	if dst == nil && len(in.reward) > len(lengths) && name != schema.ActionMask {
-		return nil // absent from earlier batches: stays absent
+	dst, ok := in.cols[name]
+	if !ok {
+		if len(in.reward) > len(lengths) {
+			return nil // dropped in an earlier batch: stays absent
+		}
+		dst = []float64{}
 	}
 	for i, n := range lengths {
 		if l.IsNull(i) {
