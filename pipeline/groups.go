@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -72,13 +73,8 @@ func groupPass(ctx context.Context, in string, files []string, n needs, tmpDir s
 		return nil, err
 	}
 	defer db.Close()
-	quoted := make([]string, len(files))
-	for i, f := range files {
-		quoted[i] = duckdb.QuoteString(f)
-	}
-	vars := map[string]string{"files": "[" + strings.Join(quoted, ", ") + "]"}
-	if _, err := db.ExecContext(ctx, rsql.Pipeline("exps", vars)); err != nil {
-		return nil, fmt.Errorf("group pass: %w", err)
+	if err := createExps(ctx, db, files); err != nil {
+		return nil, err
 	}
 
 	g := &grouping{in: &advantage.Input{}, firstInvalid: -1}
@@ -110,6 +106,39 @@ func groupPass(ctx context.Context, in string, files []string, n needs, tmpDir s
 		g.in.LogprobMean = q
 	}
 	return g, nil
+}
+
+// createExps creates the view exps over files (exps.sql): the union of every
+// file's rows (file.sql), each file's row_idx offset by the rows before it.
+func createExps(ctx context.Context, db *dbsql.DB, files []string) error {
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = duckdb.QuoteString(f)
+	}
+	count := map[string]int64{}
+	err := query(ctx, db, rsql.Pipeline("file_rows", map[string]string{"files": "[" + strings.Join(quoted, ", ") + "]"}),
+		func(rows *dbsql.Rows) error {
+			var name string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				return err
+			}
+			count[name] = n
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	parts := make([]string, len(files))
+	offset := int64(0)
+	for i, f := range files {
+		parts[i] = rsql.Pipeline("file", map[string]string{"file": quoted[i], "offset": strconv.FormatInt(offset, 10)})
+		offset += count[f]
+	}
+	if _, err := db.ExecContext(ctx, rsql.Pipeline("exps", map[string]string{"files": strings.Join(parts, "UNION ALL\n")})); err != nil {
+		return fmt.Errorf("group pass: %w", err)
+	}
+	return nil
 }
 
 // scanTasks reads tasks.sql into g's rewards and planRow; it returns the task

@@ -26,6 +26,8 @@ ids AS (
     WHERE valid
     GROUP BY tid
 )
-SELECT k.row_idx, k.reward, ids.tid_id
-FROM k LEFT JOIN ids ON k.valid AND k.tid = ids.tid
+-- (An equi-join on tid alone: an extra condition in a LEFT JOIN's ON clause
+-- makes DuckDB fall back to a nested-loop join.)
+SELECT k.row_idx, k.reward, CASE WHEN k.valid THEN ids.tid_id END AS tid_id
+FROM k LEFT JOIN ids USING (tid)
 ORDER BY k.row_idx;
