@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -177,8 +178,16 @@ func (d *driver) sync(stream uintptr) error {
 }
 
 // launch runs fn on a 1-D grid. params holds the kernel's arguments in
-// order, each a pointer to its value (cuLaunchKernel's kernelParams).
+// order, each a pointer to its value (cuLaunchKernel's kernelParams); the
+// values and the array are pinned for the call, as Go's rules for passing
+// memory that holds Go pointers to C require.
 func (d *driver) launch(fn uintptr, grid, block, shared int, stream uintptr, params []unsafe.Pointer) error {
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for _, p := range params {
+		pin.Pin(p)
+	}
+	pin.Pin(&params[0])
 	return d.call("cuLaunchKernel", d.launchKernel, fn,
 		uintptr(grid), 1, 1, uintptr(block), 1, 1, uintptr(shared), stream,
 		uintptr(unsafe.Pointer(&params[0])), 0)
