@@ -22,6 +22,7 @@ func newApp() *cli.App {
 			convertCommand(),
 			runCommand(),
 			sqlCommand(),
+			reportCommand(),
 			algorithmsCommand(),
 			conformanceCommand(),
 			benchCommand(),

@@ -142,9 +142,14 @@ func CopyParquet(ctx context.Context, db *sql.DB, query, out string) (int64, err
 	return n, nil
 }
 
+// syncFile makes name readable by all (CreateTemp made it 0600) and syncs it.
 func syncFile(name string) error {
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
+		return fmt.Errorf("sql: %w", err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
 		return fmt.Errorf("sql: %w", err)
 	}
 	if err := f.Sync(); err != nil {

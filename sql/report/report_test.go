@@ -1,0 +1,249 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"image/png"
+	"io"
+	"math"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
+)
+
+const demo = "../../fixtures/stores/demo.parquet"
+
+var (
+	sectionRE = regexp.MustCompile(`<section id="([^"]+)">`)
+	imgRE     = regexp.MustCompile(`<img src="data:image/png;base64,([^"]+)" alt="([^"]*)">`)
+)
+
+func render(t *testing.T, o Options) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Write(context.Background(), o, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// checkPage asserts every section is present, in order, and every image
+// decodes as a PNG of the plot size; it returns the sections holding an image.
+func checkPage(t *testing.T, page string) map[string]bool {
+	t.Helper()
+	var ids []string
+	for _, m := range sectionRE.FindAllStringSubmatch(page, -1) {
+		ids = append(ids, m[1])
+	}
+	if strings.Join(ids, ",") != strings.Join(Sections, ",") {
+		t.Fatalf("sections %v, want %v", ids, Sections)
+	}
+	withImage := map[string]bool{}
+	for i, part := range strings.Split(page, "<section id=")[1:] {
+		for _, m := range imgRE.FindAllStringSubmatch(part, -1) {
+			raw, err := base64.StdEncoding.DecodeString(m[1])
+			if err != nil {
+				t.Fatalf("section %s: image is not base64: %v", ids[i], err)
+			}
+			img, err := png.Decode(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatalf("section %s: image does not decode: %v", ids[i], err)
+			}
+			if b := img.Bounds(); b.Dx() != 960 || b.Dy() != 432 {
+				t.Errorf("section %s: image is %v, want 960×432", ids[i], b)
+			}
+			withImage[ids[i]] = true
+		}
+	}
+	if strings.Contains(page, "http://") || strings.Contains(page, "https://") || strings.Contains(page, "<script") {
+		t.Error("the page should be self-contained and script-free")
+	}
+	return withImage
+}
+
+// value returns the value cell of a key-number row.
+func value(t *testing.T, page, label string) string {
+	t.Helper()
+	m := regexp.MustCompile(`<td>` + regexp.QuoteMeta(label) + `</td><td class="value">([^<]*)</td>`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no key number %q", label)
+	}
+	return m[1]
+}
+
+// groupCounts streams a store and counts rows, tid groups and zero-variance
+// groups (n > 1, all rewards equal), independently of DuckDB.
+func groupCounts(t *testing.T, path string) (rows, groups, zero int) {
+	t.Helper()
+	r, err := store.Open(path, store.Columns(schema.Batch, schema.Task, schema.Reward))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	type g struct {
+		n        int
+		first    float32
+		constant bool
+	}
+	seen := map[string]*g{}
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, tk, rw := rec.Column(0), rec.Column(1), rec.Column(2).(*array.Float64)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			rows++
+			key := string(schema.AppendKey(nil, i, b, tk))
+			v := float32(rw.Value(i))
+			if x := seen[key]; x == nil {
+				seen[key] = &g{1, v, true}
+			} else {
+				x.n++
+				x.constant = x.constant && v == x.first
+			}
+		}
+	}
+	for _, x := range seen {
+		if x.n > 1 && x.constant {
+			zero++
+		}
+	}
+	return rows, len(seen), zero
+}
+
+func TestReportDemo(t *testing.T) {
+	page := render(t, Options{Store: demo, Threads: 2})
+	imgs := checkPage(t, page)
+	for _, id := range []string{SecReward, SecRewardByBatch, SecGroupStd, SecGroups, SecLength} {
+		if !imgs[id] {
+			t.Errorf("section %s has no plot", id)
+		}
+	}
+	if imgs[SecAdvantages] || !strings.Contains(page, "no advantages column") {
+		t.Error("the demo store has no advantages: the section should say so")
+	}
+	rows, groups, zero := groupCounts(t, demo)
+	if got := value(t, page, "experiences (rows)"); got != fint(float64(rows)) {
+		t.Errorf("rows %s, want %d", got, rows)
+	}
+	if got := value(t, page, "groups"); got != fint(float64(groups)) {
+		t.Errorf("groups %s, want %d", got, groups)
+	}
+	want := fmt.Sprintf("%d (%s)", zero, fpct(float64(zero)/float64(groups)))
+	if got := value(t, page, "zero-variance groups"); got != want {
+		t.Errorf("zero-variance groups %s, want %s", got, want)
+	}
+	// std_threshold = 0 drops exactly the zero-variance groups (no singletons here).
+	if got := value(t, page, "dropped at std_threshold = 0"); !strings.HasPrefix(got, fmt.Sprintf("%d groups", zero)) {
+		t.Errorf("dropped %s, want %d groups", got, zero)
+	}
+	for _, label := range []string{"reward mean ± std", "pass@k over tasks", "response length mean", "response truncated"} {
+		value(t, page, label)
+	}
+}
+
+// A threshold above every std drops every group.
+func TestReportThreshold(t *testing.T) {
+	page := render(t, Options{Store: demo, StdThreshold: 1, Threads: 2})
+	checkPage(t, page)
+	_, groups, _ := groupCounts(t, demo)
+	if got := value(t, page, "dropped at std_threshold = 1"); !strings.HasPrefix(got, fmt.Sprintf("%d groups (100.00 %%)", groups)) {
+		t.Errorf("dropped %s, want all %d groups", got, groups)
+	}
+}
+
+// After `rftpipe run`: advantages (a histogram) and duplicate_of (numbers).
+func TestReportRunStore(t *testing.T) {
+	db, err := duckdb.Open(duckdb.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := duckdb.Attach(ctx, db, []duckdb.Store{{Path: demo}}, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "run.parquet")
+	// Advantages ±1 on the masked tokens, and task 3's rows marked as copies.
+	_, err = duckdb.CopyParquet(ctx, db, `SELECT *,
+		list_transform(action_mask, m -> CASE WHEN m THEN (2 * reward - 1)::FLOAT ELSE 0::FLOAT END) AS advantages,
+		CASE WHEN task = 3 THEN 0 END::BIGINT AS duplicate_of
+		FROM experiences`, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := render(t, Options{Store: path, Threads: 2})
+	imgs := checkPage(t, page)
+	if !imgs[SecAdvantages] || !imgs[SecGroups] {
+		t.Errorf("plots: %v; want advantages and groups", imgs)
+	}
+	if got := value(t, page, "advantage min / max"); got != "-1 / 1" {
+		t.Errorf("advantage min / max %s, want -1 / 1", got)
+	}
+	if got := value(t, page, "groups holding duplicated rows"); got != "3 of 48" {
+		t.Errorf("duplicated groups %s, want 3 of 48 (task 3 of 3 batches)", got)
+	}
+	if got := value(t, page, "duplicated rows"); got != "24 (6.25 %)" {
+		t.Errorf("duplicated rows %s, want 24 (6.25 %%)", got)
+	}
+}
+
+// A DPO store has no rewards: the page still renders, saying so.
+func TestReportDPO(t *testing.T) {
+	page := render(t, Options{Store: "../../fixtures/stores/dpo.parquet", Threads: 2})
+	imgs := checkPage(t, page)
+	if imgs[SecReward] || !strings.Contains(page, "no reward column") || !imgs[SecLength] {
+		t.Errorf("DPO page: plots %v", imgs)
+	}
+}
+
+func TestReportBadStore(t *testing.T) {
+	err := Write(context.Background(), Options{Store: "nope.parquet"}, io.Discard)
+	if !errors.Is(err, schema.ErrBadInput) {
+		t.Errorf("missing store: %v, want bad input", err)
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{fint(1000000), "1,000,000"}, {fint(-1234), "-1,234"}, {fint(12), "12"},
+		{fnum(0.46354), "0.4635"}, {fnum(3), "3"}, {fnum(math.NaN()), "–"},
+		{fpct(0.1875), "18.75 %"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestMovingAverage(t *testing.T) {
+	var pts plotter.XYs
+	for i := 0; i < 10; i++ {
+		pts = append(pts, plotter.XY{X: float64(i), Y: float64(i)})
+	}
+	ma := movingAverage(pts, 3)
+	// Centred window of 3 (one each side): the mean of i-1, i, i+1.
+	for i := 1; i < 9; i++ {
+		if ma[i].Y != float64(i) {
+			t.Errorf("ma[%d] = %v, want %d", i, ma[i].Y, i)
+		}
+	}
+	if ma[0].Y != 0.5 || ma[9].Y != 8.5 {
+		t.Errorf("edges %v %v, want 0.5 8.5", ma[0].Y, ma[9].Y)
+	}
+}

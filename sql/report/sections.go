@@ -1,0 +1,330 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+	rsql "github.com/rftpipe/rftpipe/sql"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
+)
+
+// values runs a query returning one row and returns its values.
+func (b *builder) values(q string, n int) ([]any, error) {
+	vals := make([]any, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	return vals, b.row(q, ptrs...)
+}
+
+// summary runs a canned analysis and reduces its rows (those matching the
+// condition where, if any) with the select list expr, returning one row of n
+// values.
+func (b *builder) summary(name string, vars map[string]string, expr, where string, n int) ([]any, error) {
+	a, err := rsql.LookupAnalysis(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := duckdb.PrepareAnalysis(b.ctx, b.db, a, vars); err != nil {
+		return nil, err
+	}
+	q := "SELECT " + expr + " FROM (\n" + a.Query() + "\n)"
+	if where != "" {
+		q += " WHERE " + where
+	}
+	return b.values(q, n)
+}
+
+// numbers fills the key-number table.
+func (b *builder) numbers(p *page) error {
+	// The store.
+	exprs := []string{"count(*)"}
+	labels := []string{"experiences (rows)"}
+	add := func(cols []string, expr, label string) {
+		if b.has(cols...) {
+			exprs = append(exprs, expr)
+			labels = append(labels, label)
+		}
+	}
+	add([]string{schema.Batch}, "count(DISTINCT batch)", "explore batches")
+	add([]string{schema.Batch, schema.Task}, "count(DISTINCT (batch, task))", "tasks (groups, tid = batch/task)")
+	add([]string{schema.Batch, schema.Task, schema.Run}, "count(DISTINCT (batch, task, run))", "runs (batch/task/run)")
+	add([]string{schema.Step}, "count(DISTINCT step)", "distinct steps")
+	add([]string{schema.ModelVersion}, "min(model_version)::VARCHAR || ' – ' || max(model_version)::VARCHAR", "model versions")
+	vals, err := b.values("SELECT "+strings.Join(exprs, ", ")+" FROM experiences", len(exprs))
+	if err != nil {
+		return err
+	}
+	p.Rows = int64(num(vals[0]))
+	g := numberGroup{Title: "Store"}
+	g.add("store", p.Store, fmt.Sprintf("%d file(s)", p.Files))
+	for i, l := range labels {
+		g.add(l, text(vals[i]), "")
+	}
+	p.Numbers = append(p.Numbers, g)
+
+	if b.has(schema.Reward) {
+		v, err := b.values(`SELECT count(*) FILTER (WHERE isfinite(reward)), avg(reward) FILTER (WHERE isfinite(reward)),
+			stddev_samp(reward) FILTER (WHERE isfinite(reward)), min(reward) FILTER (WHERE isfinite(reward)),
+			max(reward) FILTER (WHERE isfinite(reward)), count(*) FILTER (WHERE reward IS NULL OR NOT isfinite(reward))
+			FROM experiences`, 6)
+		if err != nil {
+			return err
+		}
+		g := numberGroup{Title: "Rewards"}
+		g.add("reward mean ± std", fmt.Sprintf("%s ± %s", fnum(num(v[1])), fnum(num(v[2]))), fmt.Sprintf("over %s finite rewards", fint(num(v[0]))))
+		g.add("reward min / max", fmt.Sprintf("%s / %s", fnum(num(v[3])), fnum(num(v[4]))), "")
+		g.add("null, NaN or infinite rewards", fint(num(v[5])), "left out of every reward statistic")
+		if b.has(schema.Batch, schema.Task, schema.Run, schema.Step) {
+			s, err := b.summary("pass_at_k", nil, "avg(mean_at_k), avg(pass_at_k), min(k), max(k)", "", 4)
+			if err != nil {
+				return err
+			}
+			k := text(s[2])
+			if s[2] != s[3] {
+				k = text(s[2]) + "–" + text(s[3])
+			}
+			g.add("mean@k over tasks", fnum(num(s[0])), "k = runs per task ("+k+"); the last step's reward scores a run")
+			g.add("pass@k over tasks", fnum(num(s[1])), "a run passes with reward ≥ 1 (analysis pass_at_k)")
+		}
+		p.Numbers = append(p.Numbers, g)
+	}
+
+	if b.has(schema.Batch, schema.Task, schema.Reward) {
+		rows, err := b.analysis("group_filter", map[string]string{"std_threshold": strconv.FormatFloat(b.o.StdThreshold, 'g', -1, 64)})
+		if err != nil {
+			return err
+		}
+		r := rows[0]
+		b.groups = r
+		g := numberGroup{Title: "Groups (GRPO)"}
+		g.add("groups", fint(num(r["groups"])), "")
+		g.add("singleton groups", fint(num(r["singleton_groups"])), "any std_threshold drops them")
+		g.add("zero-variance groups", fmt.Sprintf("%s (%s)", fint(num(r["zero_variance_groups"])), fpct(num(r["zero_variance_share"]))), "all rewards equal: zero advantage")
+		g.add(fmt.Sprintf("dropped at std_threshold = %g", b.o.StdThreshold),
+			fmt.Sprintf("%s groups (%s), %s rows (%s)", fint(num(r["dropped_groups"])), fpct(num(r["dropped_group_share"])),
+				fint(num(r["dropped_rows"])), fpct(num(r["dropped_row_share"]))), "std ≤ threshold or singleton (analysis group_filter)")
+		p.Numbers = append(p.Numbers, g)
+	}
+
+	if b.has("response_length") {
+		v, err := b.values(`SELECT avg(response_length), min(response_length), quantile_disc(response_length, 0.5),
+			quantile_disc(response_length, 0.95), max(response_length) FROM experiences`, 5)
+		if err != nil {
+			return err
+		}
+		g := numberGroup{Title: "Responses"}
+		g.add("response length mean", fnum(num(v[0]))+" tokens", "measured as len("+b.lenSrc+")")
+		g.add("min / p50 / p95 / max", fmt.Sprintf("%s / %s / %s / %s tokens", text(v[1]), text(v[2]), text(v[3]), text(v[4])), "")
+		if b.has(schema.TruncateStatus) {
+			t, err := b.values(`SELECT count(*) FILTER (WHERE truncate_status = 'response_truncated') / count(*),
+				count(*) FILTER (WHERE truncate_status = 'prompt_truncated') / count(*) FROM experiences`, 2)
+			if err != nil {
+				return err
+			}
+			b.truncated = num(t[0])
+			g.add("response truncated", fpct(num(t[0])), "truncate_status = response_truncated")
+			g.add("prompt truncated", fpct(num(t[1])), "truncate_status = prompt_truncated")
+		}
+		p.Numbers = append(p.Numbers, g)
+	}
+
+	if b.has("advantage") {
+		v, err := b.values(`SELECT count(advantage), avg(advantage), stddev_samp(advantage), min(advantage), max(advantage),
+			count(*) FILTER (WHERE advantage = 0) / count(advantage) FROM experiences`, 6)
+		if err != nil {
+			return err
+		}
+		g := numberGroup{Title: "Advantages"}
+		g.add("rows with advantages", fint(num(v[0])), "per row: the mean over its action-mask tokens")
+		g.add("advantage mean ± std", fmt.Sprintf("%s ± %s", fnum(num(v[1])), fnum(num(v[2]))), "")
+		g.add("advantage min / max", fmt.Sprintf("%s / %s", fnum(num(v[3])), fnum(num(v[4]))), "")
+		g.add("zero advantage", fpct(num(v[5])), "no learning signal")
+		p.Numbers = append(p.Numbers, g)
+	}
+
+	if b.has(schema.Batch, schema.Task, schema.DuplicateOf) {
+		v, err := b.summary("duplicates", nil, "duplicated_rows, duplicated_share, duplicated_groups, groups", "batch = 'all'", 4)
+		if err != nil {
+			return err
+		}
+		b.dupGroups = int64(num(v[2]))
+		g := numberGroup{Title: "Duplication"}
+		g.add("duplicated rows", fmt.Sprintf("%s (%s)", fint(num(v[0])), fpct(num(v[1]))), "duplicate_of set (analysis duplicates)")
+		g.add("groups holding duplicated rows", fmt.Sprintf("%s of %s", fint(num(v[2])), fint(num(v[3]))), "")
+		p.Numbers = append(p.Numbers, g)
+	}
+	return nil
+}
+
+// rewardSections adds the reward histogram and the mean reward per batch.
+func (b *builder) rewardSections(p *page) error {
+	if !b.has(schema.Reward) {
+		p.note(SecReward, "Reward distribution", "The store has no reward column (DPO stores carry none).")
+		p.note(SecRewardByBatch, "Mean reward per explore batch", "The store has no reward column.")
+		return nil
+	}
+	h, err := b.hist("SELECT reward AS x FROM experiences", b.o.Bins, math.NaN(), true)
+	if err != nil {
+		return err
+	}
+	if h.N == 0 {
+		p.note(SecReward, "Reward distribution", "No finite rewards.")
+		p.note(SecRewardByBatch, "Mean reward per explore batch", "No finite rewards.")
+		return nil
+	}
+	img, err := pngURL(histogramPlot(h, "Reward distribution", "reward (reward units)", "experiences"))
+	if err != nil {
+		return err
+	}
+	p.image(SecReward, "Reward distribution", fmt.Sprintf("%s finite rewards between %s and %s.", fint(float64(h.N)), fnum(h.Min), fnum(h.Max)), img)
+
+	if !b.has(schema.Batch) {
+		p.note(SecRewardByBatch, "Mean reward per explore batch", "The store has no batch column.")
+		return nil
+	}
+	rows, err := b.db.QueryContext(b.ctx, `SELECT batch, avg(reward) FILTER (WHERE isfinite(reward)) AS mean
+		FROM experiences GROUP BY batch HAVING mean IS NOT NULL ORDER BY batch`)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer rows.Close()
+	var xs, ys []float64
+	ordinal := false
+	for rows.Next() {
+		var batch any
+		var mean float64
+		if err := rows.Scan(&batch, &mean); err != nil {
+			return err
+		}
+		x, ok := batch.(int64)
+		if !ok {
+			ordinal = true
+		}
+		xs, ys = append(xs, float64(x)), append(ys, mean)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	xLabel := "explore step (batch id)"
+	if ordinal {
+		xLabel = "explore batch (position in batch order)"
+		for i := range xs {
+			xs[i] = float64(i)
+		}
+	}
+	var overall float64
+	if err := b.row("SELECT avg(reward) FROM experiences WHERE isfinite(reward)", &overall); err != nil {
+		return err
+	}
+	bp, err := batchPlot(xs, ys, overall, xLabel)
+	if err != nil {
+		return err
+	}
+	if img, err = pngURL(bp); err != nil {
+		return err
+	}
+	p.image(SecRewardByBatch, "Mean reward per explore batch", fmt.Sprintf("%d batches; one point per batch, in batch order.", len(xs)), img)
+	return nil
+}
+
+// groupSections adds the group std histogram and the filtered/duplicated shares.
+func (b *builder) groupSections(p *page) error {
+	if b.groups == nil {
+		p.note(SecGroupStd, "Reward std per group", "Needs the batch, task and reward columns.")
+		p.note(SecGroups, "Share of groups filtered or duplicated", "Needs the batch, task and reward columns.")
+		return nil
+	}
+	thr := b.o.StdThreshold
+	src := "SELECT stddev_samp(reward::FLOAT) AS x, count(*) AS n FROM experiences GROUP BY batch, task"
+	h, err := b.hist("SELECT x FROM ("+src+") WHERE n > 1 AND x > 0", b.o.Bins, 0, false)
+	if err != nil {
+		return err
+	}
+	r := b.groups
+	img, err := pngURL(stdPlot(h, int64(num(r["zero_variance_groups"])), thr))
+	if err != nil {
+		return err
+	}
+	p.image(SecGroupStd, "Reward std per group",
+		fmt.Sprintf("Groups are tid = batch/task, as GRPO groups them (std of the float32 rewards, unbiased). "+
+			"GRPO with std_threshold = %g drops the groups left of the red line and every singleton group (%s here): %s of %s groups.",
+			thr, fint(num(r["singleton_groups"])), fint(num(r["dropped_groups"])), fint(num(r["groups"]))), img)
+
+	groups := int64(num(r["groups"]))
+	shares := []share{
+		{"all rewards equal (std = 0)", int64(num(r["zero_variance_groups"])), groups, colOrange},
+		{"singleton (one row)", int64(num(r["singleton_groups"])), groups, colGrey},
+		{fmt.Sprintf("dropped at std_threshold = %g", thr), int64(num(r["dropped_groups"])), groups, colRed},
+		{"kept", groups - int64(num(r["dropped_groups"])), groups, colBlue},
+	}
+	caption := "Shares of all groups. The store has no duplicate_of column, so nothing was duplicated (rftpipe run with duplicate_experiences writes it)."
+	if b.has(schema.DuplicateOf) {
+		shares = append(shares, share{"holding duplicated rows", b.dupGroups, groups, colGreen})
+		caption = "Shares of all groups; duplicated rows are those with duplicate_of set."
+	}
+	sp, err := sharesPlot(shares)
+	if err != nil {
+		return err
+	}
+	if img, err = pngURL(sp); err != nil {
+		return err
+	}
+	p.image(SecGroups, "Share of groups filtered or duplicated", caption, img)
+	return nil
+}
+
+// lengthSection adds the response-length histogram.
+func (b *builder) lengthSection(p *page) error {
+	const title = "Response length"
+	if !b.has("response_length") {
+		p.note(SecLength, title, "The store has no action_mask, logprobs, tokens or chosen column to measure responses on.")
+		return nil
+	}
+	h, err := b.hist("SELECT response_length AS x FROM experiences", b.o.Bins, math.NaN(), true)
+	if err != nil {
+		return err
+	}
+	if h.N == 0 {
+		p.note(SecLength, title, "No response lengths.")
+		return nil
+	}
+	img, err := pngURL(histogramPlot(h, "Response length", "response length (tokens)", "experiences"))
+	if err != nil {
+		return err
+	}
+	caption := fmt.Sprintf("Measured as len(%s); %s to %s tokens.", b.lenSrc, fint(h.Min), fint(h.Max))
+	if b.has(schema.TruncateStatus) {
+		caption += fmt.Sprintf(" %s of the responses were truncated at the generation limit.", fpct(b.truncated))
+	}
+	p.image(SecLength, title, caption, img)
+	return nil
+}
+
+// advantageSection adds the advantage histogram, when the store has advantages.
+func (b *builder) advantageSection(p *page) error {
+	const title = "Advantages"
+	if !b.has("advantage") {
+		p.note(SecAdvantages, title, "The store has no advantages column: compute them with rftpipe run, then report on its output.")
+		return nil
+	}
+	h, err := b.hist("SELECT advantage AS x FROM experiences", b.o.Bins, math.NaN(), false)
+	if err != nil {
+		return err
+	}
+	if h.N == 0 {
+		p.note(SecAdvantages, title, "No row has advantages.")
+		return nil
+	}
+	img, err := pngURL(histogramPlot(h, "Advantage per experience", "advantage (mean over action-mask tokens, unitless)", "experiences"))
+	if err != nil {
+		return err
+	}
+	p.image(SecAdvantages, title, fmt.Sprintf("%s rows with advantages, between %s and %s. Zero-variance groups give a zero advantage.",
+		fint(float64(h.N)), fnum(h.Min), fnum(h.Max)), img)
+	return nil
+}
