@@ -238,7 +238,7 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	defer os.Remove(tmp.Name())              // fails harmlessly after the rename
 	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
 		tmp.Close()
 		return err
