@@ -146,24 +146,7 @@ func (l *Loss) Plan(b *tokens.Batch) (*Plan, error) {
 // dLoss/dlogprob for every token. All-masked rows or batches give the
 // reference's values (0 for masked means), never a panic.
 func (l *Loss) Eval(b *tokens.Batch, grad []float64) (Result, error) {
-	p, err := l.Plan(b)
-	if err != nil {
-		return Result{}, err
-	}
-	res, err := b.Eval(grad, p.Terms...)
-	if err != nil {
-		return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
-	}
-	out, err := p.Finish(res)
-	if err != nil {
-		return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
-	}
-	if out.GradTerms != nil {
-		if _, err := b.Eval(grad, out.GradTerms...); err != nil {
-			return Result{}, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
-		}
-	}
-	return Result{Loss: out.Loss, Metrics: out.Metrics}, nil
+	return l.EvalOn(tokens.CPU, b, grad)
 }
 
 // single is the planner of a loss that is one kernel over all rows.
