@@ -68,7 +68,9 @@ func groupPass(ctx context.Context, in string, files []string, n needs, tmpDir s
 	if err != nil {
 		return nil, err
 	}
-	db, err := duckdb.Open(duckdb.Options{TempDir: tmpDir})
+	// DuckDB's hash tables and sort spill to tmpDir past the limit, so the
+	// pass stays flat in memory whatever the store's size.
+	db, err := duckdb.Open(duckdb.Options{TempDir: tmpDir, MemoryLimit: "512MB"})
 	if err != nil {
 		return nil, err
 	}

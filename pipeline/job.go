@@ -96,6 +96,11 @@ type Job struct {
 	Progress func(rows int64)
 }
 
+// DefaultBatchRows is the default number of rows per streamed batch. About
+// four batches are in flight (read, shaped, queued, being encoded), so with
+// 256-token rows 8192 keeps the pass well under 1 GiB of memory.
+const DefaultBatchRows = 8192
+
 // Invalid-reward policies.
 const (
 	InvalidError = "error"
@@ -188,7 +193,7 @@ func (j *Job) check() error {
 		return schema.BadInputf("on-invalid-reward must be %s or %s, not %q", InvalidError, InvalidDrop, j.OnInvalidReward)
 	}
 	if j.BatchRows <= 0 {
-		j.BatchRows = store.DefaultBatchRows
+		j.BatchRows = DefaultBatchRows
 	}
 	return nil
 }

@@ -143,7 +143,7 @@ type batch struct {
 func (s *streamer) run(ctx context.Context, r *store.Reader, w *store.Writer) error {
 	eg, ctx := errgroup.WithContext(ctx)
 	in := make(chan batch, 1)
-	out := make(chan batch, 2)
+	out := make(chan batch, 1)
 	eg.Go(func() error { // read
 		defer close(in)
 		for {
