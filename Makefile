@@ -35,3 +35,27 @@ fixtures: build
 
 clean:
 	rm -rf bin $(OUT)
+
+# report-check renders the HTML report of the bundled store, and of its GRPO
+# output (with advantages and duplicated rows), and where Debian's chromium is
+# installed takes headless screenshots of both for a person to look at.
+.PHONY: report-check
+report-check: build
+	@mkdir -p $(OUT)
+	$(BIN) report --in $(STORE) --out $(OUT)/report.html
+	$(BIN) run --advantage-fn grpo --arg std_threshold=0 --arg duplicate_experiences=true --seed 1 --in $(STORE) --out $(OUT)/report_grpo.parquet
+	$(BIN) report --in $(OUT)/report_grpo.parquet --out $(OUT)/report_grpo.html
+	@if command -v chromium >/dev/null 2>&1; then \
+		for page in report report_grpo; do \
+			profile=$$(mktemp -d); \
+			timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+				--disable-background-networking --disable-component-update --disable-sync \
+				--user-data-dir=$$profile --screenshot=$(OUT)/$$page.png --window-size=1400,4000 \
+				file://$(CURDIR)/$(OUT)/$$page.html >/dev/null 2>&1; \
+			rm -rf $$profile; \
+			test -s $(OUT)/$$page.png || { echo "report-check: chromium made no screenshot of $$page.html"; exit 1; }; \
+			echo "report-check: look at $(OUT)/$$page.png"; \
+		done; \
+	else \
+		echo "report-check: chromium is not installed (apt-get install chromium); open $(OUT)/report.html in a browser"; \
+	fi

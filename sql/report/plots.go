@@ -107,7 +107,8 @@ func bars(h histogram, from, to int, fill color.Color) *plotter.Histogram {
 func histogramPlot(h histogram, title, xLabel, yLabel string) *plot.Plot {
 	p := newPlot(title, xLabel, yLabel)
 	p.Add(bars(h, 0, len(h.Counts), colBlue))
-	p.Y.Min = 0
+	p.Y.Min, p.Y.Max = 0, math.Max(1, float64(slices.Max(h.Counts))*1.1)
+	p.Y.Tick.Marker = countTicks{}
 	if h.Discrete && h.Width == 1 && len(h.Counts) <= 20 {
 		var ticks []plot.Tick
 		for i := range h.Counts {
@@ -174,6 +175,7 @@ func stdPlot(h histogram, zero int64, threshold float64) *plot.Plot {
 	p.Legend.Add(fmt.Sprintf("std_threshold = %g", threshold), l)
 	p.Y.Min = 0
 	p.Y.Max = math.Max(1, top*1.5) // room for the legend
+	p.Y.Tick.Marker = countTicks{}
 	p.X.Min = -w * 1.5
 	p.X.Max = math.Max(p.X.Max, threshold+w)
 	return p
@@ -279,7 +281,7 @@ func sharesPlot(shares []share) (*plot.Plot, error) {
 		p.Add(b)
 		names[i] = s.label
 		labels.XYs = append(labels.XYs, plotter.XY{X: pct + 1, Y: float64(i)})
-		labels.Labels = append(labels.Labels, fmt.Sprintf("%.1f %% (%d of %d)", pct, s.groups, s.of))
+		labels.Labels = append(labels.Labels, fmt.Sprintf("%.1f %% (%s of %s)", pct, fint(float64(s.groups)), fint(float64(s.of))))
 	}
 	l, err := plotter.NewLabels(labels)
 	if err != nil {
@@ -297,6 +299,26 @@ func sharesPlot(shares []share) (*plot.Plot, error) {
 	p.X.Tick.Marker = percentTicks{}
 	p.Y.Padding = vg.Points(12)
 	return p, nil
+}
+
+// countTicks marks a count axis: the default ticks, labelled only at whole
+// numbers, with thousands separators.
+type countTicks struct{}
+
+// Ticks returns the tick marks of a count axis.
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ticks {
+		if t.Label == "" {
+			continue
+		}
+		if t.Value != math.Trunc(t.Value) {
+			ticks[i].Label = ""
+		} else {
+			ticks[i].Label = fint(t.Value)
+		}
+	}
+	return ticks
 }
 
 // percentTicks marks 0, 20, …, 100 only (the axis runs on to fit labels).

@@ -298,6 +298,9 @@ func (b *builder) lengthSection(p *page) error {
 		return err
 	}
 	caption := fmt.Sprintf("Measured as len(%s); %s to %s tokens.", b.lenSrc, fint(h.Min), fint(h.Max))
+	if h.Min == h.Max {
+		caption = fmt.Sprintf("Measured as len(%s); every response has %s tokens.", b.lenSrc, fint(h.Min))
+	}
 	if b.has(schema.TruncateStatus) {
 		caption += fmt.Sprintf(" %s of the responses were truncated at the generation limit.", fpct(b.truncated))
 	}
