@@ -74,6 +74,9 @@ func runSQL(c *cli.Context) error {
 		}
 		stores = append(stores, s)
 	}
+	if analysis != nil && len(stores) == 0 {
+		return usagef("--query %s needs a --store to run on", analysis.Name)
+	}
 	if out != "" {
 		if err := checkNotStore(out, stores); err != nil {
 			return err
