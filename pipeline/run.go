@@ -104,6 +104,9 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		InvalidDropped: g.invalid, Groups: g.in.Tasks.Len(), Metrics: agg.Metrics{},
 	}
 	res.Metrics.Merge("experience_pipeline", plan.Metrics)
+	// Upstream's invalid_reward_filter also reports filtered_count, which the
+	// fn's own filtered_count then overwrites; its count is kept here
+	// under its own name instead of being lost.
 	if job.OnInvalidReward == InvalidDrop {
 		res.Metrics["experience_pipeline/invalid_reward_filter/filtered_count"] = float64(g.invalid)
 	}
