@@ -261,27 +261,7 @@ func parquetFiles(ctx context.Context, in string, files, cols []string, dir stri
 	}
 	defer r.Close()
 	tmp := filepath.Join(dir, "scalars.parquet")
-	w, err := store.Create(tmp, r.Schema(), store.WithParquet(store.ParquetOptions{Codec: "none"}))
-	if err != nil {
-		return nil, err
-	}
-	defer w.Abort()
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := w.Write(rec); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.Commit(); err != nil {
+	if _, err := store.Copy(ctx, r, tmp, nil, store.WithParquet(store.ParquetOptions{Codec: "none"})); err != nil {
 		return nil, err
 	}
 	return []string{tmp}, nil

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 
+	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -51,32 +50,11 @@ func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt sche
 		return 0, err
 	}
 	defer r.Close()
-	w, err := store.Create(out, r.Schema(), store.NotOver(in), store.WithParquet(po))
-	if err != nil {
-		return 0, err
-	}
-	defer w.Abort()
 	bar := newProgress(c, "convert", -1)
 	defer bar.Done()
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return 0, err
-		}
-		if err := c.Context.Err(); err != nil {
-			return 0, err
-		}
+	return store.Copy(c.Context, r, out, func(rec arrow.Record) error {
 		file, row, _ := r.Pos()
-		if err := schema.Validate(file, row, rec, opt); err != nil {
-			return 0, err
-		}
-		if err := w.Write(rec); err != nil {
-			return 0, err
-		}
 		bar.Add(rec.NumRows())
-	}
-	return w.Rows(), w.Commit()
+		return schema.Validate(file, row, rec, opt)
+	}, store.NotOver(in), store.WithParquet(po))
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -75,7 +75,7 @@ func inspectCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("inspect takes one STORE")
 			}
-			ins, err := inspect(c.Args().First())
+			ins, err := inspect(c.Context, c.Args().First())
 			if err != nil {
 				return err
 			}
@@ -89,7 +89,7 @@ func inspectCommand() *cli.Command {
 	}
 }
 
-func inspect(path string) (*inspection, error) {
+func inspect(ctx context.Context, path string) (*inspection, error) {
 	cols := []string{schema.Batch, schema.Task, schema.Run, schema.Step, schema.Reward, schema.ActionMask}
 	full, err := store.Open(path)
 	if err != nil {
@@ -124,14 +124,7 @@ func inspect(path string) (*inspection, error) {
 	batches, tasks, runs, steps := map[string]struct{}{}, map[string]struct{}{}, map[string]struct{}{}, map[string]struct{}{}
 	var reward, resp summary
 	var key []byte
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err = r.ForEach(ctx, func(rec arrow.Record) error {
 		ins.Rows += rec.NumRows()
 		b, t, ru, st := get(rec, schema.Batch), get(rec, schema.Task), get(rec, schema.Run), get(rec, schema.Step)
 		rw, _ := get(rec, schema.Reward).(*array.Float64)
@@ -163,6 +156,10 @@ func inspect(path string) (*inspection, error) {
 				resp.add(float64(hi - lo))
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	ins.Batches, ins.Tasks, ins.Runs, ins.Steps = len(batches), len(tasks), len(runs), len(steps)
 	if rw := sc.FieldIndices(schema.Reward); len(rw) > 0 {

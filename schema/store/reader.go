@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -204,6 +205,27 @@ func (r *Reader) next() (rec arrow.Record, err error) {
 		}
 	}
 	return rec, err
+}
+
+// ForEach calls fn with every record batch in order, until the end of the
+// store, an error, or ctx's cancellation (checked before each batch). A
+// record is valid only during its call.
+func (r *Reader) ForEach(ctx context.Context, fn func(rec arrow.Record) error) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
 }
 
 // Pos locates the first row of the last batch Next returned: its file, its

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -148,6 +149,30 @@ func (w *Writer) Abort() {
 	}
 	w.tmp.Close()
 	os.Remove(w.tmp.Name())
+}
+
+// Copy streams every batch of r into a new store at path, atomically, and
+// returns the rows written. each, when not nil, sees every batch first (to
+// validate it or count progress); its error stops the copy and nothing is
+// written.
+func Copy(ctx context.Context, r *Reader, path string, each func(arrow.Record) error, opts ...WriteOption) (int64, error) {
+	w, err := Create(path, r.Schema(), opts...)
+	if err != nil {
+		return 0, err
+	}
+	defer w.Abort()
+	err = r.ForEach(ctx, func(rec arrow.Record) error {
+		if each != nil {
+			if err := each(rec); err != nil {
+				return err
+			}
+		}
+		return w.Write(rec)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return w.Rows(), w.Commit()
 }
 
 // TempName returns the temp file being written (for signal handlers that must

@@ -3,9 +3,7 @@ package duckdb
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -118,26 +116,8 @@ func convert(ctx context.Context, in, out string) error {
 		return err
 	}
 	defer r.Close()
-	w, err := store.Create(out, r.Schema(), store.NotOver(in))
-	if err != nil {
-		return err
-	}
-	defer w.Abort()
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return w.Commit()
-		}
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := w.Write(rec); err != nil {
-			return err
-		}
-	}
+	_, err = store.Copy(ctx, r, out, nil, store.NotOver(in))
+	return err
 }
 
 // Columns returns the column names of a table or view, in order.
