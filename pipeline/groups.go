@@ -271,7 +271,9 @@ func parquetFiles(ctx context.Context, in string, files, cols []string, dir stri
 // infinite reward of the store (the group pass knows the store row; the
 // reader knows the file and the row within it).
 func locateInvalidReward(in string, storeRow int64) error {
-	r, err := store.Open(in, store.Columns(schema.Reward))
+	// All columns: the row DuckDB counted may be invalid for another
+	// reason than its reward (a null id), which Validate must see.
+	r, err := store.Open(in)
 	if err != nil {
 		return err
 	}
@@ -288,7 +290,10 @@ func locateInvalidReward(in string, storeRow int64) error {
 		if k := storeRow - first; k < rec.NumRows() {
 			tail := rec.NewSlice(k, rec.NumRows())
 			defer tail.Release()
-			return schema.Validate(file, fileRow+k, tail, schema.ValidateOptions{RequireReward: true})
+			if err := schema.Validate(file, fileRow+k, tail, schema.ValidateOptions{RequireReward: true}); err != nil {
+				return err
+			}
+			return schema.Errorf(file, fileRow+k, schema.Reward, "invalid reward (use --on-invalid-reward drop to drop such rows)")
 		}
 	}
 }

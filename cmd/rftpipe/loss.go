@@ -120,7 +120,7 @@ func runLoss(c *cli.Context) error {
 	grad := make([]float64, b.Rows.Tokens())
 	pg, err := pl.EvalOn(ev, b, grad)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", in, err) // e.g. a missing input: name the store
 	}
 	metrics := agg.Metrics{}
 	metrics.Merge("actor", pg.Metrics)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 	rsql "github.com/rftpipe/rftpipe/sql"
 	"github.com/rftpipe/rftpipe/sql/duckdb"
@@ -80,6 +81,9 @@ func runSQL(c *cli.Context) error {
 	if out != "" {
 		if err := checkNotStore(out, stores); err != nil {
 			return err
+		}
+		if dir := filepath.Dir(out); !isDir(dir) {
+			return schema.Errorf(out, -1, "", "output directory %s does not exist", dir)
 		}
 	}
 
@@ -278,4 +282,10 @@ func threadsFlag() cli.Flag {
 
 func memoryLimitFlag() cli.Flag {
 	return &cli.StringFlag{Name: "memory-limit", Usage: "DuckDB memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM)"}
+}
+
+// isDir reports whether path is an existing directory.
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
