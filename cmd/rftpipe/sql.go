@@ -241,6 +241,14 @@ func checkNotStore(out string, stores []duckdb.Store) error {
 // writeFileAtomic writes path through a temp file beside it, synced and
 // renamed into place, so path is never half-written.
 func writeFileAtomic(path string, write func(io.Writer) error) error {
+	err := writeTempRename(path, write)
+	if err != nil && !errors.Is(err, schema.ErrBadInput) {
+		return fmt.Errorf("%s: %w", path, err) // a fault (disk full): name the output
+	}
+	return err
+}
+
+func writeTempRename(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
