@@ -75,6 +75,9 @@ func inspectCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("inspect takes one STORE")
 			}
+			if f := c.String("format"); f != "table" && f != "json" {
+				return usagef("--format %q: want table or json", f)
+			}
 			ins, err := inspect(c.Context, c.Args().First())
 			if err != nil {
 				return err

@@ -173,6 +173,7 @@ func TestBadArgsMatrix(t *testing.T) {
 		{"convert/no out dir", []string{"convert", demo, nodir}, 2, []string{nodir, "does not exist"}, false, false},
 		{"convert/bad codec", []string{"convert", demo, out, "--codec", "lzma"}, 2, []string{"lzma"}, false, false},
 		{"convert/single", []string{"convert", "../../fixtures/bad/single.jsonl", out}, 0, []string{"1 experiences"}, true, false},
+		{"inspect/bad format", []string{"inspect", demo, "--format", "xml"}, 2, []string{`--format "xml"`}, false, false},
 		{"inspect/two stores", []string{"inspect", demo, demo}, 2, nil, false, false},
 	}
 	for _, tc := range tests {
