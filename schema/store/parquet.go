@@ -215,6 +215,8 @@ func (o ParquetOptions) writerProperties(s *arrow.Schema) (*parquet.WriterProper
 	return parquet.NewWriterProperties(opts...), nil
 }
 
+// parquetSink writes any schema with pqarrow's FileWriter, one column after
+// another; flat schemas get the concurrent columnSink.
 type parquetSink struct {
 	fw *pqarrow.FileWriter
 }
@@ -224,6 +226,17 @@ func newParquetSink(w io.Writer, s *arrow.Schema, o ParquetOptions) (sink, error
 	if err != nil {
 		return nil, err
 	}
+	flat := true
+	for _, f := range s.Fields() {
+		flat = flat && flatColumn(f.Type)
+	}
+	if flat {
+		return newColumnSink(w, s, props)
+	}
+	return newPQArrowSink(w, s, props)
+}
+
+func newPQArrowSink(w io.Writer, s *arrow.Schema, props *parquet.WriterProperties) (sink, error) {
 	fw, err := pqarrow.NewFileWriter(s, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		return nil, err
