@@ -17,15 +17,20 @@ import (
 	"github.com/rftpipe/rftpipe/schema/synth"
 )
 
-// The issue-4 end-to-end benchmark: 125,000 tasks × 8 runs, 256 response
-// tokens. The store is generated once with synth and kept in the temp dir
-// across runs (delete it to regenerate). Each iteration times, in the same
-// run, a plain read + rewrite of the store with the same reader and writer
-// settings (the I/O floor) and `rftpipe run --advantage-fn grpo`, and reports
-// experiences/s, the ratio to the floor and the process's peak RSS:
+// BenchmarkRun is the end-to-end benchmark over a generated store of tasks ×
+// 8 runs with 256 response tokens (125,000 tasks, 1M experiences, unless
+// RFTPIPE_BENCH_TASKS says otherwise). The store is generated once, streaming,
+// with synth and kept in the temp dir across runs (delete it to regenerate).
+// Each iteration times, in the same run: a plain read + rewrite of the store
+// with the same reader and writer settings (the I/O floor); `rftpipe run
+// --advantage-fn grpo`; and GRPO with std_threshold=0 and
+// duplicate_experiences=true (filter, then refill with seeded copies, which
+// go through a spill store). It reports experiences/s of each, the ratio to
+// the floor, and the process's peak RSS over all of it:
 //
 //	go test -run '^$' -bench BenchmarkRun -benchtime 1x ./pipeline
 //	RFTPIPE_BENCH_TASKS=500000 go test -run '^$' -bench BenchmarkRun -benchtime 1x ./pipeline   # 4M
+//	RFTPIPE_BENCH_TASKS=1250000 go test -run '^$' -bench BenchmarkRun -benchtime 1x -timeout 2h ./pipeline   # 10M
 func BenchmarkRun(b *testing.B) {
 	tasks := 125_000
 	if s := os.Getenv("RFTPIPE_BENCH_TASKS"); s != "" {
@@ -34,25 +39,37 @@ func BenchmarkRun(b *testing.B) {
 	in := benchStore(b, tasks)
 	out := filepath.Join(b.TempDir(), "out.parquet")
 	rows := float64(tasks * 8)
+	dup := Job{In: in, Out: out, AdvantageFn: "grpo", Seed: 1}
+	if err := dup.SetArgs([]string{"std_threshold=0", "duplicate_experiences=true"}); err != nil {
+		b.Fatal(err)
+	}
+	timed := func(f func() error) time.Duration {
+		start := time.Now()
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		if err := copyStore(in, out, store.ParquetOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		floor := time.Since(start)
-		start = time.Now()
-		res, err := Run(context.Background(), Job{In: in, Out: out, AdvantageFn: "grpo"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(start)
-		if res.Out != int64(rows) {
-			b.Fatalf("%d rows written, want %v", res.Out, rows)
+		floor := timed(func() error { return copyStore(in, out, store.ParquetOptions{}) })
+		var res, dupRes *Result
+		d := timed(func() (err error) {
+			res, err = Run(context.Background(), Job{In: in, Out: out, AdvantageFn: "grpo"})
+			return err
+		})
+		dd := timed(func() (err error) {
+			dupRes, err = Run(context.Background(), dup)
+			return err
+		})
+		if res.Out != int64(rows) || dupRes.Filtered == 0 || dupRes.Duplicated == 0 {
+			b.Fatalf("grpo wrote %d rows, want %v; with duplication %d filtered, %d duplicated", res.Out, rows, dupRes.Filtered, dupRes.Duplicated)
 		}
 		b.ReportMetric(rows/d.Seconds(), "exp/s")
 		b.ReportMetric(rows/floor.Seconds(), "floor_exp/s")
 		b.ReportMetric(d.Seconds()/floor.Seconds(), "x_floor")
+		b.ReportMetric(rows/dd.Seconds(), "dup_exp/s")
+		b.ReportMetric(dd.Seconds(), "dup_s")
 	}
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)

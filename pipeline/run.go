@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
-	"github.com/apache/arrow/go/v17/arrow/compute"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
@@ -281,13 +280,23 @@ func (s *streamer) shapeRows(rec arrow.Record, idx []int64, score []float32, cp 
 	return s.sh.shape(sel, score, cp)
 }
 
-// takeRows returns the rows idx of rec, in that order.
+// takeRows returns the rows idx of rec, in that order: each run of
+// consecutive rows is a zero-copy slice, and the slices of every column are
+// concatenated (linear; arrow's compute.Take regrows its list buffers for
+// every row it adds, quadratic in the batch's token count).
 func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
-	b := array.NewInt64Builder(memory.DefaultAllocator)
-	b.AppendValues(idx, nil)
-	ind := b.NewArray()
-	b.Release()
-	defer ind.Release()
+	type run struct{ lo, hi int64 }
+	var runs []run
+	for _, i := range idx {
+		if k := len(runs) - 1; k >= 0 && runs[k].hi == i {
+			runs[k].hi++
+		} else {
+			runs = append(runs, run{i, i + 1})
+		}
+	}
+	if len(runs) == 0 {
+		runs = append(runs, run{0, 0})
+	}
 	cols := make([]arrow.Array, rec.NumCols())
 	defer func() {
 		for _, c := range cols {
@@ -296,12 +305,23 @@ func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
 			}
 		}
 	}()
+	parts := make([]arrow.Array, len(runs))
 	for i, c := range rec.Columns() {
-		t, err := compute.TakeArray(context.Background(), c, ind)
+		for k, r := range runs {
+			parts[k] = array.NewSlice(c, r.lo, r.hi)
+		}
+		var err error
+		if len(parts) == 1 {
+			cols[i] = parts[0]
+		} else {
+			cols[i], err = array.Concatenate(parts, memory.DefaultAllocator)
+			for _, p := range parts {
+				p.Release()
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
 		}
-		cols[i] = t
 	}
 	return array.NewRecord(rec.Schema(), cols, int64(len(idx))), nil
 }

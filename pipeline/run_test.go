@@ -509,3 +509,46 @@ func TestNeverOverInput(t *testing.T) {
 		t.Fatal("input modified")
 	}
 }
+
+// TestTakeRows: rows picked out of order, repeated and in runs come out as
+// the rows of the input, list and null values included.
+func TestTakeRows(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32), Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	for i := 0; i < 10; i++ {
+		l := b.Field(1).(*array.ListBuilder)
+		if i%4 == 1 {
+			b.Field(0).AppendNull()
+			l.AppendNull()
+			continue
+		}
+		b.Field(0).(*array.StringBuilder).Append(fmt.Sprint("r", i))
+		l.Append(true)
+		for k := 0; k < i; k++ {
+			l.ValueBuilder().(*array.Float32Builder).Append(float32(i*100 + k))
+		}
+	}
+	rec := b.NewRecord()
+	defer rec.Release()
+	for _, idx := range [][]int64{{0, 1, 2, 3}, {4, 5, 6, 9}, {9, 1, 1, 2, 3, 7, 0, 0}, {5}, {}} {
+		got, err := takeRows(rec, idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.NumRows() != int64(len(idx)) {
+			t.Fatalf("%v: %d rows", idx, got.NumRows())
+		}
+		for k, i := range idx {
+			for c := 0; c < 2; c++ {
+				if g, w := got.Column(c).ValueStr(k), rec.Column(c).ValueStr(int(i)); g != w {
+					t.Errorf("%v: row %d column %d is %s, want row %d's %s", idx, k, c, g, i, w)
+				}
+			}
+		}
+		got.Release()
+	}
+}
