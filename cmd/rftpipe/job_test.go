@@ -53,7 +53,8 @@ var needsColumns = map[string]string{
 }
 
 // TestFixtureConfigsRun runs every fixtures/configs job through `rftpipe
-// run --config` over its bundled store, checks the output store, the
+// run --config` over its bundled store, reruns it with GOMAXPROCS 1 and 2
+// for the same bytes, checks the output store, the
 // metrics and the Prometheus file, then evaluates `rftpipe loss
 // --algorithm` on the output where the algorithm's loss can run on it.
 func TestFixtureConfigsRun(t *testing.T) {
@@ -91,6 +92,18 @@ func TestFixtureConfigsRun(t *testing.T) {
 			_, stderr, code := runCLI(t, run...)
 			if code != 0 {
 				t.Fatalf("run: exit %d: %s", code, stderr)
+			}
+			// Determinism: the same job again, in a process with one thread
+			// and in one with two, writes the same bytes.
+			for _, procs := range []string{"1", "2"} {
+				again := filepath.Join(dir, "again"+procs+".parquet")
+				args := append(append([]string{}, run...), "--out", again, "--metrics", again+".json", "--prom", again+".prom")
+				if b, err := cliCmd([]string{"GOMAXPROCS=" + procs}, args...).CombinedOutput(); err != nil {
+					t.Fatalf("rerun with GOMAXPROCS=%s: %v\n%s", procs, err, b)
+				}
+				if fileSum(t, again) != fileSum(t, out) {
+					t.Errorf("rerun with GOMAXPROCS=%s wrote different bytes", procs)
+				}
 			}
 
 			cols, rows := storeShape(t, out)

@@ -50,39 +50,51 @@ func TestDeterministicAcrossGOMAXPROCS(t *testing.T) {
 }
 
 // TestKillLeavesWholeOutputOrNone kills a writing rftpipe with SIGKILL at
-// seeded random moments: afterwards the target is either absent or complete
-// (byte-identical to an uninterrupted run), and a rerun succeeds.
+// seeded random moments, for `gen` and for `run` (GRPO with duplication,
+// which also writes a spill store): afterwards the target is either absent
+// or complete (byte-identical to an uninterrupted run), and a rerun
+// succeeds.
 func TestKillLeavesWholeOutputOrNone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	dir := t.TempDir()
-	ref := filepath.Join(dir, "ref.parquet")
-	start := time.Now()
-	if b, err := cliCmd(nil, append(genArgs, "--out", ref)...).CombinedOutput(); err != nil {
+	store := filepath.Join(dir, "store.parquet")
+	if b, err := cliCmd(nil, append(genArgs, "--out", store)...).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
-	full := time.Since(start)
-	want := fileSum(t, ref)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 6; i++ {
-		out := filepath.Join(dir, fmt.Sprintf("k%d.parquet", i))
-		cmd := cliCmd(nil, append(genArgs, "--out", out)...)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(rng.Float64() * 1.2 * float64(full)))
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		if _, err := os.Stat(out); err == nil && fileSum(t, out) != want {
-			t.Fatalf("kill %d: a partial output exists", i)
-		}
-		if b, err := cliCmd(nil, append(genArgs, "--out", out)...).CombinedOutput(); err != nil {
-			t.Fatalf("rerun after kill %d: %v\n%s", i, err, b)
-		}
-		if fileSum(t, out) != want {
-			t.Fatalf("rerun after kill %d: output differs", i)
-		}
+	runArgs := []string{"run", "--advantage-fn", "grpo", "--arg", "std_threshold=0", "--arg", "duplicate_experiences=true", "--seed", "3", "--in", store}
+	for _, args := range [][]string{genArgs, runArgs} {
+		t.Run(args[0], func(t *testing.T) {
+			dir := t.TempDir()
+			ref := filepath.Join(dir, "ref.parquet")
+			start := time.Now()
+			if b, err := cliCmd(nil, append(args, "--out", ref)...).CombinedOutput(); err != nil {
+				t.Fatalf("%v\n%s", err, b)
+			}
+			full := time.Since(start)
+			want := fileSum(t, ref)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := 0; i < 6; i++ {
+				out := filepath.Join(dir, fmt.Sprintf("k%d.parquet", i))
+				cmd := cliCmd(nil, append(args, "--out", out)...)
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Duration(rng.Float64() * 1.2 * float64(full)))
+				cmd.Process.Signal(syscall.SIGKILL)
+				cmd.Wait()
+				if _, err := os.Stat(out); err == nil && fileSum(t, out) != want {
+					t.Fatalf("kill %d: a partial output exists", i)
+				}
+				if b, err := cliCmd(nil, append(args, "--out", out)...).CombinedOutput(); err != nil {
+					t.Fatalf("rerun after kill %d: %v\n%s", i, err, b)
+				}
+				if fileSum(t, out) != want {
+					t.Fatalf("rerun after kill %d: output differs", i)
+				}
+			}
+		})
 	}
 }
 
