@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"testing"
 	"time"
@@ -26,7 +27,8 @@ import (
 // --advantage-fn grpo`; and GRPO with std_threshold=0 and
 // duplicate_experiences=true (filter, then refill with seeded copies, which
 // go through a spill store). It reports experiences/s of each, the ratio to
-// the floor, and the process's peak RSS over all of it:
+// the floor, and the process's peak RSS over all of it (with the heap limit
+// the rftpipe command sets):
 //
 //	go test -run '^$' -bench BenchmarkRun -benchtime 1x ./pipeline
 //	RFTPIPE_BENCH_TASKS=500000 go test -run '^$' -bench BenchmarkRun -benchtime 1x ./pipeline   # 4M
@@ -36,6 +38,7 @@ func BenchmarkRun(b *testing.B) {
 	if s := os.Getenv("RFTPIPE_BENCH_TASKS"); s != "" {
 		fmt.Sscan(s, &tasks)
 	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(HeapLimit)) // as the rftpipe command sets it
 	in := benchStore(b, tasks)
 	out := filepath.Join(b.TempDir(), "out.parquet")
 	rows := float64(tasks * 8)

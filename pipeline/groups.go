@@ -74,7 +74,10 @@ func groupPass(ctx context.Context, in string, files []string, n needs, tmpDir s
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
+	defer func() {
+		db.Close()
+		duckdb.Trim() // the streaming pass must not stack on DuckDB's peak
+	}()
 	if err := createExps(ctx, db, files); err != nil {
 		return nil, err
 	}

@@ -101,6 +101,15 @@ type Job struct {
 // 256-token rows 8192 keeps the pass well under 1 GiB of memory.
 const DefaultBatchRows = 8192
 
+// HeapLimit is the soft limit on the Go heap for a process that streams a
+// store (the rftpipe commands run, gen and convert set it, unless GOMEMLIMIT
+// sets another). The collector then works harder near it instead of letting
+// the heap grow to twice its live size: the live heap of a run is the batches
+// in flight plus a few bytes of group statistics per row (~0.6 GiB at 10M
+// rows), so the limit keeps a 10M-row GRPO run with duplication near 1 GiB of
+// RSS, where it would reach ~1.8 GiB.
+const HeapLimit = 1 << 30
+
 // Invalid-reward policies.
 const (
 	InvalidError = "error"

@@ -7,9 +7,12 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/rftpipe/rftpipe/pipeline"
 )
 
 func newApp() *cli.App {
@@ -17,10 +20,10 @@ func newApp() *cli.App {
 		Name:  "rftpipe",
 		Usage: "reinforcement fine-tuning data pipeline: experience stores, advantages, policy losses",
 		Commands: []*cli.Command{
-			genCommand(),
+			streaming(genCommand()),
 			inspectCommand(),
-			convertCommand(),
-			runCommand(),
+			streaming(convertCommand()),
+			streaming(runCommand()),
 			sqlCommand(),
 			reportCommand(),
 			algorithmsCommand(),
@@ -32,6 +35,20 @@ func newApp() *cli.App {
 		ExitErrHandler:  func(*cli.Context, error) {},
 		HideHelpCommand: true,
 	}
+}
+
+// streaming marks a command that streams a store: before it runs, the heap
+// gets pipeline.HeapLimit as its soft limit unless GOMEMLIMIT sets one. (Not
+// every command: loss holds a whole token batch, which may exceed it, and
+// would then spend its time collecting.)
+func streaming(c *cli.Command) *cli.Command {
+	c.Before = func(*cli.Context) error {
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(pipeline.HeapLimit)
+		}
+		return nil
+	}
+	return c
 }
 
 func main() {

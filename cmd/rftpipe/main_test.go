@@ -5,10 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/rftpipe/rftpipe/pipeline"
 )
 
 // runCLI runs rftpipe in-process with args and returns stdout, stderr and the
@@ -150,5 +154,39 @@ func TestInterspersedFlags(t *testing.T) {
 	b, _, c2 := runCLI(t, "inspect", "../../fixtures/stores/demo.parquet", "--format", "json")
 	if c1 != 0 || c2 != 0 || a != b || !strings.Contains(a, `"rows": 384`) {
 		t.Fatalf("flag order changes the result: %d %d\n%s\n%s", c1, c2, a, b)
+	}
+}
+
+// TestStreamingCommandsLimitHeap: run, gen and convert set the heap's soft
+// limit (unless GOMEMLIMIT does); the other commands leave it alone.
+func TestStreamingCommandsLimitHeap(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	prev := debug.SetMemoryLimit(math.MaxInt64)
+	defer debug.SetMemoryLimit(prev)
+	for _, c := range newApp().Commands {
+		debug.SetMemoryLimit(math.MaxInt64)
+		if c.Before != nil {
+			if err := c.Before(nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := int64(math.MaxInt64)
+		switch c.Name {
+		case "run", "gen", "convert":
+			want = pipeline.HeapLimit
+		}
+		if got := debug.SetMemoryLimit(-1); got != want {
+			t.Errorf("%s: heap limit %d, want %d", c.Name, got, want)
+		}
+	}
+	t.Setenv("GOMEMLIMIT", "3GiB")
+	debug.SetMemoryLimit(math.MaxInt64)
+	for _, c := range newApp().Commands {
+		if c.Name == "run" {
+			c.Before(nil)
+		}
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("with GOMEMLIMIT set, run changed the limit to %d", got)
 	}
 }
