@@ -105,10 +105,10 @@ const DefaultBatchRows = 8192
 // store (the rftpipe commands run, gen and convert set it, unless GOMEMLIMIT
 // sets another). The collector then works harder near it instead of letting
 // the heap grow to twice its live size: the live heap of a run is the batches
-// in flight plus a few bytes of group statistics per row (~0.6 GiB at 10M
-// rows), so the limit keeps a 10M-row GRPO run with duplication near 1 GiB of
-// RSS, where it would reach ~1.8 GiB.
-const HeapLimit = 1 << 30
+// in flight plus a few bytes of group statistics per row (~0.35 GiB at 1M
+// rows, ~0.55 GiB at 10M), so the limit keeps the RSS of a 10M-row GRPO run
+// with duplication under 1 GiB, where it would reach ~1.8 GiB.
+const HeapLimit = 768 << 20
 
 // Invalid-reward policies.
 const (
