@@ -32,6 +32,10 @@ func openIPC(path string, f Format, cfg readConfig) (source, error) {
 	if err != nil {
 		return nil, fileError(path, err, "cannot open")
 	}
+	if err := checkIPC(fh, f); err != nil {
+		fh.Close()
+		return nil, fileError(path, err, "not a readable Arrow IPC store")
+	}
 	if f == ArrowFile {
 		r, err := ipc.NewFileReader(fh, ipc.WithAllocator(cfg.mem))
 		if err != nil {

@@ -36,6 +36,12 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
+	if v := pf.MetaData().KeyValueMetadata().FindValue("ARROW:schema"); v != nil {
+		if err := checkParquetArrowSchema(*v); err != nil {
+			pf.Close()
+			return nil, fileError(path, err, "not a readable Parquet file")
+		}
+	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: int64(cfg.batchRows)}, cfg.mem)
 	if err != nil {
 		pf.Close()
