@@ -9,6 +9,7 @@ package store
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
@@ -59,6 +60,15 @@ func FormatOf(path string) (Format, error) {
 const DefaultBatchRows = 16384
 
 // fileError wraps a library error as a located input error.
+// closeUnless closes c unless *kept: deferred by an open, it releases the
+// file on every early return and on a decoder panic, which the caller
+// recovers from.
+func closeUnless(kept *bool, c io.Closer) {
+	if !*kept {
+		c.Close()
+	}
+}
+
 func fileError(file string, err error, format string, args ...any) error {
 	return &schema.InputError{File: file, Row: -1, Msg: fmt.Sprintf(format, args...), Err: err}
 }

@@ -32,25 +32,26 @@ func openIPC(path string, f Format, cfg readConfig) (source, error) {
 	if err != nil {
 		return nil, fileError(path, err, "cannot open")
 	}
+	kept := false
+	defer closeUnless(&kept, fh)
 	if err := checkIPC(fh, f); err != nil {
-		fh.Close()
 		return nil, fileError(path, err, "not a readable Arrow IPC store")
 	}
 	if f == ArrowFile {
 		r, err := ipc.NewFileReader(fh, ipc.WithAllocator(cfg.mem))
 		if err != nil {
-			fh.Close()
 			return nil, fileError(path, err, "not a readable Arrow IPC file")
 		}
 		cols := project(r.Schema(), cfg.columns)
+		kept = true
 		return &ipcFileSource{f: fh, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
 	}
 	r, err := ipc.NewReader(fh, ipc.WithAllocator(cfg.mem))
 	if err != nil {
-		fh.Close()
 		return nil, fileError(path, err, "not a readable Arrow IPC stream")
 	}
 	cols := project(r.Schema(), cfg.columns)
+	kept = true
 	return &ipcStreamSource{f: fh, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
 }
 

@@ -49,18 +49,19 @@ func openJSONL(path string, cfg readConfig) (source, error) {
 	if err != nil {
 		return nil, fileError(path, err, "cannot open")
 	}
+	kept := false
+	defer closeUnless(&kept, f)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), maxLine)
 	j := &jsonlSource{path: path, f: f, sc: sc, mem: cfg.mem, rows: cfg.batchRows, want: cfg.columns}
 	rec, err := j.readLine()
 	if err == io.EOF {
-		f.Close()
 		return nil, schema.Errorf(path, -1, "", "empty store: no experience records")
 	}
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
+	kept = true
 	j.first = rec
 	j.s = jsonlSchema(rec, cfg.columns)
 	j.bld = array.NewRecordBuilder(cfg.mem, j.s)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -32,31 +33,33 @@ type parquetSource struct {
 }
 
 func openParquet(path string, cfg readConfig) (source, error) {
-	pf, err := file.OpenParquetFile(path, false)
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fileError(path, err, "cannot open")
+	}
+	kept := false
+	defer closeUnless(&kept, fh)
+	pf, err := file.NewParquetReader(fh)
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
 	if v := pf.MetaData().KeyValueMetadata().FindValue("ARROW:schema"); v != nil {
 		if err := checkParquetArrowSchema(*v); err != nil {
-			pf.Close()
 			return nil, fileError(path, err, "not a readable Parquet file")
 		}
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: int64(cfg.batchRows)}, cfg.mem)
 	if err != nil {
-		pf.Close()
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
 	full, err := fr.Schema()
 	if err != nil {
-		pf.Close()
 		return nil, fileError(path, err, "unsupported Parquet schema")
 	}
 	// Map wanted top-level fields to their leaf columns.
 	var leaves []int
 	fields := project(full, cfg.columns)
 	if len(fields) == 0 {
-		pf.Close()
 		return nil, schema.Errorf(path, -1, "", "store has none of the columns %v", cfg.columns)
 	}
 	sc := pf.MetaData().Schema
@@ -75,9 +78,9 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	}
 	readers, rsc, err := fr.GetFieldReaders(context.Background(), leaves, rowGroups)
 	if err != nil {
-		pf.Close()
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
+	kept = true
 	return &parquetSource{pf: pf, readers: readers, sc: rsc, batch: int64(cfg.batchRows)}, nil
 }
 

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"sync"
+
+	"github.com/apache/arrow/go/v17/parquet/compress"
+	"github.com/klauspost/compress/zstd"
+)
+
+// arrow's Parquet codecs are replaced at init by wrapped ones, for two
+// reasons.
+//
+// Decoding: arrow's decoders panic on corrupt input (a failed CRC, a bad
+// snappy block), and for nested columns pqarrow decodes on goroutines of its
+// own, where no recover of ours can reach: one flipped byte in a store would
+// kill the process. recovering turns the panic into a short result, which
+// arrow's page reader reports as an error ("metadata said N bytes
+// uncompressed data page, got 0 bytes").
+//
+// Encoding: arrow's zstd codec builds a new encoder, tables and all, for every
+// page it compresses at a level other than the default, which costs as much
+// as compressing a small page. zstdLevels keeps one encoder per level
+// (EncodeAll is safe for concurrent use).
+
+type recovering struct{ compress.Codec }
+
+func (c recovering) Decode(dst, src []byte) (out []byte) {
+	defer func() {
+		if recover() != nil {
+			out = dst[:0]
+		}
+	}()
+	return c.Codec.Decode(dst, src)
+}
+
+type zstdLevels struct{ compress.Codec }
+
+var zstdEncoders sync.Map // level → *zstd.Encoder
+
+func (z zstdLevels) EncodeLevel(dst, src []byte, level int) []byte {
+	if level == compress.DefaultCompressionLevel {
+		return z.Encode(dst, src)
+	}
+	e, ok := zstdEncoders.Load(level)
+	if !ok {
+		enc, err := zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)))
+		if err != nil {
+			return z.Codec.EncodeLevel(dst, src, level)
+		}
+		e, _ = zstdEncoders.LoadOrStore(level, enc)
+	}
+	return e.(*zstd.Encoder).EncodeAll(src, dst[:0])
+}
+
+func init() {
+	for _, typ := range []compress.Compression{compress.Codecs.Snappy, compress.Codecs.Gzip, compress.Codecs.Brotli, compress.Codecs.Zstd} {
+		c, err := compress.GetCodec(typ)
+		if err != nil {
+			continue // not built into this arrow
+		}
+		if typ == compress.Codecs.Zstd {
+			c = zstdLevels{c}
+		}
+		compress.RegisterCodec(typ, recovering{c})
+	}
+}
