@@ -13,6 +13,8 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	@# The run above hides skips; say which device tests did not run, and why.
+	@$(GO) test -count=1 -v ./gpu/ | grep -E -B1 -- '^--- SKIP' | grep -v -- '^--$$' || echo "gpu: every device test ran"
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
