@@ -205,6 +205,10 @@ func (o ParquetOptions) writerProperties(s *arrow.Schema) (*parquet.WriterProper
 		parquet.WithCompression(codec),
 		parquet.WithStats(false),
 		parquet.WithDataPageSize(1 << 20),
+		// The format wants a required root; arrow-go writes a repeated one
+		// by default, which readers that honour it (hyparquet) take as one
+		// more level of nesting and misread every column.
+		parquet.WithRootRepetition(parquet.Repetitions.Required),
 	}
 	if level != 0 {
 		opts = append(opts, parquet.WithCompressionLevel(level))

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 )
@@ -171,6 +172,17 @@ func TestColumnSinkMatchesPQArrow(t *testing.T) {
 			}
 			if again := writeWith(t, ours, tc.recs...); !bytes.Equal(again, got) {
 				t.Error("the same batches gave different bytes")
+			}
+			// A repeated root (arrow-go's default) makes strict readers
+			// see one more level of nesting in every column.
+			for name, data := range map[string][]byte{"ours": got, "pqarrow": want} {
+				pf, err := file.NewParquetReader(bytes.NewReader(data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep := pf.MetaData().Schema.Root().RepetitionType(); rep != parquet.Repetitions.Required {
+					t.Errorf("%s: root repetition %v, want required", name, rep)
+				}
 			}
 		})
 	}
