@@ -59,7 +59,6 @@ func FormatOf(path string) (Format, error) {
 // DefaultBatchRows is the number of rows per record batch when reading.
 const DefaultBatchRows = 16384
 
-// fileError wraps a library error as a located input error.
 // closeUnless closes c unless *kept: deferred by an open, it releases the
 // file on every early return and on a decoder panic, which the caller
 // recovers from.
@@ -69,6 +68,7 @@ func closeUnless(kept *bool, c io.Closer) {
 	}
 }
 
+// fileError wraps a library error as a located input error.
 func fileError(file string, err error, format string, args ...any) error {
 	return &schema.InputError{File: file, Row: -1, Msg: fmt.Sprintf(format, args...), Err: err}
 }
