@@ -49,3 +49,15 @@ func FuzzParquet(f *testing.F) {
 	seedFiles(f, "../../fixtures/stores/dpo.parquet", "../../fixtures/bad/truncated.parquet", "../../fixtures/bad/flipped_footer.parquet")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzStore(t, "f.parquet", data) })
 }
+
+// FuzzArrow feeds arbitrary bytes to the Arrow IPC readers, as a file and as
+// a stream.
+//
+//	go test -run '^$' -fuzz FuzzArrow -fuzztime 60s ./schema/store/
+func FuzzArrow(f *testing.F) {
+	seedFiles(f, "testdata/dpo.arrow", "testdata/dpo.arrows")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzStore(t, "f.arrow", data)
+		fuzzStore(t, "f.arrows", data)
+	})
+}
