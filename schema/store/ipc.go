@@ -34,11 +34,16 @@ func openIPC(path string, f Format, cfg readConfig) (source, error) {
 	}
 	kept := false
 	defer closeUnless(&kept, fh)
-	if err := checkIPC(fh, f); err != nil {
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fileError(path, err, "cannot open")
+	}
+	if err := checkIPC(fh, f, st.Size()); err != nil {
 		return nil, fileError(path, err, "not a readable Arrow IPC store")
 	}
+	mem := ipcAllocator(cfg.mem, st.Size())
 	if f == ArrowFile {
-		r, err := ipc.NewFileReader(fh, ipc.WithAllocator(cfg.mem))
+		r, err := ipc.NewFileReader(fh, ipc.WithAllocator(mem))
 		if err != nil {
 			return nil, fileError(path, err, "not a readable Arrow IPC file")
 		}
@@ -46,7 +51,7 @@ func openIPC(path string, f Format, cfg readConfig) (source, error) {
 		kept = true
 		return &ipcFileSource{f: fh, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
 	}
-	r, err := ipc.NewReader(fh, ipc.WithAllocator(cfg.mem))
+	r, err := ipc.NewReader(fh, ipc.WithAllocator(mem))
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Arrow IPC stream")
 	}

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/flight"
 	"github.com/apache/arrow/go/v17/arrow/ipc"
 	"github.com/apache/arrow/go/v17/arrow/memory"
@@ -145,5 +147,51 @@ func TestCorruptIPCFooterIsBadInput(t *testing.T) {
 	_, err = Open(path)
 	if !errors.Is(err, schema.ErrBadInput) || !errors.Is(err, errCorruptSchema) {
 		t.Fatalf("Open: %v, want bad input naming the corrupt schema", err)
+	}
+}
+
+// messageBodyLength is the vtable slot of Message.bodyLength.
+const messageBodyLength = 10
+
+// TestCorruptIPCBodyLengthIsBadInput writes an Arrow IPC stream whose record
+// batch claims a 1 TiB body, and reads it.
+func TestCorruptIPCBodyLengthIsBadInput(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "run", Type: arrow.PrimitiveTypes.Int32}}, nil)
+	b := array.NewInt32Builder(memory.DefaultAllocator)
+	b.AppendValues([]int32{1, 2, 3}, nil)
+	col := b.NewArray()
+	rec := array.NewRecord(sc, []arrow.Array{col}, 3)
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(sc))
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	rec.Release()
+	col.Release()
+	data := buf.Bytes()
+
+	// Skip the schema message (continuation, length, metadata, no body) to
+	// the record batch's metadata, and set its bodyLength.
+	at := 8 + int(binary.LittleEndian.Uint32(data[4:]))
+	batch := data[at+8 : at+8+int(binary.LittleEndian.Uint32(data[at+4:]))]
+	m := (&walker{buf: batch}).root()
+	o := m.Offset(messageBodyLength)
+	if o == 0 {
+		t.Fatal("record batch message without a bodyLength")
+	}
+	binary.LittleEndian.PutUint64(batch[m.Pos+flatbuffers.UOffsetT(o):], 1<<40)
+
+	path := filepath.Join(t.TempDir(), "corrupt.arrows")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err == nil {
+		defer r.Close()
+		_, err = r.Next()
+	}
+	if !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "corrupt length") {
+		t.Fatalf("read: %v, want bad input naming the corrupt length", err)
 	}
 }

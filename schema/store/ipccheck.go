@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
+	"github.com/apache/arrow/go/v17/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
 )
 
@@ -20,7 +20,9 @@ import (
 // them into bad input. The checks below walk every schema flatbuffer the
 // readers hand to arrow (Parquet's ARROW:schema metadata, an IPC stream's
 // first message, an IPC file's footer) and refuse one whose vectors do not
-// fit in its bytes or whose fields nest deeper than maxFieldDepth.
+// fit in its bytes or whose fields nest deeper than maxFieldDepth; and
+// boundedAllocator, at the end, does the same for the lengths of message
+// bodies.
 
 const maxFieldDepth = 64
 
@@ -67,41 +69,36 @@ func checkParquetArrowSchema(v string) error {
 
 // checkIPC checks the schema of an Arrow IPC file or stream before arrow
 // decodes it.
-func checkIPC(f *os.File, format Format) error {
-	st, err := f.Stat()
-	if err != nil {
-		return nil // arrow's own read reports it
-	}
+func checkIPC(f io.ReaderAt, format Format, size int64) error {
 	if format == ArrowFile {
-		return checkIPCFooter(f, st.Size())
+		return checkIPCFooter(f, size)
 	}
-	return checkIPCStream(f, st.Size())
+	return checkIPCStream(f, size)
 }
 
 // checkIPCStream checks the schema message an Arrow IPC stream starts with.
+// arrow makes the message's buffer before it reads a byte of it, so a length
+// prefix past the end of the file is refused here.
 func checkIPCStream(f io.ReaderAt, size int64) error {
 	var head [8]byte
-	if _, err := f.ReadAt(head[:], 0); err != nil {
-		return nil // too short: arrow reports it
+	if got, _ := f.ReadAt(head[:], 0); got < 4 {
+		return nil // too short for a length: arrow reports it
 	}
-	return checkSchemaMessage(readMessage(f, size, head))
-}
-
-// readMessage returns the flatbuffer of the message at the start of f, or nil
-// when its length prefix does not fit in the file (arrow then reports EOF).
-func readMessage(f io.ReaderAt, size int64, head [8]byte) []byte {
 	off, n := int64(4), int64(int32(binary.LittleEndian.Uint32(head[:4])))
 	if n == -1 { // continuation marker, then the length
 		off, n = 8, int64(int32(binary.LittleEndian.Uint32(head[4:])))
 	}
-	if n <= 0 || off+n > size {
-		return nil
+	if n <= 0 {
+		return nil // end of stream, or a length arrow refuses itself
+	}
+	if off+n > size {
+		return fmt.Errorf("%w: a %d-byte schema message in %d bytes", errCorruptSchema, n, size)
 	}
 	b := make([]byte, n)
 	if _, err := f.ReadAt(b, off); err != nil {
 		return nil
 	}
-	return b
+	return checkSchemaMessage(b)
 }
 
 // checkIPCFooter checks the footer (and the schema in it) of an Arrow IPC
@@ -234,5 +231,36 @@ func (w *walker) field(f *flatbuffers.Table, depth int) {
 	}
 	for _, c := range w.tables(f, fieldChildren) {
 		w.field(c, depth+1)
+	}
+}
+
+// boundedAllocator refuses a buffer larger than limit. arrow's IPC readers
+// size a message's body by the length the message claims, before reading it:
+// a corrupt length asks for terabytes, which is fatal, not a panic. The
+// refusal is a panic, which the store reader recovers as bad input.
+type boundedAllocator struct {
+	memory.Allocator
+	limit int
+}
+
+// ipcAllocator bounds alloc for reading an IPC store of size bytes: no buffer
+// is larger than 64 times the file (room for compressed bodies), or 1 GiB.
+func ipcAllocator(alloc memory.Allocator, size int64) memory.Allocator {
+	return boundedAllocator{alloc, int(max(64*size, 1<<30))}
+}
+
+func (a boundedAllocator) Allocate(n int) []byte {
+	a.check(n)
+	return a.Allocator.Allocate(n)
+}
+
+func (a boundedAllocator) Reallocate(n int, b []byte) []byte {
+	a.check(n)
+	return a.Allocator.Reallocate(n, b)
+}
+
+func (a boundedAllocator) check(n int) {
+	if n > a.limit {
+		panic(fmt.Sprintf("corrupt length: a %d-byte buffer asked for, more than the store could hold", n))
 	}
 }
