@@ -21,6 +21,8 @@ type ipcFileSource struct {
 // ipcStreamSource reads the Arrow IPC stream format.
 type ipcStreamSource struct {
 	f    *os.File
+	pos  *offsetReader // what arrow has read of f
+	size int64
 	r    *ipc.Reader
 	cols []int
 	sc   *arrow.Schema
@@ -51,13 +53,14 @@ func openIPC(path string, f Format, cfg readConfig) (source, error) {
 		kept = true
 		return &ipcFileSource{f: fh, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
 	}
-	r, err := ipc.NewReader(fh, ipc.WithAllocator(mem))
+	pos := &offsetReader{r: fh}
+	r, err := ipc.NewReader(pos, ipc.WithAllocator(mem))
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Arrow IPC stream")
 	}
 	cols := project(r.Schema(), cfg.columns)
 	kept = true
-	return &ipcStreamSource{f: fh, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
+	return &ipcStreamSource{f: fh, pos: pos, size: st.Size(), r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
 }
 
 func projectSchema(s *arrow.Schema, cols []int) *arrow.Schema {
@@ -110,6 +113,9 @@ func (s *ipcStreamSource) Next() (arrow.Record, error) {
 	if s.cur != nil {
 		s.cur.Release()
 		s.cur = nil
+	}
+	if _, _, err := messageAt(s.f, s.pos.n, s.size); err != nil {
+		return nil, err
 	}
 	if !s.r.Next() {
 		if err := s.r.Err(); err != nil && err != io.EOF {

@@ -77,28 +77,52 @@ func checkIPC(f io.ReaderAt, format Format, size int64) error {
 }
 
 // checkIPCStream checks the schema message an Arrow IPC stream starts with.
-// arrow makes the message's buffer before it reads a byte of it, so a length
-// prefix past the end of the file is refused here.
 func checkIPCStream(f io.ReaderAt, size int64) error {
-	var head [8]byte
-	if got, _ := f.ReadAt(head[:], 0); got < 4 {
-		return nil // too short for a length: arrow reports it
-	}
-	off, n := int64(4), int64(int32(binary.LittleEndian.Uint32(head[:4])))
-	if n == -1 { // continuation marker, then the length
-		off, n = 8, int64(int32(binary.LittleEndian.Uint32(head[4:])))
-	}
-	if n <= 0 {
-		return nil // end of stream, or a length arrow refuses itself
-	}
-	if off+n > size {
-		return fmt.Errorf("%w: a %d-byte schema message in %d bytes", errCorruptSchema, n, size)
+	off, n, err := messageAt(f, 0, size)
+	if err != nil || n == 0 {
+		return err
 	}
 	b := make([]byte, n)
 	if _, err := f.ReadAt(b, off); err != nil {
 		return nil
 	}
 	return checkSchemaMessage(b)
+}
+
+// messageAt reads the length prefix of the stream message at offset at and
+// returns where its metadata starts and how long it is (0: none there, or a
+// length arrow refuses itself). arrow makes the metadata's buffer before it
+// reads a byte of it, so a length past the end of the file is an error here.
+func messageAt(f io.ReaderAt, at, size int64) (off, n int64, err error) {
+	var head [8]byte
+	got, _ := f.ReadAt(head[:], at)
+	if got < 4 {
+		return 0, 0, nil // too short for a length: arrow reports it
+	}
+	off, n = at+4, int64(int32(binary.LittleEndian.Uint32(head[:4])))
+	if n == -1 { // continuation marker, then the length
+		off, n = at+8, int64(int32(binary.LittleEndian.Uint32(head[4:])))
+	}
+	if n <= 0 {
+		return 0, 0, nil // end of stream, or a negative length
+	}
+	if off+n > size {
+		return 0, 0, fmt.Errorf("corrupt stream: a %d-byte message at byte %d of %d", n, at, size)
+	}
+	return off, n, nil
+}
+
+// offsetReader counts the bytes read through it: where the next stream
+// message starts.
+type offsetReader struct {
+	r io.Reader
+	n int64
+}
+
+func (o *offsetReader) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	o.n += int64(n)
+	return n, err
 }
 
 // checkIPCFooter checks the footer (and the schema in it) of an Arrow IPC

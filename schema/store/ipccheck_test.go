@@ -153,9 +153,9 @@ func TestCorruptIPCFooterIsBadInput(t *testing.T) {
 // messageBodyLength is the vtable slot of Message.bodyLength.
 const messageBodyLength = 10
 
-// TestCorruptIPCBodyLengthIsBadInput writes an Arrow IPC stream whose record
-// batch claims a 1 TiB body, and reads it.
-func TestCorruptIPCBodyLengthIsBadInput(t *testing.T) {
+// TestCorruptIPCLengthsAreBadInput writes an Arrow IPC stream whose record
+// batch claims a 1 TiB body, or 2 GB of metadata, and reads it.
+func TestCorruptIPCLengthsAreBadInput(t *testing.T) {
 	sc := arrow.NewSchema([]arrow.Field{{Name: "run", Type: arrow.PrimitiveTypes.Int32}}, nil)
 	b := array.NewInt32Builder(memory.DefaultAllocator)
 	b.AppendValues([]int32{1, 2, 3}, nil)
@@ -169,29 +169,42 @@ func TestCorruptIPCBodyLengthIsBadInput(t *testing.T) {
 	w.Close()
 	rec.Release()
 	col.Release()
-	data := buf.Bytes()
+	// The record batch follows the schema message (continuation, length,
+	// metadata, no body).
+	at := 8 + int(binary.LittleEndian.Uint32(buf.Bytes()[4:]))
 
-	// Skip the schema message (continuation, length, metadata, no body) to
-	// the record batch's metadata, and set its bodyLength.
-	at := 8 + int(binary.LittleEndian.Uint32(data[4:]))
-	batch := data[at+8 : at+8+int(binary.LittleEndian.Uint32(data[at+4:]))]
-	m := (&walker{buf: batch}).root()
-	o := m.Offset(messageBodyLength)
-	if o == 0 {
-		t.Fatal("record batch message without a bodyLength")
-	}
-	binary.LittleEndian.PutUint64(batch[m.Pos+flatbuffers.UOffsetT(o):], 1<<40)
-
-	path := filepath.Join(t.TempDir(), "corrupt.arrows")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(path)
-	if err == nil {
-		defer r.Close()
-		_, err = r.Next()
-	}
-	if !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "corrupt length") {
-		t.Fatalf("read: %v, want bad input naming the corrupt length", err)
+	for _, tc := range []struct {
+		name, want string
+		corrupt    func(data []byte)
+	}{
+		{"body length", "corrupt length", func(data []byte) {
+			batch := data[at+8 : at+8+int(binary.LittleEndian.Uint32(data[at+4:]))]
+			m := (&walker{buf: batch}).root()
+			o := m.Offset(messageBodyLength)
+			if o == 0 {
+				t.Fatal("record batch message without a bodyLength")
+			}
+			binary.LittleEndian.PutUint64(batch[m.Pos+flatbuffers.UOffsetT(o):], 1<<40)
+		}},
+		{"metadata length", "corrupt stream", func(data []byte) {
+			binary.LittleEndian.PutUint32(data[at+4:], 0x7FFF0000)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := bytes.Clone(buf.Bytes())
+			tc.corrupt(data)
+			path := filepath.Join(t.TempDir(), "corrupt.arrows")
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Open(path)
+			if err == nil {
+				defer r.Close()
+				_, err = r.Next()
+			}
+			if !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("read: %v, want bad input saying %q", err, tc.want)
+			}
+		})
 	}
 }
