@@ -20,13 +20,13 @@ import (
 // them into bad input. The checks below walk every schema flatbuffer the
 // readers hand to arrow (Parquet's ARROW:schema metadata, an IPC stream's
 // first message, an IPC file's footer) and refuse one whose vectors do not
-// fit in its bytes or whose fields nest deeper than maxFieldDepth; and
-// boundedAllocator, at the end, does the same for the lengths of message
-// bodies.
+// fit in its bytes or whose fields nest deeper than maxFieldDepth. messageAt
+// does the same for the length prefix of each stream message, and
+// boundedAllocator, at the end, for the lengths of message bodies.
 
 const maxFieldDepth = 64
 
-// errCorruptSchema is wrapped by every failed check.
+// errCorruptSchema is wrapped by every failed check of a schema flatbuffer.
 var errCorruptSchema = errors.New("corrupt Arrow schema")
 
 // Field offsets (vtable slots) of the Arrow flatbuffer tables walked here,
