@@ -38,7 +38,34 @@ const (
 	// DuplicateOf is written by the duplication stage: the input row index a
 	// duplicated row copies (null for original rows).
 	DuplicateOf = "duplicate_of"
+
+	// Trainer-side inputs: per-token list<float32> columns aligned with the
+	// response (like logprobs), and one bool per row. A store carries them
+	// when the trainer's values are logged next to the rollouts.
+	Logprob    = "logprob"     // the current policy's log-probs (the differentiated input)
+	OldLogprob = "old_logprob" // the trainer's recomputed old log-probs
+	RefLogprob = "ref_logprob" // the reference model's log-probs
+	Values     = "values"      // the critic's values
+	Entropy    = "entropy"     // the policy's per-token entropy
+	ExpertMask = "expert_mask" // bool per row: an expert (SFT) row of a mix batch
+	// RolloutISWeights is written by the rollout-correction stage: the
+	// truncated importance-sampling weights per token.
+	RolloutISWeights = "rollout_is_weights"
 )
+
+// Aliases maps Trinity-RFT's and verl's names of the per-token inputs to the
+// store's column names, for stores written with those names.
+var Aliases = map[string]string{
+	"log_prob":          Logprob,
+	"old_log_probs":     OldLogprob,
+	"old_log_prob":      OldLogprob,
+	"ref_log_prob":      RefLogprob,
+	"entropys":          Entropy,
+	"is_expert":         ExpertMask,
+	"response_mask":     ActionMask,
+	"rollout_log_probs": Logprobs,
+	"teacher_logprob":   TeacherLogprobs,
+}
 
 // Type of each known column. batch and task may also be utf8 (see IDTypes).
 var types = map[string]arrow.DataType{
@@ -63,6 +90,13 @@ var types = map[string]arrow.DataType{
 	Info:             arrow.BinaryTypes.String, // JSON text: pandas, polars and DuckDB read it as is
 	Metrics:          arrow.BinaryTypes.String, // JSON text
 	DuplicateOf:      arrow.PrimitiveTypes.Int64,
+	Logprob:          arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	OldLogprob:       arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	RefLogprob:       arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	Values:           arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	Entropy:          arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	ExpertMask:       arrow.FixedWidthTypes.Boolean,
+	RolloutISWeights: arrow.ListOf(arrow.PrimitiveTypes.Float32),
 }
 
 // Order is the canonical column order of a store written by rftpipe.
@@ -70,6 +104,7 @@ var Order = []string{
 	Batch, Task, Run, Step, Suffix, Reward, PromptLength, Tokens, Logprobs, ActionMask,
 	TokenLevelReward, Advantages, Returns, TeacherLogprobs, Chosen, Rejected,
 	TruncateStatus, ModelVersion, Info, Metrics, DuplicateOf,
+	Logprob, OldLogprob, RefLogprob, Values, Entropy, ExpertMask, RolloutISWeights,
 }
 
 // Type returns the canonical Arrow type of a known column.
