@@ -11,27 +11,44 @@ import (
 // LossOn is Loss with the kernel evaluated by ev: tokens.CPU (what Loss
 // does) or a device backend such as package gpu.
 func (f *Fn) LossOn(ev tokens.Evaluator, b *tokens.Batch, mode agg.Mode, grad []float64) (float64, agg.Metrics, error) {
-	if f.Kind == None {
-		if len(grad) != b.Rows.Tokens() {
-			return 0, nil, schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
+	t, ok, err := f.Term(b, mode)
+	if err != nil || !ok {
+		if err == nil && len(grad) != b.Rows.Tokens() {
+			err = schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
 		}
 		clear(grad)
-		return 0, agg.Metrics{}, nil
+		return 0, agg.Metrics{}, err
+	}
+	res, err := ev.Eval(b, grad, t)
+	if err != nil {
+		return 0, nil, fmt.Errorf("entropy loss %s: %w", f.Name, err)
+	}
+	v, m := f.Summary(mode, res[0])
+	return v, m, nil
+}
+
+// Term returns the entropy term over b's rows (ok false for the none
+// function), after checking b has its inputs.
+func (f *Fn) Term(b *tokens.Batch, mode agg.Mode) (t tokens.Term, ok bool, err error) {
+	if f.Kind == None {
+		return t, false, nil
 	}
 	rows := tokens.AllRows
 	if f.Kind == Mix {
 		if !b.Has(tokens.ExpertMask) {
-			return 0, nil, schema.BadInputf("expert_mask is required for MixEntropyLossFn")
+			return t, false, schema.BadInputf("expert_mask is required for MixEntropyLossFn")
 		}
 		rows = tokens.UsualRows
 	}
 	if err := b.Require(tokens.Entropy, tokens.ActionMask); err != nil {
-		return 0, nil, fmt.Errorf("entropy loss %s: %w", f.Name, err)
+		return t, false, fmt.Errorf("entropy loss %s: %w", f.Name, err)
 	}
-	res, err := ev.Eval(b, grad, tokens.Term{Kernel: Kernel{}, Rows: rows, Mode: mode, Coef: f.Coef})
-	if err != nil {
-		return 0, nil, fmt.Errorf("entropy loss %s: %w", f.Name, err)
-	}
-	e := agg.Total(mode, res[0].Stats.Rows, res[0].Sums[0])
-	return e * f.Coef, agg.Metrics{"entropy_loss": e}, nil
+	return tokens.Term{Kernel: Kernel{}, Rows: rows, Mode: mode, Coef: f.Coef}, true, nil
+}
+
+// Summary turns the term's sums into the weighted term entropy_coef ·
+// entropy and its metric entropy_loss.
+func (f *Fn) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics) {
+	e := agg.Total(mode, r.Stats.Rows, r.Sums[0])
+	return e * f.Coef, agg.Metrics{"entropy_loss": e}
 }

@@ -11,21 +11,38 @@ import (
 // LossOn is Loss with the kernel evaluated by ev: tokens.CPU (what Loss
 // does) or a device backend such as package gpu.
 func (f *Fn) LossOn(ev tokens.Evaluator, b *tokens.Batch, mode agg.Mode, grad []float64) (float64, agg.Metrics, error) {
-	if f.Kind == None {
-		if len(grad) != b.Rows.Tokens() {
-			return 0, nil, schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
+	t, ok, err := f.Term(b, mode)
+	if err != nil || !ok {
+		if err == nil && len(grad) != b.Rows.Tokens() {
+			err = schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
 		}
 		clear(grad)
-		return 0, agg.Metrics{}, nil
+		return 0, agg.Metrics{}, err
 	}
-	if err := b.Require(tokens.LogProb, tokens.RefLogProb, tokens.ActionMask); err != nil {
-		return 0, nil, fmt.Errorf("KL loss %s: %w", f.Name, err)
-	}
-	c := f.Ctl.Coef()
-	res, err := ev.Eval(b, grad, tokens.Term{Kernel: Kernel{Fn: f}, Rows: tokens.AllRows, Mode: mode, Coef: c})
+	res, err := ev.Eval(b, grad, t)
 	if err != nil {
 		return 0, nil, fmt.Errorf("KL loss %s: %w", f.Name, err)
 	}
-	kl := agg.Total(mode, res[0].Stats.Rows, res[0].Sums[0])
-	return kl * c, agg.Metrics{"kl_loss": kl, "kl_coef": c}, nil
+	v, m := f.Summary(mode, res[0])
+	return v, m, nil
+}
+
+// Term returns the KL loss as one term over b's rows (ok false for kl_loss_fn
+// none), after checking b has its inputs.
+func (f *Fn) Term(b *tokens.Batch, mode agg.Mode) (t tokens.Term, ok bool, err error) {
+	if f.Kind == None {
+		return t, false, nil
+	}
+	if err := b.Require(tokens.LogProb, tokens.RefLogProb, tokens.ActionMask); err != nil {
+		return t, false, fmt.Errorf("KL loss %s: %w", f.Name, err)
+	}
+	return tokens.Term{Kernel: Kernel{Fn: f}, Rows: tokens.AllRows, Mode: mode, Coef: f.Ctl.Coef()}, true, nil
+}
+
+// Summary turns the term's sums into the weighted loss kl_coef · kl and its
+// metrics kl_loss and kl_coef.
+func (f *Fn) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics) {
+	c := f.Ctl.Coef()
+	kl := agg.Total(mode, r.Stats.Rows, r.Sums[0])
+	return kl * c, agg.Metrics{"kl_loss": kl, "kl_coef": c}
 }

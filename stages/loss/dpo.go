@@ -73,7 +73,7 @@ func (d dpo) margin(z float64) (float64, float64) {
 }
 
 func (d dpo) plan(b *tokens.Batch) (*Plan, error) {
-	B := b.Rows.N()
+	B := b.Totals().Rows[tokens.AllRows]
 	if d.perPair && B%2 != 0 {
 		return nil, bad("per_pair needs chosen/rejected pairs: odd row count %d", B)
 	}

@@ -59,15 +59,8 @@ func (x *mix) plan(b *tokens.Batch) (*Plan, error) {
 		}
 		mu = x.chord.mu(steps[0])
 	}
-	B := b.Rows.N()
-	var nu, ne int
-	for _, e := range b.ExpertMask() {
-		if e {
-			ne++
-		} else {
-			nu++
-		}
-	}
+	tot := b.Totals()
+	B, nu, ne := tot.Rows[tokens.AllRows], tot.Rows[tokens.UsualRows], tot.Rows[tokens.ExpertRows]
 	share := func(tbs int64) float64 {
 		if x.dynamic {
 			return float64(x.expPerGPU) / float64(int64(B)*tbs)

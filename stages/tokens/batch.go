@@ -77,6 +77,8 @@ type Batch struct {
 	counts []float64 // per-row mask counts, set with the mask
 	total  float64   // Σ counts
 	chunks []int     // row boundaries of the evaluation chunks
+	first  int       // batch row index of row 0 (SetWindow)
+	totals *Totals   // the whole batch's totals (SetWindow); nil: b is the batch
 }
 
 // chunkTokens is the evaluation chunk size: rows are grouped into chunks of

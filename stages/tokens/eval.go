@@ -161,7 +161,7 @@ func (b *Batch) view(row *Row, r, lo, hi int) {
 		}
 		return nil
 	}
-	row.Index = r
+	row.Index = b.first + r
 	row.LP, row.Old, row.Ref, row.Adv = sl(LogProb), sl(OldLogProb), sl(RefLogProb), sl(Advantages)
 	row.Mask, row.Teacher, row.Entropy, row.Values = sl(ActionMask), sl(TeacherLogProb), sl(Entropy), sl(Values)
 	row.Count = b.counts[r]

@@ -40,18 +40,12 @@ func (b *Batch) Layout(terms []Term) (Layout, error) {
 		return Layout{}, schema.BadInputf("missing input %s", ActionMask)
 	}
 	l := Layout{Term: make([]int, b.Rows.N()), Stats: make([]Stats, len(terms))}
+	tot := b.Totals()
 	for i, t := range terms {
-		if t.Rows != AllRows && b.expert == nil {
+		if t.Rows != AllRows && !tot.Expert {
 			return Layout{}, schema.BadInputf("missing input %s", ExpertMask)
 		}
-		st := &l.Stats[i]
-		st.Width = b.Rows.Width
-		for r := 0; r < b.Rows.N(); r++ {
-			if t.Rows.has(b.expert, r) {
-				st.Rows++
-				st.Total += b.counts[r]
-			}
-		}
+		l.Stats[i] = Stats{Rows: tot.Rows[t.Rows], Total: tot.Mask[t.Rows], Width: tot.Width}
 	}
 	for r := range l.Term {
 		l.Term[r] = -1

@@ -153,7 +153,7 @@ func Lower(b *tokens.Batch, terms []tokens.Term) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	B := b.Rows.N()
+	B, first := b.Rows.N(), b.First()
 	p := &Plan{Terms: make([]Term, len(terms)), Scale: make([]float64, B), GradScale: make([]float64, B),
 		Count: make([]float64, B), Stats: lay.Stats}
 	hasOld := b.Has(tokens.OldLogProb)
@@ -167,10 +167,10 @@ func Lower(b *tokens.Batch, terms []tokens.Term) (*Plan, error) {
 		}
 		p.Terms[i] = Term{Kernel: d, Sums: t.Kernel.Sums()}
 		if s, ok := t.Kernel.(*loss.DPOSums); ok {
-			if len(s.Out) < 2*B {
-				return nil, fmt.Errorf("gpu: dpo sums buffer has %d values, want %d", len(s.Out), 2*B)
+			if len(s.Out) < 2*(first+B) {
+				return nil, fmt.Errorf("gpu: dpo sums buffer has %d values, want %d", len(s.Out), 2*(first+B))
 			}
-			p.Terms[i].RowOut = s.Out
+			p.Terms[i].RowOut = s.Out[2*first : 2*(first+B)] // a window's rows
 		}
 	}
 	for r := 0; r < B; r++ {
@@ -184,10 +184,10 @@ func Lower(b *tokens.Batch, terms []tokens.Term) (*Plan, error) {
 		p.Terms[ti].Rows = append(p.Terms[ti].Rows, int32(r))
 		p.Scale[r], p.GradScale[r] = b.RowScale(t, lay.Stats[ti], r)
 		if f, ok := t.Kernel.(*loss.RowFactor); ok {
-			if len(f.F) != B {
-				return nil, fmt.Errorf("gpu: row factors have %d values, the batch has %d rows", len(f.F), B)
+			if len(f.F) < first+B {
+				return nil, fmt.Errorf("gpu: row factors have %d values, the batch has %d rows", len(f.F), first+B)
 			}
-			p.GradScale[r] = f.F[r]
+			p.GradScale[r] = f.F[first+r]
 		}
 	}
 	return p, nil
