@@ -19,5 +19,10 @@ func asymreVerlSpec() Spec {
 
 // Compute implements TrainerFn; needs Mask, TokenLevelRewards, Groups.
 func (f *ASYMREVerl) Compute(b *TokenBatch) (*TokenResult, error) {
-	return b.groupResult("asymre_verl", &asymreRule{shift: f.BaselineShift, prec: prec64})
+	return b.groupResult("asymre_verl", f.rule())
 }
+
+// Stream implements TrainerFn.
+func (f *ASYMREVerl) Stream() Streamed { return newGroupStream("asymre_verl", f.rule()) }
+
+func (f *ASYMREVerl) rule() groupRule { return &asymreRule{shift: f.BaselineShift, prec: prec64} }

@@ -48,6 +48,10 @@ func (f *ClipB) Compute(b *TokenBatch) (*TokenResult, error) {
 	return res, nil
 }
 
+// Stream implements TrainerFn: the whole batch is held (batch-wide token
+// statistics).
+func (f *ClipB) Stream() Streamed { return &wholeStream{fn: f} }
+
 // clipSetup checks the columns of clipb/clipv and computes the grpo_verl
 // advantages (returns = advantages).
 func clipSetup(b *TokenBatch, fn string, eps float64, lpName string, lp []float64) (*TokenResult, error) {

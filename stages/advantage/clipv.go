@@ -28,6 +28,10 @@ func clipVSpec() Spec {
 	}
 }
 
+// Stream implements TrainerFn: the whole batch is held (a batch-wide top-K
+// over its tokens).
+func (f *ClipV) Stream() Streamed { return &wholeStream{fn: f} }
+
 // Compute implements TrainerFn; needs Mask, TokenLevelRewards, Groups,
 // OldLogprobs, Entropys, Necs. Metrics: frac_clipped, frac_clipped_pos,
 // frac_clipped_neg, stdD.

@@ -20,6 +20,9 @@ func (f *GRPOVerl) Compute(b *TokenBatch) (*TokenResult, error) {
 	return b.groupResult("grpo_verl", f.rule())
 }
 
+// Stream implements TrainerFn.
+func (f *GRPOVerl) Stream() Streamed { return newGroupStream("grpo_verl", f.rule()) }
+
 func (f *GRPOVerl) rule() *grpoRule {
 	return (&GRPO{Epsilon: f.Epsilon}).rule(prec32Stats, nil)
 }

@@ -33,9 +33,17 @@ func jsdSpec() Spec {
 // Compute implements TrainerFn; needs Mask, OldLogprobs, TeacherLogprobs.
 // Metrics: jsd/mean, jsd/std (over rows of Σ_t j·mask), advantages/mean.
 func (f *JSD) Compute(b *TokenBatch) (*TokenResult, error) {
+	return distillWhole(b, "jsd", "jsd", f.token())
+}
+
+// Stream implements TrainerFn: rows are independent.
+func (f *JSD) Stream() Streamed { return distillStream("jsd", "jsd", f.token()) }
+
+// token returns the per-token rule: the divergence and the advantage.
+func (f *JSD) token() func(s, t float64) (float64, float64) {
 	beta := f.Lambda
 	lnB, ln1B := math.Log(beta), math.Log(1-beta)
-	return distill(b, "jsd", "jsd", func(s, t float64) (float64, float64) {
+	return func(s, t float64) (float64, float64) {
 		if f.Temperature != 1 {
 			s, t = s/f.Temperature, t/f.Temperature
 		}
@@ -50,10 +58,9 @@ func (f *JSD) Compute(b *TokenBatch) (*TokenResult, error) {
 			j = beta*(t-logM) + (1-beta)*(s-logM)
 		}
 		return j, -f.KLCoef * j
-	})
+	}
 }
 
-// logAddExp returns ln(e^a + e^b) without overflow.
 func logAddExp(a, b float64) float64 {
 	if a < b {
 		a, b = b, a

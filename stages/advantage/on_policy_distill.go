@@ -22,23 +22,57 @@ func onPolicyDistillSpec() Spec {
 // Metrics: kl/mean, kl/std (over rows of Σ_t (old − teacher)·mask),
 // advantages/mean (over rows of Σ_t advantages).
 func (f *OnPolicyDistill) Compute(b *TokenBatch) (*TokenResult, error) {
-	return distill(b, "on_policy_distill", "kl", func(old, teacher float64) (float64, float64) {
-		return old - teacher, f.KLCoef * (teacher - old)
-	})
+	return distillWhole(b, "on_policy_distill", "kl", f.token)
+}
+
+// Stream implements TrainerFn: rows are independent.
+func (f *OnPolicyDistill) Stream() Streamed { return distillStream("on_policy_distill", "kl", f.token) }
+
+func (f *OnPolicyDistill) token(old, teacher float64) (float64, float64) {
+	return old - teacher, f.KLCoef * (teacher - old)
+}
+
+// distillWhole runs a per-token distillation rule over a whole batch.
+func distillWhole(b *TokenBatch, fn, metric string, tok func(old, teacher float64) (div, adv float64)) (*TokenResult, error) {
+	res, rows, err := distill(b, fn, tok)
+	if err != nil {
+		return nil, err
+	}
+	res.Metrics = distillMetrics(metric, rows)
+	return res, nil
+}
+
+// distillStream is the streamed form of a distillation rule.
+func distillStream(fn, metric string, tok func(old, teacher float64) (div, adv float64)) Streamed {
+	return &localStream{
+		compute: func(c *Chunk) (*TokenResult, []rowValues, error) { return distill(&c.TokenBatch, fn, tok) },
+		finish:  func(rows []rowValues) agg.Metrics { return distillMetrics(metric, rows) },
+	}
+}
+
+// distillMetrics returns <metric>/mean, <metric>/std and advantages/mean
+// from the per-row sums of the divergence and the advantages.
+func distillMetrics(metric string, rows []rowValues) agg.Metrics {
+	if len(rows) < 2 {
+		rows = []rowValues{nil, nil}
+	}
+	mean, std := rowStats(rows[0])
+	advMean, _ := rowStats(rows[1])
+	return agg.Metrics{metric + "/mean": mean, metric + "/std": std, "advantages/mean": advMean}
 }
 
 // distill runs a per-token distillation rule: tok(old, teacher) returns the
-// token's divergence value (reported as <metric>/mean, <metric>/std over row
-// sums) and its advantage; both are masked.
-func distill(b *TokenBatch, fn, metric string, tok func(old, teacher float64) (div, adv float64)) (*TokenResult, error) {
+// token's divergence value and its advantage; both are masked. It returns
+// the per-row sums of both.
+func distill(b *TokenBatch, fn string, tok func(old, teacher float64) (div, adv float64)) (*TokenResult, []rowValues, error) {
 	if err := b.needMask(fn); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := b.need(fn, "old_log_probs", b.OldLogprobs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := b.need(fn, "teacher_logprobs", b.TeacherLogprobs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	adv := make([]float64, len(b.Mask))
 	divSum := make([]float64, b.Rows.N())
@@ -56,11 +90,6 @@ func distill(b *TokenBatch, fn, metric string, tok func(old, teacher float64) (d
 			advSum[r] += a
 		}
 	}
-	mean, std := rowStats(divSum)
-	advMean, _ := rowStats(advSum)
-	return &TokenResult{
-		Advantages: adv,
-		Returns:    append([]float64(nil), adv...),
-		Metrics:    agg.Metrics{metric + "/mean": mean, metric + "/std": std, "advantages/mean": advMean},
-	}, nil
+	res := &TokenResult{Advantages: adv, Returns: append([]float64(nil), adv...), Metrics: agg.Metrics{}}
+	return res, []rowValues{divSum, advSum}, nil
 }

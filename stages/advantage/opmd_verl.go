@@ -22,5 +22,12 @@ func opmdVerlSpec() Spec {
 
 // Compute implements TrainerFn; needs Mask, TokenLevelRewards, Groups.
 func (f *OPMDVerl) Compute(b *TokenBatch) (*TokenResult, error) {
-	return b.groupResult("opmd_verl", &opmdRule{logAvgExp: f.LogAvgExp, tau: f.Tau, prec: prec32Stats})
+	return b.groupResult("opmd_verl", f.rule())
+}
+
+// Stream implements TrainerFn.
+func (f *OPMDVerl) Stream() Streamed { return newGroupStream("opmd_verl", f.rule()) }
+
+func (f *OPMDVerl) rule() groupRule {
+	return &opmdRule{logAvgExp: f.LogAvgExp, tau: f.Tau, prec: prec32Stats}
 }

@@ -25,20 +25,38 @@ func ppoSpec() Spec {
 // Compute implements TrainerFn; needs Mask, TokenLevelRewards, Values. It
 // fails, as upstream, when the batch has fewer than two masked tokens.
 func (f *PPO) Compute(b *TokenBatch) (*TokenResult, error) {
+	gae, ret, err := f.gae(b)
+	if err != nil {
+		return nil, err
+	}
+	adv := make([]float64, len(b.Mask))
+	if err := agg.Whiten(adv, gae, b.Mask, true); err != nil {
+		return nil, errorf("ppo", "%v", err)
+	}
+	return &TokenResult{Advantages: adv, Returns: ret, Metrics: agg.Metrics{}}, nil
+}
+
+// Stream implements TrainerFn.
+func (f *PPO) Stream() Streamed {
+	return &whitenStream{fn: "ppo", local: func(c *Chunk) ([]float64, []float64, error) { return f.gae(&c.TokenBatch) }}
+}
+
+// gae returns the GAE advantages (before whitening) and the returns.
+func (f *PPO) gae(b *TokenBatch) (gae, ret []float64, err error) {
 	const fn = "ppo"
 	if err := b.needMask(fn); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, c := range []struct {
 		name string
 		col  []float64
 	}{{"token_level_rewards", b.TokenLevelRewards}, {"values", b.Values}} {
 		if err := b.need(fn, c.name, c.col); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	gae := make([]float64, len(b.Mask))
-	ret := make([]float64, len(b.Mask))
+	gae = make([]float64, len(b.Mask))
+	ret = make([]float64, len(b.Mask))
 	for r := 0; r < b.Rows.N(); r++ {
 		lo, hi := b.Rows.Span(r)
 		g, next := 0.0, 0.0
@@ -50,9 +68,5 @@ func (f *PPO) Compute(b *TokenBatch) (*TokenResult, error) {
 			next = b.Values[t]
 		}
 	}
-	adv := make([]float64, len(b.Mask))
-	if err := agg.Whiten(adv, gae, b.Mask, true); err != nil {
-		return nil, errorf(fn, "%v", err)
-	}
-	return &TokenResult{Advantages: adv, Returns: ret, Metrics: agg.Metrics{}}, nil
+	return gae, ret, nil
 }

@@ -17,6 +17,9 @@ type PipelineFn interface {
 // TrainerFn is a configured trainer-side fn over a ragged token batch.
 type TrainerFn interface {
 	Compute(b *TokenBatch) (*TokenResult, error)
+	// Stream returns a fresh streamed form of the fn, for a batch handed
+	// over in windows of rows.
+	Stream() Streamed
 }
 
 // Side says where a fn runs.

@@ -21,6 +21,30 @@ func reinforcePlusPlusSpec() Spec {
 // Compute implements TrainerFn; needs Mask, TokenLevelRewards. It fails, as
 // upstream, when the batch has fewer than two masked tokens.
 func (f *ReinforcePlusPlus) Compute(b *TokenBatch) (*TokenResult, error) {
+	ret, err := f.returns(b)
+	if err != nil {
+		return nil, err
+	}
+	adv := make([]float64, len(b.Mask))
+	if err := agg.Whiten(adv, ret, b.Mask, true); err != nil {
+		return nil, errorf("reinforceplusplus", "%v", err)
+	}
+	for i, m := range b.Mask {
+		adv[i] *= m
+	}
+	return &TokenResult{Advantages: adv, Returns: ret, Metrics: agg.Metrics{}}, nil
+}
+
+// Stream implements TrainerFn.
+func (f *ReinforcePlusPlus) Stream() Streamed {
+	return &whitenStream{fn: "reinforceplusplus", remask: true, local: func(c *Chunk) ([]float64, []float64, error) {
+		ret, err := f.returns(&c.TokenBatch)
+		return ret, ret, err
+	}}
+}
+
+// returns returns the discounted returns of token_level_rewards.
+func (f *ReinforcePlusPlus) returns(b *TokenBatch) ([]float64, error) {
 	const fn = "reinforceplusplus"
 	if err := b.needMask(fn); err != nil {
 		return nil, err
@@ -37,12 +61,5 @@ func (f *ReinforcePlusPlus) Compute(b *TokenBatch) (*TokenResult, error) {
 			ret[t] = running
 		}
 	}
-	adv := make([]float64, len(b.Mask))
-	if err := agg.Whiten(adv, ret, b.Mask, true); err != nil {
-		return nil, errorf(fn, "%v", err)
-	}
-	for i, m := range b.Mask {
-		adv[i] *= m
-	}
-	return &TokenResult{Advantages: adv, Returns: ret, Metrics: agg.Metrics{}}, nil
+	return ret, nil
 }

@@ -18,6 +18,14 @@ func remaxSpec() Spec {
 	}
 }
 
+// Stream implements TrainerFn: rows are independent.
+func (f ReMax) Stream() Streamed {
+	return &localStream{compute: func(c *Chunk) (*TokenResult, []rowValues, error) {
+		res, err := f.Compute(&c.TokenBatch)
+		return res, nil, err
+	}}
+}
+
 // Compute implements TrainerFn; needs Mask, TokenLevelRewards, RewardBaselines.
 func (ReMax) Compute(b *TokenBatch) (*TokenResult, error) {
 	const fn = "remax"

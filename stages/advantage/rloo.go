@@ -19,6 +19,9 @@ func (RLOO) Compute(b *TokenBatch) (*TokenResult, error) {
 	return b.groupResult("rloo", rlooRule{})
 }
 
+// Stream implements TrainerFn.
+func (RLOO) Stream() Streamed { return newGroupStream("rloo", rlooRule{}) }
+
 // rlooRule: s·n/(n−1) − mean·n/(n−1), the mean taken on a float32 tensor.
 type rlooRule struct{}
 
