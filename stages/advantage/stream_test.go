@@ -28,7 +28,7 @@ func synthTokenBatch(seed uint64) (*TokenBatch, []int32) {
 		}
 		return v
 	}
-	b.Mask = col(func(int) float64 { return float64(rng.IntN(5) / 4 ^ 1) })
+	b.Mask = col(func(int) float64 { return float64(rng.IntN(5)/4 ^ 1) })
 	b.TokenLevelRewards = col(func(int) float64 { return rng.NormFloat64() })
 	b.Values = col(func(int) float64 { return rng.NormFloat64() })
 	b.OldLogprobs = col(func(int) float64 { return -rng.ExpFloat64() })
