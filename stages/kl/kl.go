@@ -228,37 +228,80 @@ func (f *Fn) Loss(b *tokens.Batch, mode agg.Mode, grad []float64) (float64, agg.
 // kl = mean over rows of the row's masked mean kl and kl_coef = c, the
 // coefficient before the controller's update with that kl. none returns the
 // scores and no metrics. Without ref_logprob it returns the scores with kl 0
-// and kl_coef 0 (upstream's intended branch, unreachable there: Q-09).
+// and kl_coef 0 (upstream's intended branch, unreachable there: Q-09). It is
+// NewPenalty, Apply and Finish over one window.
 func (f *Fn) ApplyPenalty(b *tokens.Batch, scores []float64) ([]float64, agg.Metrics, error) {
+	p := f.NewPenalty()
+	rewards, err := p.Apply(b, scores)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rewards, p.Finish(), nil
+}
+
+// Penalty applies the KL penalty to a batch handed over in windows of rows:
+// Apply on every window, then Finish once. The coefficient is the one
+// before the batch; the controller is updated by Finish.
+type Penalty struct {
+	f      *Fn
+	c      float64
+	sum    float64 // Σ over rows of each row's masked mean KL
+	rows   int
+	noRef  bool
+	called bool
+}
+
+// NewPenalty starts the penalty of one batch.
+func (f *Fn) NewPenalty() *Penalty { return &Penalty{f: f, c: f.Ctl.Coef()} }
+
+// Apply returns the window's token_level_rewards from its token-level scores.
+func (p *Penalty) Apply(b *tokens.Batch, scores []float64) ([]float64, error) {
+	f := p.f
 	if len(scores) != b.Rows.Tokens() {
-		return nil, nil, schema.BadInputf("token_level_scores has %d tokens, the batch has %d", len(scores), b.Rows.Tokens())
+		return nil, schema.BadInputf("token_level_scores has %d tokens, the batch has %d", len(scores), b.Rows.Tokens())
 	}
 	rewards := append([]float64(nil), scores...)
+	first := !p.called
+	p.called = true
 	if f.Kind == None {
-		return rewards, agg.Metrics{}, nil
+		return rewards, nil
 	}
-	if !b.Has(tokens.RefLogProb) {
-		return rewards, agg.Metrics{"kl": 0, "kl_coef": 0}, nil
+	if first && !b.Has(tokens.RefLogProb) {
+		p.noRef = true
 	}
-	if err := b.Require(tokens.OldLogProb, tokens.ActionMask); err != nil {
-		return nil, nil, fmt.Errorf("KL penalty %s: %w", f.Name, err)
+	if p.noRef {
+		return rewards, nil
+	}
+	if err := b.Require(tokens.OldLogProb, tokens.RefLogProb, tokens.ActionMask); err != nil {
+		return nil, fmt.Errorf("KL penalty %s: %w", f.Name, err)
 	}
 	old, ref, mask := b.Col(tokens.OldLogProb), b.Col(tokens.RefLogProb), b.Col(tokens.ActionMask)
-	c := f.Ctl.Coef()
 	kl := make([]float64, len(scores))
 	for i := range kl {
 		v, _ := f.Token(old[i], ref[i], 0, false)
 		kl[i] = v * mask[i] // plain product, as upstream
-		rewards[i] -= c * kl[i]
+		rewards[i] -= p.c * kl[i]
 	}
-	cur := 0.0
 	for r := 0; r < b.Rows.N(); r++ {
 		lo, hi := b.Rows.Span(r)
-		cur += agg.Mean(kl[lo:hi], mask[lo:hi])
+		p.sum += agg.Mean(kl[lo:hi], mask[lo:hi])
 	}
-	cur /= float64(b.Rows.N())
-	f.Ctl.Update(cur, b.Rows.N())
-	return rewards, agg.Metrics{"kl": cur, "kl_coef": c}, nil
+	p.rows += b.Rows.N()
+	return rewards, nil
+}
+
+// Finish updates the controller with the batch's KL (the mean over rows of
+// each row's masked mean) and returns the metrics kl and kl_coef.
+func (p *Penalty) Finish() agg.Metrics {
+	switch {
+	case p.f.Kind == None:
+		return agg.Metrics{}
+	case p.noRef:
+		return agg.Metrics{"kl": 0, "kl_coef": 0}
+	}
+	cur := p.sum / float64(p.rows)
+	p.f.Ctl.Update(cur, p.rows)
+	return agg.Metrics{"kl": cur, "kl_coef": p.c}
 }
 
 // Controller holds a KL coefficient.
