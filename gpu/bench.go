@@ -2,12 +2,10 @@ package gpu
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"unsafe"
 
-	"github.com/rftpipe/rftpipe/stages/loss"
-	"github.com/rftpipe/rftpipe/stages/tokens"
+	"github.com/rftpipe/rftpipe/stages/objective"
 )
 
 // BenchResult is one timing of a loss's forward + gradient on the device.
@@ -28,38 +26,27 @@ type BenchResult struct {
 	CopyFraction float64 `json:"copy_fraction"`
 }
 
-// BenchLoss times l on tokens.Synthetic(rows, width, seed): one warm-up
-// evaluation (which compiles the kernels), then runs timed ones; the median
-// kernel time is reported with its throughput and its bandwidth against
-// copyGBPerS (from CopyBandwidth; 0 leaves the fraction out).
-func (d *Device) BenchLoss(l *loss.Loss, rows, width, runs int, seed uint64, copyGBPerS float64) (BenchResult, error) {
-	b := tokens.Synthetic(rows, width, seed)
+// BenchLoss times o on tokens.Synthetic(rows, width, seed) with
+// objective.Bench: the median kernel time (one warm-up evaluation compiles
+// the kernels) with its throughput and its bandwidth against copyGBPerS
+// (from CopyBandwidth; 0 leaves the fraction out).
+func (d *Device) BenchLoss(o *objective.Objective, rows, width, runs int, seed uint64, copyGBPerS float64) (BenchResult, error) {
 	ev := d.NewEvaluator(Options{Timing: true})
 	defer ev.Close()
-	grad := make([]float64, b.Rows.Tokens())
-	var times []float64
 	var bytes int64
-	for i := 0; i <= runs; i++ {
-		res, err := l.EvalOn(ev, b, grad)
-		if err != nil {
-			return BenchResult{}, err
-		}
-		if math.IsNaN(res.Loss) {
-			return BenchResult{}, fmt.Errorf("bench: %s gave a NaN loss", l.Name())
+	med, err := objective.Bench(ev, o, rows, width, runs, seed, func(eval func() error) (float64, error) {
+		if err := eval(); err != nil {
+			return 0, err
 		}
 		ms, n := ev.TakeTiming()
-		if i > 0 { // run 0 is the warm-up
-			times = append(times, ms)
-			bytes = n
-		}
+		bytes = n
+		return ms, nil
+	})
+	if err != nil {
+		return BenchResult{}, err
 	}
-	slices.Sort(times)
-	med := times[len(times)/2]
-	if len(times)%2 == 0 {
-		med = (times[len(times)/2-1] + med) / 2
-	}
-	r := BenchResult{Fn: l.Name(), Shape: fmt.Sprintf("%dx%d", rows, width), Device: d.String(), MedianMs: med,
-		MtokPerS: float64(b.Rows.Tokens()) / med / 1e3, GBPerS: float64(bytes) / med / 1e6, CopyGBPerS: copyGBPerS}
+	r := BenchResult{Fn: o.Policy.Name(), Shape: fmt.Sprintf("%dx%d", rows, width), Device: d.String(), MedianMs: med,
+		MtokPerS: float64(rows*width) / med / 1e3, GBPerS: float64(bytes) / med / 1e6, CopyGBPerS: copyGBPerS}
 	if copyGBPerS > 0 {
 		r.CopyFraction = r.GBPerS / copyGBPerS
 	}

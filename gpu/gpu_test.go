@@ -19,6 +19,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/objective"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -266,13 +267,13 @@ func BenchmarkLossGPU(b *testing.B) {
 	for _, fn := range []string{"ppo", "gspo", "sapo", "dpo"} {
 		for _, shape := range [][2]int{{1024, 4096}, {4096, 8192}} {
 			b.Run(fmt.Sprintf("%s/%dx%d", fn, shape[0], shape[1]), func(b *testing.B) {
-				l, err := loss.Default().New(fn, nil)
+				o, err := objective.PolicyOnly(fn)
 				if err != nil {
 					b.Fatal(err)
 				}
 				var r BenchResult
 				for b.Loop() {
-					if r, err = d.BenchLoss(l, shape[0], shape[1], 20, 1, copyBW); err != nil {
+					if r, err = d.BenchLoss(o, shape[0], shape[1], 20, 1, copyBW); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -42,10 +42,7 @@ func BenchmarkRun(b *testing.B) {
 	in := benchStore(b, tasks)
 	out := filepath.Join(b.TempDir(), "out.parquet")
 	rows := float64(tasks * 8)
-	dup := Job{In: in, Out: out, AdvantageFn: "grpo", Seed: 1}
-	if err := dup.SetArgs([]string{"std_threshold=0", "duplicate_experiences=true"}); err != nil {
-		b.Fatal(err)
-	}
+	dup := withFn(b, Job{In: in, Out: out, Seed: 1}, "grpo", "", "std_threshold=0", "duplicate_experiences=true")
 	// Each phase starts from a heap handed back to the OS, as a fresh
 	// rftpipe process would: the peak RSS is the largest phase's, not the
 	// phases stacked (DuckDB's group pass over the previous phase's heap).
@@ -62,7 +59,7 @@ func BenchmarkRun(b *testing.B) {
 		floor := timed(func() error { return copyStore(in, out, store.ParquetOptions{}) })
 		var res, dupRes *Result
 		d := timed(func() (err error) {
-			res, err = Run(context.Background(), Job{In: in, Out: out, AdvantageFn: "grpo"})
+			res, err = Run(context.Background(), withFn(b, Job{In: in, Out: out}, "grpo", ""))
 			return err
 		})
 		dd := timed(func() (err error) {

@@ -18,53 +18,46 @@ import (
 	"github.com/rftpipe/rftpipe/stages/advantage"
 )
 
-// needs says which per-row scalars a fn reads besides the reward and the task
-// grouping, which every pipeline-side fn reads.
-type needs struct {
-	runs        bool // the run grouping (step_wise_grpo)
-	step        bool // eid.step (step_wise_grpo with last_by_eid_step)
-	logprobMean bool // the mean log-prob of each row (grpo's rank_penalty)
-}
-
-func needsOf(fn advantage.PipelineFn) needs {
-	switch f := fn.(type) {
-	case *advantage.StepWiseGRPO:
-		return needs{runs: true, step: f.LastByStep}
-	case *advantage.GRPO:
-		return needs{logprobMean: f.RankPenalty != nil}
-	}
-	return needs{}
-}
-
-// columns lists the store columns the group pass reads.
-func (n needs) columns() []string {
+// groupColumns lists the store columns the group pass reads for n.
+func groupColumns(n GroupNeeds) []string {
 	cols := []string{schema.Batch, schema.Task, schema.Reward}
-	if n.runs {
+	if n.Runs || n.Step {
 		cols = append(cols, schema.Run, schema.Step)
 	}
-	if n.logprobMean {
+	if n.LogprobMean {
 		cols = append(cols, schema.Logprobs)
 	}
 	return cols
 }
 
-// grouping is the result of the group pass: the fn's Input over the rows with
-// a valid reward, and how store rows map onto it.
-type grouping struct {
-	in *advantage.Input
-	// planRow maps a store row to its row in in, -1 for a row dropped for an
-	// invalid reward; nil when every row is in in (the identity).
+// Grouping is the result of the group pass: per-row scalars and groupings
+// of the rows it keeps (Input, the shape a pipeline-side fn reads), and how
+// store rows map onto them.
+type Grouping struct {
+	Input *advantage.Input
+	// planRow maps a store row to its row in Input, -1 for a row dropped for
+	// an invalid reward; nil when every row is in Input (the identity).
 	planRow []int32
-	// rows is the number of store rows; invalid the number with a null, NaN
-	// or infinite reward, the first of which is store row firstInvalid (-1).
-	rows, invalid, firstInvalid int64
+	// Rows is the number of store rows; Invalid the number with a null, NaN
+	// or infinite reward, the first of which is store row FirstInvalid (-1).
+	Rows, Invalid, FirstInvalid int64
+}
+
+// Row returns the Input row of store row i, -1 if the pass dropped it.
+func (g *Grouping) Row(i int64) int32 {
+	if g.planRow == nil {
+		return int32(i)
+	}
+	return g.planRow[i]
 }
 
 // groupPass runs the DuckDB queries of sql/pipeline over the store's files
 // and builds the fn's Input. Files that are not Parquet are first reduced to
 // a temporary Parquet file of the scalar columns needed, in tmpDir.
-func groupPass(ctx context.Context, in string, files []string, n needs, tmpDir string) (*grouping, error) {
-	files, err := parquetFiles(ctx, in, files, n.columns(), tmpDir)
+// With n.InvalidRewards, rows with an invalid reward are grouped like the
+// others (their reward is NaN or ±Inf); otherwise they belong to no group.
+func groupPass(ctx context.Context, in string, files []string, n GroupNeeds, tmpDir string) (*Grouping, error) {
+	files, err := parquetFiles(ctx, in, files, groupColumns(n), tmpDir)
 	if err != nil {
 		return nil, err
 	}
@@ -82,22 +75,27 @@ func groupPass(ctx context.Context, in string, files []string, n needs, tmpDir s
 		return nil, err
 	}
 
-	g := &grouping{in: &advantage.Input{}, firstInvalid: -1}
-	tid, err := scanTasks(ctx, db, g)
+	g := &Grouping{Input: &advantage.Input{}, FirstInvalid: -1}
+	grouped := "valid"
+	if n.InvalidRewards {
+		grouped = "TRUE"
+	}
+	vars := map[string]string{"grouped": grouped}
+	tid, err := scanTasks(ctx, db, g, vars)
 	if err != nil {
 		return nil, err
 	}
-	if g.in.Tasks, err = groupsOf(tid); err != nil {
+	if g.Input.Tasks, err = groupsOf(tid); err != nil {
 		return nil, err
 	}
-	if n.runs {
-		if err := scanRuns(ctx, db, g, n.step); err != nil {
+	if n.Runs || n.Step {
+		if err := scanRuns(ctx, db, g, n.Step, vars); err != nil {
 			return nil, err
 		}
 	}
-	if n.logprobMean {
-		q := make([]float64, 0, len(g.in.Reward))
-		err := query(ctx, db, rsql.Pipeline("logprob_mean", nil), func(rows *dbsql.Rows) error {
+	if n.LogprobMean {
+		q := make([]float64, 0, len(g.Input.Reward))
+		err := query(ctx, db, rsql.Pipeline("logprob_mean", vars), func(rows *dbsql.Rows) error {
 			var v dbsql.NullFloat64
 			if err := rows.Scan(&v); err != nil {
 				return err
@@ -108,7 +106,7 @@ func groupPass(ctx context.Context, in string, files []string, n needs, tmpDir s
 		if err != nil {
 			return nil, err
 		}
-		g.in.LogprobMean = q
+		g.Input.LogprobMean = q
 	}
 	return g, nil
 }
@@ -148,9 +146,9 @@ func createExps(ctx context.Context, db *dbsql.DB, files []string) error {
 
 // scanTasks reads tasks.sql into g's rewards and planRow; it returns the task
 // group id of every kept row.
-func scanTasks(ctx context.Context, db *dbsql.DB, g *grouping) ([]int32, error) {
+func scanTasks(ctx context.Context, db *dbsql.DB, g *Grouping, vars map[string]string) ([]int32, error) {
 	var tid []int32
-	err := query(ctx, db, rsql.Pipeline("tasks", nil), func(rows *dbsql.Rows) error {
+	err := query(ctx, db, rsql.Pipeline("tasks", vars), func(rows *dbsql.Rows) error {
 		var (
 			row    int64
 			reward dbsql.NullFloat64
@@ -159,34 +157,38 @@ func scanTasks(ctx context.Context, db *dbsql.DB, g *grouping) ([]int32, error) 
 		if err := rows.Scan(&row, &reward, &id); err != nil {
 			return err
 		}
-		if !id.Valid { // invalid reward
-			if g.invalid == 0 {
-				g.firstInvalid = row
+		if v := nullNaN(reward); math.IsNaN(v) || math.IsInf(v, 0) {
+			if g.Invalid == 0 {
+				g.FirstInvalid = row
+			}
+			g.Invalid++
+		}
+		if !id.Valid { // invalid reward, dropped
+			if g.planRow == nil {
 				g.planRow = make([]int32, row, row+1)
 				for i := range g.planRow {
 					g.planRow[i] = int32(i)
 				}
 			}
-			g.invalid++
 			g.planRow = append(g.planRow, -1)
 		} else {
 			if g.planRow != nil {
 				g.planRow = append(g.planRow, int32(len(tid)))
 			}
 			tid = append(tid, int32(id.Int64))
-			g.in.Reward = append(g.in.Reward, reward.Float64)
+			g.Input.Reward = append(g.Input.Reward, nullNaN(reward))
 		}
-		g.rows++
+		g.Rows++
 		return nil
 	})
 	return tid, err
 }
 
 // scanRuns reads runs.sql into g's run grouping (and steps).
-func scanRuns(ctx context.Context, db *dbsql.DB, g *grouping, withStep bool) error {
-	rid := make([]int32, 0, len(g.in.Reward))
+func scanRuns(ctx context.Context, db *dbsql.DB, g *Grouping, withStep bool, vars map[string]string) error {
+	rid := make([]int32, 0, len(g.Input.Reward))
 	var steps []int64
-	err := query(ctx, db, rsql.Pipeline("runs", nil), func(rows *dbsql.Rows) error {
+	err := query(ctx, db, rsql.Pipeline("runs", vars), func(rows *dbsql.Rows) error {
 		var id, step int64
 		if err := rows.Scan(&id, &step); err != nil {
 			return err
@@ -198,11 +200,11 @@ func scanRuns(ctx context.Context, db *dbsql.DB, g *grouping, withStep bool) err
 	if err != nil {
 		return err
 	}
-	if g.in.Runs, err = groupsOf(rid); err != nil {
+	if g.Input.Runs, err = groupsOf(rid); err != nil {
 		return err
 	}
 	if withStep {
-		g.in.Step = steps
+		g.Input.Step = steps
 	}
 	return nil
 }

@@ -3,24 +3,22 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow/go/v17/arrow"
-	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
-	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
 )
 
-// Run runs job: see the package documentation for the steps. On any error
+// Run runs job: see the package documentation for the passes. On any error
 // nothing is left at job.Out (an existing file there is untouched) and the
 // input is never modified.
 func Run(ctx context.Context, job Job) (*Result, error) {
@@ -28,124 +26,266 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	if err := job.check(); err != nil {
 		return nil, err
 	}
-	fn, need, err := job.stage()
-	if err != nil {
-		return nil, err
-	}
 
-	// 1. Open the store; check the columns the fn and the writer need.
+	// 1. Open the store; check the columns the stages declare.
 	r, err := store.Open(job.In, store.BatchRows(job.BatchRows))
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	if err := schema.Require(r.Files()[0], r.Schema(), need.columns()...); err != nil {
-		return nil, err
+	cols := newColumns(r.Files()[0], r.Schema(), job.Columns)
+	has := func(name string) bool { return cols.lookup(name) >= 0 }
+	for _, st := range job.Stages {
+		if p, ok := st.(Preparer); ok {
+			if err := p.Prepare(has); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, st := range job.Stages {
+		if err := cols.require(st.Needs().Columns...); err != nil {
+			return nil, err
+		}
 	}
 	tmp, err := os.MkdirTemp("", "rftpipe-run-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	res := &Result{Metrics: agg.Metrics{}}
 
-	// 2. Group pass: DuckDB groups the rows, the stage plans them.
-	g, err := groupPass(ctx, job.In, r.Files(), need, tmp)
-	if err != nil {
-		return nil, err
+	// 2. Group pass, when a stage asks for it: DuckDB reads the scalar
+	// columns and groups the rows.
+	var g *Grouping
+	if gn, ok := groupNeeds(job.Stages); ok {
+		if g, err = groupPass(ctx, job.In, r.Files(), gn, tmp); err != nil {
+			return nil, err
+		}
+		switch {
+		case gn.InvalidRewards:
+		case g.Invalid > 0 && job.OnInvalidReward == InvalidError:
+			return nil, locateInvalidReward(job.In, g.FirstInvalid)
+		case job.OnInvalidReward == InvalidDrop:
+			res.InvalidDropped = g.Invalid
+			// Upstream's invalid_reward_filter operator reports its count.
+			res.Metrics["experience_pipeline/invalid_reward_filter/filtered_count"] = float64(g.Invalid)
+		}
+		g.Input.Seed = job.Seed
+		res.Groups = g.Input.Tasks.Len()
+		for _, st := range job.Stages {
+			if gr, ok := st.(Grouper); ok {
+				if err := gr.Group(g); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
-	if g.invalid > 0 && job.OnInvalidReward == InvalidError {
-		return nil, locateInvalidReward(job.In, g.firstInvalid)
-	}
-	g.in.Seed = job.Seed
-	opStart := time.Now()
-	plan, err := fn.Plan(g.in)
-	if err != nil {
-		return nil, err
-	}
-	opTime := time.Since(opStart)
-	withAdv := plan.Score != nil // filters compute no advantage
-	if withAdv {
-		if err := schema.Require(r.Files()[0], r.Schema(), schema.ActionMask); err != nil {
+
+	// 3. Statistics passes, when a stage needs them: the store is read once
+	// per pass, only the columns the observing stages read.
+	for p := 0; p < observePasses(job.Stages); p++ {
+		if err := observe(ctx, &job, p, g); err != nil {
 			return nil, err
 		}
 	}
 
-	// 3+4. One streaming pass into the output store; copies go to a spill
-	// store and are appended at the end.
-	withDup := len(plan.Dups) > 0 || len(r.Schema().FieldIndices(schema.DuplicateOf)) > 0
-	sh := newShaper(r.Schema(), withAdv, withDup)
-	w, err := store.Create(job.Out, sh.out, store.NotOver(job.In), store.WithParquet(job.Parquet))
+	// 4. The streaming pass: every batch through every stage, into the
+	// output store; copied rows go to a spill store appended at the end.
+	s, err := newStreamer(&job, r, cols, g, tmp)
 	if err != nil {
 		return nil, err
 	}
-	defer w.Abort()
-	s := &streamer{job: &job, g: g, plan: plan, sh: sh, dups: indexDups(plan), rng: advantage.NewRNG(job.Seed ^ suffixSalt)}
-	if len(plan.Dups) > 0 {
-		if s.spill, err = store.Create(filepath.Join(tmp, "copies.arrows"), sh.out); err != nil {
-			return nil, err
-		}
-		defer s.spill.Abort()
-	}
-	writeStart := time.Now()
-	if err := s.run(ctx, r, w); err != nil {
+	defer s.abort()
+	streamStart := time.Now()
+	if err := s.run(ctx, r); err != nil {
 		return nil, err
 	}
-	if err := s.appendCopies(ctx, w, filepath.Join(tmp, "copies.arrows")); err != nil {
+	streamTime := time.Since(streamStart)
+	if err := s.commit(ctx); err != nil {
 		return nil, err
 	}
-	if err := w.Commit(); err != nil {
-		return nil, err
+	res.In, res.Out, res.Duplicated = s.rows, s.written, s.copied
+	if g != nil && s.rows != g.Rows {
+		return nil, schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", g.Rows, s.rows)
 	}
 
-	// 5. Metrics.
-	res := &Result{
-		In: g.rows, Out: w.Rows(), Duplicated: s.copied, Filtered: int64(plan.Filtered),
-		InvalidDropped: g.invalid, Groups: g.in.Tasks.Len(), Metrics: agg.Metrics{},
+	// 5. Results.
+	for _, st := range job.Stages {
+		if f, ok := st.(Finisher); ok {
+			if err := f.Finish(res); err != nil {
+				return nil, err
+			}
+		}
 	}
-	res.Metrics.Merge("experience_pipeline", plan.Metrics)
-	// Upstream's invalid_reward_filter also reports filtered_count, which the
-	// fn's own filtered_count then overwrites; its count is kept here
-	// under its own name instead of being lost.
-	if job.OnInvalidReward == InvalidDrop {
-		res.Metrics["experience_pipeline/invalid_reward_filter/filtered_count"] = float64(g.invalid)
-	}
-	res.Metrics["experience_pipeline/experience_count"] = float64(res.Out)
-	res.Metrics["time/experience_pipeline/operator/"+job.name()] = opTime.Seconds()
-	res.Metrics["time/experience_pipeline/write"] = time.Since(writeStart).Seconds()
 	res.Elapsed = time.Since(start)
-	res.Metrics["time/experience_pipeline/total"] = res.Elapsed.Seconds()
+	if job.Out != "" && job.Keep == nil { // an experience store was written
+		res.Metrics["experience_pipeline/experience_count"] = float64(res.Out)
+		res.Metrics["time/experience_pipeline/write"] = streamTime.Seconds()
+		res.Metrics["time/experience_pipeline/total"] = res.Elapsed.Seconds()
+	}
 	return res, nil
 }
 
-// suffixSalt separates the suffix generator's stream from the stage's.
-const suffixSalt = 0x5eed5f1f
+// groupNeeds merges the stages' group-pass needs; ok is false when no stage
+// asks for the pass.
+func groupNeeds(stages []Stage) (GroupNeeds, bool) {
+	var out GroupNeeds
+	ok := false
+	for _, st := range stages {
+		if n := st.Needs().Group; n != nil {
+			ok = true
+			out.Runs = out.Runs || n.Runs
+			out.Step = out.Step || n.Step
+			out.LogprobMean = out.LogprobMean || n.LogprobMean
+			out.InvalidRewards = out.InvalidRewards || n.InvalidRewards
+		}
+	}
+	return out, ok
+}
 
-// streamer is the streaming pass: it reads batches on one goroutine, shapes
-// them on the caller's and writes them on a third, so reading, computing and
-// encoding overlap.
+// observePasses returns the number of statistics passes the stages need.
+func observePasses(stages []Stage) int {
+	n := 0
+	for _, st := range stages {
+		if _, ok := st.(Observer); ok {
+			n = max(n, st.Needs().Passes)
+		}
+	}
+	return n
+}
+
+// observing reports whether stage st takes part in statistics pass p.
+func observing(st Stage, p int) (Observer, bool) {
+	o, ok := st.(Observer)
+	if !ok {
+		return nil, false
+	}
+	n := st.Needs().Passes
+	return o, n == AllPasses || p < n
+}
+
+// observe runs statistics pass p: the observing stages see every batch,
+// read with only the columns they declare.
+func observe(ctx context.Context, job *Job, p int, g *Grouping) error {
+	var want []string
+	for _, st := range job.Stages {
+		if _, ok := observing(st, p); ok {
+			n := st.Needs()
+			want = append(append(want, n.Columns...), n.Optional...)
+		}
+	}
+	want = append(want, schema.ActionMask, schema.Logprobs) // the response layout
+	r, err := store.Open(job.In, store.BatchRows(job.BatchRows))
+	if err != nil {
+		return err
+	}
+	cols := newColumns(r.Files()[0], r.Schema(), job.Columns)
+	var names []string
+	for _, w := range want {
+		if i := cols.lookup(w); i >= 0 {
+			names = append(names, r.Schema().Field(i).Name)
+		}
+	}
+	r.Close()
+	if r, err = store.Open(job.In, store.BatchRows(job.BatchRows), store.Columns(names...)); err != nil {
+		return err
+	}
+	defer r.Close()
+	cols = newColumns(r.Files()[0], r.Schema(), job.Columns)
+	var rows int64
+	err = r.ForEach(ctx, func(rec arrow.Record) error {
+		file, fileRow, row := r.Pos()
+		if err := schema.Validate(file, fileRow, rec, schema.ValidateOptions{AllowInvalidReward: true}); err != nil {
+			return err
+		}
+		b := &Batch{rec: rec, cols: cols, File: file, FileRow: fileRow, Row: row, mem: memory.DefaultAllocator}
+		defer b.release()
+		rows += int64(b.Len())
+		for _, st := range job.Stages {
+			if o, ok := observing(st, p); ok {
+				if err := o.Observe(p, b); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err == nil && g != nil && rows != g.Rows {
+		err = schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", g.Rows, rows)
+	}
+	return err
+}
+
+// streamer is the streaming pass: it reads batches on one goroutine, runs
+// the stages on the caller's and writes on a third, so reading, computing
+// and encoding overlap.
 type streamer struct {
-	job    *Job
-	g      *grouping
-	plan   *advantage.Plan
-	sh     *shaper
-	dups   *dupIndex
-	rng    *advantage.RNG
-	spill  *store.Writer
-	copied int64
+	job       *Job
+	cols      *columns
+	g         *Grouping
+	sh        *shaper
+	w         *store.Writer // nil: the job writes no store
+	spill     *store.Writer
+	spillPath string
+
+	rows, written, copied int64
 }
 
-// batch is one input record batch and where it starts.
-type batch struct {
-	rec          arrow.Record
-	file         string
-	fileRow, row int64
-	spill        bool // (output) rec holds copies, for the spill store
+// out is one output record, for the store or the spill.
+type out struct {
+	rec   arrow.Record
+	spill bool
 }
 
-func (s *streamer) run(ctx context.Context, r *store.Reader, w *store.Writer) error {
+func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp string) (*streamer, error) {
+	var writes []string
+	dup := fieldIndex(r.Schema(), schema.DuplicateOf) >= 0 && job.Keep == nil
+	for _, st := range job.Stages {
+		n := st.Needs()
+		for _, w := range n.Writes {
+			if !slices.Contains(writes, w) {
+				writes = append(writes, w)
+			}
+		}
+		dup = dup || n.Duplicates
+	}
+	for _, st := range job.Stages { // needs known only after the group pass
+		if err := cols.require(st.Needs().Columns...); err != nil {
+			return nil, err
+		}
+	}
+	s := &streamer{job: job, cols: cols, g: g}
+	s.sh = newShaper(r.Schema(), cols, job.Keep, writes, dup, job.Seed)
+	if job.Out == "" {
+		return s, nil
+	}
+	var err error
+	if s.w, err = store.Create(job.Out, s.sh.out, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
+		return nil, err
+	}
+	if dup {
+		s.spillPath = filepath.Join(tmp, "copies.arrows")
+		if s.spill, err = store.Create(s.spillPath, s.sh.out); err != nil {
+			s.w.Abort()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *streamer) abort() {
+	if s.w != nil {
+		s.w.Abort()
+	}
+	if s.spill != nil {
+		s.spill.Abort()
+	}
+}
+
+func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 	eg, ctx := errgroup.WithContext(ctx)
-	in := make(chan batch, 1)
-	out := make(chan batch, 1)
+	in := make(chan *Batch, 1)
+	outs := make(chan out, 2)
 	eg.Go(func() error { // read
 		defer close(in)
 		for {
@@ -161,8 +301,9 @@ func (s *streamer) run(ctx context.Context, r *store.Reader, w *store.Writer) er
 			}
 			rec.Retain()
 			file, fileRow, row := r.Pos()
+			b := &Batch{rec: rec, cols: s.cols, File: file, FileRow: fileRow, Row: row, mem: memory.DefaultAllocator}
 			select {
-			case in <- batch{rec: rec, file: file, fileRow: fileRow, row: row}:
+			case in <- b:
 			case <-ctx.Done():
 				rec.Release()
 				return ctx.Err()
@@ -170,36 +311,39 @@ func (s *streamer) run(ctx context.Context, r *store.Reader, w *store.Writer) er
 		}
 	})
 	eg.Go(func() error { // write
-		for b := range out {
-			err := error(nil)
-			if b.spill {
-				err = s.spill.Write(b.rec)
-			} else {
-				err = w.Write(b.rec)
-			}
-			b.rec.Release()
+		for o := range outs {
+			err := s.write(o)
+			o.rec.Release()
 			if err != nil {
-				drain(out)
+				for o := range outs {
+					o.rec.Release()
+				}
 				return err
 			}
 		}
 		return nil
 	})
-	eg.Go(func() error { // shape
-		defer close(out)
+	eg.Go(func() error { // stages
+		defer close(outs)
 		for b := range in {
-			outs, err := s.shapeBatch(b)
+			kept, copies, err := s.apply(b)
+			b.release()
 			b.rec.Release()
-			for _, o := range outs {
+			for _, o := range []out{{rec: kept}, {rec: copies, spill: true}} {
+				if o.rec == nil {
+					continue
+				}
 				select {
-				case out <- o:
+				case outs <- o:
 				case <-ctx.Done():
 					o.rec.Release()
 					err = ctx.Err()
 				}
 			}
 			if err != nil {
-				drain(in)
+				for b := range in {
+					b.rec.Release()
+				}
 				return err
 			}
 		}
@@ -208,237 +352,67 @@ func (s *streamer) run(ctx context.Context, r *store.Reader, w *store.Writer) er
 	return eg.Wait()
 }
 
-func drain(ch chan batch) {
-	for b := range ch {
-		b.rec.Release()
+// apply validates one batch, runs it through the stages and shapes its
+// output records.
+func (s *streamer) apply(b *Batch) (kept, copies arrow.Record, err error) {
+	if err := schema.Validate(b.File, b.FileRow, b.rec, schema.ValidateOptions{AllowInvalidReward: true}); err != nil {
+		return nil, nil, err
 	}
-}
-
-// shapeBatch validates one input batch and returns its output batches: the
-// kept rows, then (for the spill) the copies of its duplicated rows.
-func (s *streamer) shapeBatch(b batch) ([]batch, error) {
-	if err := schema.Validate(b.file, b.fileRow, b.rec, schema.ValidateOptions{AllowInvalidReward: true}); err != nil {
-		return nil, err
+	if s.g != nil && b.Row+int64(b.Len()) > s.g.Rows {
+		return nil, nil, schema.Errorf(s.job.In, -1, "", "the store changed while it was read: more than the %d rows the group pass counted", s.g.Rows)
 	}
-	n := int(b.rec.NumRows())
-	var keep []int64
-	score := make([]float32, 0, n)
-	var cp copies
-	var take []int64
-	var cpScore []float32
-	for i := 0; i < n; i++ {
-		row := b.row + int64(i)
-		p := s.g.row(row)
-		if p < 0 || !s.plan.Keep[p] {
-			continue
-		}
-		sc := float32(0)
-		if s.plan.Score != nil {
-			sc = s.plan.Score[p]
-		}
-		keep = append(keep, int64(i))
-		score = append(score, sc)
-		for _, d := range s.dups.of(p) {
-			take = append(take, int64(i))
-			cpScore = append(cpScore, sc)
-			cp.of = append(cp.of, row)
-			cp.offset = append(cp.offset, s.plan.Dups[d].TaskOffset)
-		}
-	}
-	var outs []batch
-	if len(keep) > 0 {
-		rec, err := s.shapeRows(b.rec, keep, score, nil)
-		if err != nil {
-			return nil, err
-		}
-		outs = append(outs, batch{rec: rec})
-	}
-	if len(take) > 0 {
-		cp.suffix = s.freshSuffixes(b.rec, take, cp.of)
-		rec, err := s.shapeRows(b.rec, take, cpScore, &cp)
-		if err != nil {
-			releaseAll(outs)
-			return nil, err
-		}
-		s.copied += int64(len(take))
-		outs = append(outs, batch{rec: rec, spill: true})
-	}
-	return outs, nil
-}
-
-// shapeRows shapes rows idx of rec (all of them, in order, when idx covers
-// every row).
-func (s *streamer) shapeRows(rec arrow.Record, idx []int64, score []float32, cp *copies) (arrow.Record, error) {
-	if len(idx) == int(rec.NumRows()) && cp == nil {
-		return s.sh.shape(rec, score, nil)
-	}
-	sel, err := takeRows(rec, idx)
-	if err != nil {
-		return nil, err
-	}
-	defer sel.Release()
-	return s.sh.shape(sel, score, cp)
-}
-
-// takeRows returns the rows idx of rec, in that order: each run of
-// consecutive rows is a zero-copy slice, and the slices of every column are
-// concatenated (linear; arrow's compute.Take regrows its list buffers for
-// every row it adds, quadratic in the batch's token count).
-func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
-	type run struct{ lo, hi int64 }
-	var runs []run
-	for _, i := range idx {
-		if k := len(runs) - 1; k >= 0 && runs[k].hi == i {
-			runs[k].hi++
-		} else {
-			runs = append(runs, run{i, i + 1})
-		}
-	}
-	if len(runs) == 0 {
-		runs = append(runs, run{0, 0})
-	}
-	cols := make([]arrow.Array, rec.NumCols())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	parts := make([]arrow.Array, len(runs))
-	for i, c := range rec.Columns() {
-		for k, r := range runs {
-			parts[k] = array.NewSlice(c, r.lo, r.hi)
-		}
-		var err error
-		if len(parts) == 1 {
-			cols[i] = parts[0]
-		} else {
-			cols[i], err = array.Concatenate(parts, memory.DefaultAllocator)
-			for _, p := range parts {
-				p.Release()
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
-		}
-	}
-	return array.NewRecord(rec.Schema(), cols, int64(len(idx))), nil
-}
-
-func releaseAll(bs []batch) {
-	for _, b := range bs {
-		b.rec.Release()
-	}
-}
-
-// freshSuffixes draws a suffix for every copy: six hex digits, like
-// upstream's, from the seeded generator, differing from the suffix of the row
-// copied and of its other copies (so every uid stays unique).
-func (s *streamer) freshSuffixes(rec arrow.Record, take, of []int64) []string {
-	var orig arrow.Array
-	if s.sh.suffix >= 0 {
-		orig = rec.Column(s.sh.suffix)
-	}
-	out := make([]string, len(take))
-	for i := range take {
-		for {
-			v := fmt.Sprintf("%06x", s.rng.Uint64()&0xffffff)
-			if orig != nil && orig.IsValid(int(take[i])) && orig.ValueStr(int(take[i])) == v {
-				continue
-			}
-			clash := false
-			for k := i - 1; k >= 0 && of[k] == of[i]; k-- {
-				clash = clash || out[k] == v
-			}
-			if !clash {
-				out[i] = v
-				break
+	s.rows += int64(b.Len())
+	for _, st := range s.job.Stages {
+		if a, ok := st.(Applier); ok {
+			if err := a.Apply(b); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
-	return out
+	if s.w == nil {
+		return nil, nil, nil
+	}
+	return s.sh.shape(b)
 }
 
-// appendCopies appends the spilled copies to w, in the order they were set
-// aside (the order of the rows they copy).
-func (s *streamer) appendCopies(ctx context.Context, w *store.Writer, path string) error {
-	if s.spill == nil {
+func (s *streamer) write(o out) error {
+	if o.spill {
+		s.copied += o.rec.NumRows()
+		return s.spill.Write(o.rec)
+	}
+	return s.w.Write(o.rec)
+}
+
+// commit appends the spilled copies, in the order they were set aside (the
+// order of the rows they copy), and commits the output store.
+func (s *streamer) commit(ctx context.Context) error {
+	if s.w == nil {
 		return nil
 	}
-	if err := s.spill.Commit(); err != nil {
-		return err
-	}
-	r, err := store.Open(path, store.BatchRows(s.job.BatchRows))
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for {
-		if err := ctx.Err(); err != nil {
+	if s.spill != nil {
+		if err := s.spill.Commit(); err != nil {
 			return err
 		}
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
+		s.spill = nil
+		if s.copied == 0 {
+			return s.commitOut()
 		}
+		r, err := store.Open(s.spillPath, store.BatchRows(s.job.BatchRows))
 		if err != nil {
 			return err
 		}
-		if err := w.Write(rec); err != nil {
+		defer r.Close()
+		if err := r.ForEach(ctx, s.w.Write); err != nil {
 			return err
 		}
 	}
+	return s.commitOut()
 }
 
-// row returns the plan row of store row i, -1 if it was dropped for an
-// invalid reward.
-func (g *grouping) row(i int64) int32 {
-	if g.planRow == nil {
-		return int32(i)
+func (s *streamer) commitOut() error {
+	if err := s.w.Commit(); err != nil {
+		return err
 	}
-	return g.planRow[i]
-}
-
-// dupIndex lists, per plan row, the duplicate blocks that copy it (CSR).
-type dupIndex struct {
-	off []int32
-	dup []int32
-}
-
-func indexDups(p *advantage.Plan) *dupIndex {
-	if len(p.Dups) == 0 {
-		return &dupIndex{}
-	}
-	n := len(p.Keep)
-	ix := &dupIndex{off: make([]int32, n+1)}
-	for _, d := range p.Dups {
-		for _, r := range p.Groups.Group(int(d.Group)) {
-			if p.Keep[r] {
-				ix.off[r+1]++
-			}
-		}
-	}
-	for i := 0; i < n; i++ {
-		ix.off[i+1] += ix.off[i]
-	}
-	ix.dup = make([]int32, ix.off[n])
-	next := append([]int32(nil), ix.off[:n]...)
-	for k, d := range p.Dups {
-		for _, r := range p.Groups.Group(int(d.Group)) {
-			if p.Keep[r] {
-				ix.dup[next[r]] = int32(k)
-				next[r]++
-			}
-		}
-	}
-	return ix
-}
-
-// of returns the duplicate blocks copying plan row r, in block order.
-func (ix *dupIndex) of(r int32) []int32 {
-	if ix.off == nil {
-		return nil
-	}
-	return ix.dup[ix.off[r]:ix.off[r+1]]
+	s.written = s.w.Rows()
+	return nil
 }

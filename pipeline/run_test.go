@@ -165,7 +165,7 @@ func run(t *testing.T, job Job) *Result {
 	}
 	res, err := Run(context.Background(), job)
 	if err != nil {
-		t.Fatalf("Run(%s over %s): %v", job.name(), job.In, err)
+		t.Fatalf("Run(%s over %s): %v", job.Stages[0].Name(), job.In, err)
 	}
 	return res
 }
@@ -174,7 +174,7 @@ func TestGRPOMatchesIndependentComputation(t *testing.T) {
 	for _, in := range []string{"demo.parquet", "demo.jsonl", "multi.parquet"} {
 		t.Run(in, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out.parquet")
-			res := run(t, Job{In: stores + in, Out: out, AdvantageFn: "grpo"})
+			res := run(t, withFn(t, Job{In: stores + in, Out: out}, "grpo", ""))
 			src := readTable(t, stores+in)
 			got := readTable(t, out)
 			if res.In != int64(len(src.tid)) || res.Out != res.In || len(got.tid) != len(src.tid) {
@@ -234,10 +234,7 @@ func TestEveryStage(t *testing.T) {
 			name = "strategy_" + name
 		}
 		t.Run(name, func(t *testing.T) {
-			job := Job{In: stores + c.in, Out: filepath.Join(t.TempDir(), "out.parquet"), AdvantageFn: c.fn, AddStrategy: c.strategy, Seed: 1}
-			if err := job.SetArgs(c.args); err != nil {
-				t.Fatal(err)
-			}
+			job := withFn(t, Job{In: stores + c.in, Out: filepath.Join(t.TempDir(), "out.parquet"), Seed: 1}, c.fn, c.strategy, c.args...)
 			res := run(t, job)
 			got := readTable(t, job.Out)
 			if int64(len(got.tid)) != res.Out || res.Out != res.In-res.Filtered+res.Duplicated {
@@ -264,10 +261,7 @@ func TestDeterministicBytes(t *testing.T) {
 			dir := t.TempDir()
 			var sums [3][32]byte
 			for k, seed := range []uint64{7, 7, 8} {
-				job := Job{In: stores + "demo.parquet", Out: filepath.Join(dir, fmt.Sprintf("o%d.parquet", k)), AdvantageFn: "grpo", Seed: seed}
-				if err := job.SetArgs(args); err != nil {
-					t.Fatal(err)
-				}
+				job := withFn(t, Job{In: stores + "demo.parquet", Out: filepath.Join(dir, fmt.Sprintf("o%d.parquet", k)), Seed: seed}, "grpo", "", args...)
 				run(t, job)
 				b, err := os.ReadFile(job.Out)
 				if err != nil {
@@ -287,10 +281,7 @@ func TestDeterministicBytes(t *testing.T) {
 
 func TestDuplication(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.parquet")
-	job := Job{In: stores + "demo.parquet", Out: out, AdvantageFn: "grpo", Seed: 3}
-	if err := job.SetArgs([]string{"std_threshold=0", "duplicate_experiences=true"}); err != nil {
-		t.Fatal(err)
-	}
+	job := withFn(t, Job{In: stores + "demo.parquet", Out: out, Seed: 3}, "grpo", "", "std_threshold=0", "duplicate_experiences=true")
 	res := run(t, job)
 	src, got := readTable(t, job.In), readTable(t, out)
 	if res.Duplicated == 0 || res.Filtered == 0 || !got.hasDupOf {
@@ -397,30 +388,30 @@ func TestBadInput(t *testing.T) {
 	ragged[1].logprobs = []float32{-1}
 	nan := append(group(0, 1.0, 0.0), group(1, 1.0, math.NaN(), 0.0)...)
 	cases := []struct {
-		name string
-		job  Job
-		args []string
-		want string // substring of the error
+		name         string
+		in           string
+		fn, strategy string
+		args         []string
+		want         string // substring of the error
 	}{
-		{"missing reward", Job{In: stores + "dpo.parquet", AdvantageFn: "grpo"}, nil, `column "reward": missing required column`},
-		{"ragged masks", Job{In: path("ragged.parquet", ragged), AdvantageFn: "grpo"}, nil, `row 1: column "action_mask": ragged row`},
-		{"NaN reward", Job{In: path("nan.parquet", nan), AdvantageFn: "grpo"}, nil, `nan.parquet: row 3: column "reward": reward is NaN`},
-		{"null reward", Job{In: path("null.parquet", group(0, 1.0, nil)), AdvantageFn: "grpo"}, nil, `row 1: column "reward": null reward`},
-		{"unknown fn", Job{In: stores + "demo.parquet", AdvantageFn: "grpoo"}, nil, `unknown advantage fn "grpoo"`},
-		{"trainer fn", Job{In: stores + "demo.parquet", AdvantageFn: "ppo"}, nil, "can only be computed in the trainer"},
-		{"unknown arg", Job{In: stores + "demo.parquet", AdvantageFn: "grpo"}, []string{"std_treshold=0"}, "unknown argument std_treshold"},
-		{"bad arg value", Job{In: stores + "demo.parquet", AdvantageFn: "grpo"}, []string{"epsilon=abc"}, "epsilon"},
-		{"bad enum", Job{In: stores + "demo.parquet", AdvantageFn: "grpo", Args: map[string]any{"std_cal_level": "task"}}, nil, "std_cal_level"},
-		{"unknown strategy", Job{In: stores + "demo.parquet", AddStrategy: "nope"}, nil, `"nope"`},
-		{"no input", Job{In: filepath.Join(dir, "absent.parquet"), AdvantageFn: "grpo"}, nil, "no such file"},
+		{"missing reward", stores + "dpo.parquet", "grpo", "", nil, `column "reward": missing required column`},
+		{"ragged masks", path("ragged.parquet", ragged), "grpo", "", nil, `row 1: column "action_mask": ragged row`},
+		{"NaN reward", path("nan.parquet", nan), "grpo", "", nil, `nan.parquet: row 3: column "reward": reward is NaN`},
+		{"null reward", path("null.parquet", group(0, 1.0, nil)), "grpo", "", nil, `row 1: column "reward": null reward`},
+		{"unknown fn", stores + "demo.parquet", "grpoo", "", nil, `unknown advantage fn "grpoo"`},
+		{"trainer fn without values", stores + "demo.parquet", "ppo", "", nil, "missing column values"},
+		{"unknown arg", stores + "demo.parquet", "grpo", "", []string{"std_treshold=0"}, "unknown argument std_treshold"},
+		{"bad arg value", stores + "demo.parquet", "grpo", "", []string{"epsilon=abc"}, "epsilon"},
+		{"bad enum", stores + "demo.parquet", "grpo", "", []string{"std_cal_level=task"}, "std_cal_level"},
+		{"unknown strategy", stores + "demo.parquet", "", "nope", nil, `"nope"`},
+		{"no input", filepath.Join(dir, "absent.parquet"), "grpo", "", nil, "no such file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".out.parquet")
-			c.job.Out = out
-			err := c.job.SetArgs(c.args)
+			st, err := stagesOf(c.fn, c.strategy, c.args)
 			if err == nil {
-				_, err = Run(context.Background(), c.job)
+				_, err = Run(context.Background(), Job{In: c.in, Out: out, Stages: st})
 			}
 			if err == nil || !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v; want bad input containing %q", err, c.want)
@@ -448,7 +439,7 @@ func TestInvalidRewardDrop(t *testing.T) {
 	rows := append(group(0, 1.0, math.NaN(), 0.0), group(1, nil, 2.0, 4.0)...)
 	writeExps(t, in, rows)
 	out := filepath.Join(dir, "out.parquet")
-	res := run(t, Job{In: in, Out: out, AdvantageFn: "grpo", OnInvalidReward: InvalidDrop})
+	res := run(t, withFn(t, Job{In: in, Out: out, OnInvalidReward: InvalidDrop}, "grpo", ""))
 	if res.InvalidDropped != 2 || res.Out != 4 || res.Metrics["experience_pipeline/invalid_reward_filter/filtered_count"] != 2 {
 		t.Fatalf("dropped %d, out %d, metrics %v", res.InvalidDropped, res.Out, res.Metrics)
 	}
@@ -476,10 +467,7 @@ func TestEmptyAndAllFiltered(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(dir, c.name+".parquet")
-			job := Job{In: c.in, Out: out, AdvantageFn: "grpo"}
-			if err := job.SetArgs([]string{"std_threshold=0", "duplicate_experiences=true"}); err != nil {
-				t.Fatal(err)
-			}
+			job := withFn(t, Job{In: c.in, Out: out}, "grpo", "", "std_threshold=0", "duplicate_experiences=true")
 			res := run(t, job)
 			if res.In != c.wantIn || res.Out != 0 || res.Metrics["experience_pipeline/filtered_count"] != c.wantFiltered {
 				t.Fatalf("in %d out %d metrics %v", res.In, res.Out, res.Metrics)
@@ -499,11 +487,11 @@ func TestNeverOverInput(t *testing.T) {
 	in := filepath.Join(dir, "in.parquet")
 	writeExps(t, in, group(0, 1.0, 0.0))
 	before, _ := os.ReadFile(in)
-	_, err := Run(context.Background(), Job{In: in, Out: in, AdvantageFn: "grpo"})
+	_, err := Run(context.Background(), withFn(t, Job{In: in, Out: in}, "grpo", ""))
 	if err == nil || !strings.Contains(err.Error(), "overwrite the input") {
 		t.Fatalf("err = %v, want a refusal", err)
 	}
-	run(t, Job{In: in, Out: filepath.Join(dir, "out.parquet"), AdvantageFn: "grpo"})
+	run(t, withFn(t, Job{In: in, Out: filepath.Join(dir, "out.parquet")}, "grpo", ""))
 	after, _ := os.ReadFile(in)
 	if !bytes.Equal(before, after) {
 		t.Fatal("input modified")

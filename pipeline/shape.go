@@ -5,197 +5,248 @@ import (
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
-	"github.com/apache/arrow/go/v17/arrow/bitutil"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/advantage"
 )
 
-// shaper turns input batches into output batches: every input column passes
-// through unchanged, except advantages, returns and duplicate_of, which are
-// computed (replaced in place when the input has them, appended otherwise),
-// and, on duplicated rows, suffix (fresh) and task (+ the plan's task offset).
+// shaper turns batches into output records: the kept input columns pass
+// through unchanged, the stages' columns are set (replacing an input column
+// of that name in place, appended otherwise), and copied rows get a fresh
+// suffix, their task offset and duplicate_of.
 type shaper struct {
 	out *arrow.Schema
-	// src[i] is the input column of output column i, -1 for a computed one.
-	src               []int
-	adv, ret, dupOf   int // output columns (dupOf -1: not written)
-	mask, suffix, tid int // input columns (suffix -1: absent)
-	mem               memory.Allocator
+	// src[i] is the input column of output column i, -1 for a written one;
+	// name[i] the vocabulary name of a written one.
+	src   []int
+	name  []string
+	dupOf int // output column of duplicate_of, -1: not written
+	// input columns (-1: absent)
+	suffix, task int
+	mem          memory.Allocator
+	rng          *advantage.RNG
 }
 
-// newShaper plans the output schema of input schema in. With withAdv the
-// advantages go where a pipeline-side fn puts them: score × action_mask, so
-// action_mask is required (the caller checks it); without (a filter), the
-// input's advantages and returns pass through. duplicate_of is written when
-// withDup.
-func newShaper(in *arrow.Schema, withAdv, withDup bool) *shaper {
-	s := &shaper{adv: -1, ret: -1, dupOf: -1, mask: -1, suffix: -1, tid: -1, mem: memory.DefaultAllocator}
-	fields := make([]arrow.Field, 0, in.NumFields()+3)
+// newShaper plans the output schema of input schema in: the columns keep
+// (all when nil), then writes (each a known column). duplicate_of is
+// written when withDup, and a stale input duplicate_of is dropped when not.
+func newShaper(in *arrow.Schema, cols *columns, keep, writes []string, withDup bool, seed uint64) *shaper {
+	s := &shaper{dupOf: -1, suffix: fieldIndex(in, schema.Suffix), task: fieldIndex(in, schema.Task),
+		mem: memory.DefaultAllocator, rng: advantage.NewRNG(seed ^ suffixSalt)}
+	written := map[int]string{} // input column → vocabulary name written there
+	for _, w := range writes {
+		if i := cols.lookup(w); i >= 0 {
+			written[i] = w
+		}
+	}
+	if withDup {
+		writes = append(writes, schema.DuplicateOf)
+		if i := fieldIndex(in, schema.DuplicateOf); i >= 0 {
+			written[i] = schema.DuplicateOf
+		}
+	}
+	placed := map[string]bool{}
+	var fields []arrow.Field
 	for i, f := range in.Fields() {
-		switch f.Name {
-		case schema.Advantages:
-			if !withAdv {
-				break
-			}
-			s.adv = len(fields)
-			f = schema.Field(f.Name)
-			i = -1
-		case schema.Returns:
-			if !withAdv {
-				break
-			}
-			s.ret = len(fields)
-			f = schema.Field(f.Name)
-			i = -1
-		case schema.DuplicateOf:
-			if !withDup { // a stale column of an earlier run: our rows are originals
-				continue
-			}
+		w, isWritten := written[i]
+		switch {
+		case isWritten:
+			f = arrow.Field{Name: f.Name, Type: schema.Field(w).Type, Nullable: true}
+			s.src, s.name = append(s.src, -1), append(s.name, w)
+			placed[w] = true
+		case f.Name == schema.DuplicateOf, keep != nil && !contains(keep, f.Name):
+			continue // a stale duplicate_of of an earlier run: our rows are originals
+		default:
+			s.src, s.name = append(s.src, i), append(s.name, "")
+		}
+		if w == schema.DuplicateOf {
 			s.dupOf = len(fields)
-			f = schema.Field(f.Name)
-			i = -1
-		case schema.ActionMask:
-			s.mask = i
-		case schema.Suffix:
-			s.suffix = i
-		case schema.Task:
-			s.tid = i
 		}
 		fields = append(fields, f)
-		s.src = append(s.src, i)
 	}
-	add := func(name string) int {
-		fields = append(fields, schema.Field(name))
-		s.src = append(s.src, -1)
-		return len(fields) - 1
-	}
-	if withAdv && s.adv < 0 {
-		s.adv = add(schema.Advantages)
-	}
-	if withAdv && s.ret < 0 {
-		s.ret = add(schema.Returns)
-	}
-	if withDup && s.dupOf < 0 {
-		s.dupOf = add(schema.DuplicateOf)
+	for _, w := range writes {
+		if placed[w] {
+			continue
+		}
+		placed[w] = true
+		if w == schema.DuplicateOf {
+			s.dupOf = len(fields)
+		}
+		fields = append(fields, schema.Field(w))
+		s.src, s.name = append(s.src, -1), append(s.name, w)
 	}
 	md := in.Metadata()
 	s.out = arrow.NewSchema(fields, &md)
 	return s
 }
 
-// copies describes the duplicated rows of an output batch: for output row i,
-// the store row it copies, its fresh suffix and its task offset.
-type copies struct {
-	of     []int64
-	suffix []string
-	offset []int64
-}
+// suffixSalt separates the suffix generator's stream from the stages'.
+const suffixSalt = 0x5eed5f1f
 
-// shape returns the output batch for rec, whose rows are exactly the rows to
-// write: row i gets advantages = returns = score[i] × action_mask. cp is nil
-// for original rows.
-func (s *shaper) shape(rec arrow.Record, score []float32, cp *copies) (arrow.Record, error) {
-	n := int(rec.NumRows())
-	var adv arrow.Array
-	if s.adv >= 0 {
-		var err error
-		if adv, err = broadcast(rec.Column(s.mask), score); err != nil {
-			return nil, err
-		}
-		defer adv.Release()
-	}
-	var dup arrow.Array
-	if s.dupOf >= 0 {
-		if cp == nil {
-			dup = array.MakeArrayOfNull(s.mem, arrow.PrimitiveTypes.Int64, n)
-		} else {
-			b := array.NewInt64Builder(s.mem)
-			b.AppendValues(cp.of, nil)
-			dup = b.NewArray()
-			b.Release()
-		}
-		defer dup.Release()
-	}
+// shape returns the batch's output records: its kept rows, and the copies
+// (nil when none).
+func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, err error) {
+	n := b.Len()
 	cols := make([]arrow.Array, len(s.src))
+	var nullDup arrow.Array
 	for i, j := range s.src {
 		switch {
-		case j < 0 && (i == s.adv || i == s.ret):
-			cols[i] = adv // returns is a copy of advantages: the same values
-		case j < 0 && i == s.dupOf:
-			cols[i] = dup
-		case cp != nil && j == s.suffix:
-			a := suffixArray(s.mem, rec.Column(j).DataType(), cp.suffix)
-			defer a.Release()
-			cols[i] = a
-		case cp != nil && j == s.tid && hasOffset(cp.offset):
-			a, err := addTaskOffset(s.mem, rec.Column(j), cp.offset)
-			if err != nil {
-				return nil, err
-			}
-			defer a.Release()
-			cols[i] = a
+		case j >= 0:
+			cols[i] = b.rec.Column(j)
+		case i == s.dupOf:
+			nullDup = array.MakeArrayOfNull(s.mem, arrow.PrimitiveTypes.Int64, n)
+			cols[i] = nullDup
 		default:
-			cols[i] = rec.Column(j)
+			a := b.set[s.name[i]]
+			if a == nil {
+				return nil, nil, fmt.Errorf("pipeline: no stage set column %s", s.name[i])
+			}
+			cols[i] = a
 		}
 	}
-	return array.NewRecord(s.out, cols, int64(n)), nil
+	if nullDup != nil {
+		defer nullDup.Release()
+	}
+	all := array.NewRecord(s.out, cols, int64(n))
+	defer all.Release()
+	if b.dropped == 0 {
+		all.Retain()
+		kept = all
+	} else if b.dropped < n {
+		idx := make([]int64, 0, n-b.dropped)
+		for i, d := range b.drop {
+			if !d {
+				idx = append(idx, int64(i))
+			}
+		}
+		if kept, err = takeRows(all, idx); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(b.copies) > 0 {
+		copies, err = s.copies(b, all)
+		if err != nil {
+			if kept != nil {
+				kept.Release()
+			}
+			return nil, nil, err
+		}
+	}
+	return kept, copies, nil
 }
 
-// broadcast returns list<float32> rows score[i] × mask row i (Broadcast of
-// the advantage stage, built straight into Arrow buffers); a null mask row
-// gives a null row.
-func broadcast(maskCol arrow.Array, score []float32) (arrow.Array, error) {
-	mask, ok := maskCol.(array.ListLike)
-	if !ok {
-		return nil, fmt.Errorf("column %s: want a list, have %s", schema.ActionMask, maskCol.DataType())
+// copies returns the batch's copied rows, from its full output record all.
+func (s *shaper) copies(b *Batch, all arrow.Record) (arrow.Record, error) {
+	take := make([]int64, len(b.copies))
+	of := make([]int64, len(b.copies))
+	off := make([]int64, len(b.copies))
+	for k, c := range b.copies {
+		take[k], of[k], off[k] = int64(c.Row), b.Row+int64(c.Row), c.Offset
 	}
-	bits, ok := mask.ListValues().(*array.Boolean)
-	if !ok {
-		return nil, fmt.Errorf("column %s: want list<bool>, have %s", schema.ActionMask, maskCol.DataType())
+	sel, err := takeRows(all, take)
+	if err != nil {
+		return nil, err
 	}
-	n := mask.Len()
-	offsets := make([]int32, n+1)
-	for i := 0; i < n; i++ {
-		lo, hi := mask.ValueOffsets(i)
-		if mask.IsNull(i) {
-			hi = lo
+	defer sel.Release()
+	cols := append([]arrow.Array(nil), sel.Columns()...)
+	var built []arrow.Array
+	defer func() {
+		for _, a := range built {
+			a.Release()
 		}
-		offsets[i+1] = offsets[i] + int32(hi-lo)
+	}()
+	for i, j := range s.src {
+		var a arrow.Array
+		switch {
+		case i == s.dupOf:
+			bld := array.NewInt64Builder(s.mem)
+			bld.AppendValues(of, nil)
+			a = bld.NewArray()
+			bld.Release()
+		case j >= 0 && j == s.suffix:
+			a = suffixArray(s.mem, cols[i].DataType(), s.freshSuffixes(cols[i], of))
+		case j >= 0 && j == s.task && hasOffset(off):
+			if a, err = addTaskOffset(s.mem, cols[i], off); err != nil {
+				return nil, err
+			}
+		default:
+			continue
+		}
+		built = append(built, a)
+		cols[i] = a
 	}
-	vals := make([]float32, offsets[n])
-	for i := 0; i < n; i++ {
-		lo, _ := mask.ValueOffsets(i)
-		dst := vals[offsets[i]:offsets[i+1]]
-		s := score[i]
-		z := s * 0 // -0 for a negative score, as upstream's score × mask
-		for k := range dst {
-			if bits.Value(int(lo) + k) {
-				dst[k] = s
-			} else {
-				dst[k] = z
+	return array.NewRecord(s.out, cols, int64(len(take))), nil
+}
+
+// takeRows returns the rows idx of rec, in that order: each run of
+// consecutive rows is a zero-copy slice, and the slices of every column are
+// concatenated (linear; arrow's compute.Take regrows its list buffers for
+// every row it adds, quadratic in the batch's token count).
+func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
+	type run struct{ lo, hi int64 }
+	var runs []run
+	for _, i := range idx {
+		if k := len(runs) - 1; k >= 0 && runs[k].hi == i {
+			runs[k].hi++
+		} else {
+			runs = append(runs, run{i, i + 1})
+		}
+	}
+	if len(runs) == 0 {
+		runs = append(runs, run{0, 0})
+	}
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	parts := make([]arrow.Array, len(runs))
+	for i, c := range rec.Columns() {
+		for k, r := range runs {
+			parts[k] = array.NewSlice(c, r.lo, r.hi)
+		}
+		var err error
+		if len(parts) == 1 {
+			cols[i] = parts[0]
+		} else {
+			cols[i], err = array.Concatenate(parts, memory.DefaultAllocator)
+			for _, p := range parts {
+				p.Release()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
+		}
+	}
+	return array.NewRecord(rec.Schema(), cols, int64(len(idx))), nil
+}
+
+// freshSuffixes draws a suffix for every copy: six hex digits, like
+// upstream's, from the seeded generator, differing from the suffix of the row
+// copied (orig) and of its other copies (so every uid stays unique).
+func (s *shaper) freshSuffixes(orig arrow.Array, of []int64) []string {
+	out := make([]string, len(of))
+	for i := range of {
+		for {
+			v := fmt.Sprintf("%06x", s.rng.Uint64()&0xffffff)
+			if orig.IsValid(i) && orig.ValueStr(i) == v {
+				continue
+			}
+			clash := false
+			for k := i - 1; k >= 0 && of[k] == of[i]; k-- {
+				clash = clash || out[k] == v
+			}
+			if !clash {
+				out[i] = v
+				break
 			}
 		}
 	}
-	var valid *memory.Buffer
-	nulls := mask.NullN()
-	if nulls > 0 {
-		bm := make([]byte, bitutil.BytesForBits(int64(n)))
-		for i := 0; i < n; i++ {
-			if mask.IsValid(i) {
-				bitutil.SetBit(bm, i)
-			}
-		}
-		valid = memory.NewBufferBytes(bm)
-	}
-	child := array.NewData(arrow.PrimitiveTypes.Float32, len(vals),
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(vals))}, nil, 0, 0)
-	defer child.Release()
-	data := array.NewData(schema.Field(schema.Advantages).Type, n,
-		[]*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
-		[]arrow.ArrayData{child}, nulls, 0)
-	defer data.Release()
-	return array.MakeFromData(data), nil
+	return out
 }
 
 // suffixArray returns the suffixes as a column of type t (string or large string).
@@ -236,4 +287,13 @@ func addTaskOffset(mem memory.Allocator, a arrow.Array, off []int64) (arrow.Arra
 		return nil, schema.BadInputf("column %s: duplicated groups get new task ids, which needs integer task ids, not %s", schema.Task, a.DataType())
 	}
 	return b.NewArray(), nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

@@ -51,6 +51,8 @@ const (
 	// RolloutISWeights is written by the rollout-correction stage: the
 	// truncated importance-sampling weights per token.
 	RolloutISWeights = "rollout_is_weights"
+	// GradLogprob is written by the loss step: dLoss/dlogprob per token.
+	GradLogprob = "grad_logprob"
 )
 
 // Aliases maps Trinity-RFT's and verl's names of the per-token inputs to the
@@ -97,6 +99,7 @@ var types = map[string]arrow.DataType{
 	Entropy:          arrow.ListOf(arrow.PrimitiveTypes.Float32),
 	ExpertMask:       arrow.FixedWidthTypes.Boolean,
 	RolloutISWeights: arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	GradLogprob:      arrow.ListOf(arrow.PrimitiveTypes.Float32),
 }
 
 // Order is the canonical column order of a store written by rftpipe.
@@ -104,7 +107,7 @@ var Order = []string{
 	Batch, Task, Run, Step, Suffix, Reward, PromptLength, Tokens, Logprobs, ActionMask,
 	TokenLevelReward, Advantages, Returns, TeacherLogprobs, Chosen, Rejected,
 	TruncateStatus, ModelVersion, Info, Metrics, DuplicateOf,
-	Logprob, OldLogprob, RefLogprob, Values, Entropy, ExpertMask, RolloutISWeights,
+	Logprob, OldLogprob, RefLogprob, Values, Entropy, ExpertMask, RolloutISWeights, GradLogprob,
 }
 
 // Type returns the canonical Arrow type of a known column.

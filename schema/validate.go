@@ -18,7 +18,8 @@ type ValidateOptions struct {
 
 // responseLists are the per-token columns that must all have the response
 // length R of their row.
-var responseLists = []string{Logprobs, ActionMask, TokenLevelReward, Advantages, Returns, TeacherLogprobs}
+var responseLists = []string{Logprobs, ActionMask, TokenLevelReward, Advantages, Returns, TeacherLogprobs,
+	Logprob, OldLogprob, RefLogprob, Values, Entropy, RolloutISWeights}
 
 // Validate checks the rows of one record batch of file, whose first row is
 // row firstRow of the store: non-null ids, equal lengths of the per-token

@@ -3,17 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/gpu"
 	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/objective"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -71,35 +69,18 @@ func benchLossCommand() *cli.Command {
 			if c.Int("runs") < 1 {
 				return usagef("--runs must be >= 1")
 			}
-			l, err := loss.Default().New(c.String("fn"), nil)
+			o, err := objective.PolicyOnly(c.String("fn"))
 			if err != nil {
 				return err
 			}
 			if dev != nil {
-				return benchCUDA(c, dev, l, rows, width)
+				return benchCUDA(c, dev, o, rows, width)
 			}
-			b := tokens.Synthetic(rows, width, c.Uint64("seed"))
-			grad := make([]float64, b.Rows.Tokens())
-			times := make([]float64, 0, c.Int("runs"))
-			for i := 0; i <= c.Int("runs"); i++ { // run 0 is the warm-up
-				start := time.Now()
-				res, err := l.Eval(b, grad)
-				if err != nil {
-					return err
-				}
-				if math.IsNaN(res.Loss) {
-					return fmt.Errorf("bench: %s gave a NaN loss", l.Name())
-				}
-				if i > 0 {
-					times = append(times, time.Since(start).Seconds()*1e3)
-				}
+			med, err := objective.Bench(tokens.CPU, o, rows, width, c.Int("runs"), c.Uint64("seed"), objective.Wall)
+			if err != nil {
+				return err
 			}
-			slices.Sort(times)
-			med := times[len(times)/2]
-			if len(times)%2 == 0 {
-				med = (times[len(times)/2-1] + med) / 2
-			}
-			r := benchResult{Fn: l.Name(), Shape: fmt.Sprintf("%dx%d", rows, width), Device: "cpu",
+			r := benchResult{Fn: o.Policy.Name(), Shape: fmt.Sprintf("%dx%d", rows, width), Device: "cpu",
 				MedianMs: med, MtokPerS: float64(rows*width) / med / 1e3}
 			if format == "json" {
 				return json.NewEncoder(c.App.Writer).Encode(r)
@@ -115,12 +96,12 @@ func benchLossCommand() *cli.Command {
 // benchCUDA is `bench loss` on the GPU: the median device time of the
 // loss's kernels (transfers excluded), its throughput, and its bandwidth as
 // a fraction of a measured device-to-device copy.
-func benchCUDA(c *cli.Context, d *gpu.Device, l *loss.Loss, rows, width int) error {
+func benchCUDA(c *cli.Context, d *gpu.Device, o *objective.Objective, rows, width int) error {
 	copyBW, err := d.CopyBandwidth(1 << 30)
 	if err != nil {
 		return err
 	}
-	r, err := d.BenchLoss(l, rows, width, c.Int("runs"), c.Uint64("seed"), copyBW)
+	r, err := d.BenchLoss(o, rows, width, c.Int("runs"), c.Uint64("seed"), copyBW)
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,7 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/pipeline/job"
 	"github.com/rftpipe/rftpipe/schema/store"
-	"github.com/rftpipe/rftpipe/stages/agg"
-	"github.com/rftpipe/rftpipe/stages/entropy"
-	"github.com/rftpipe/rftpipe/stages/kl"
-	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/objective"
 )
 
 // Algorithm jobs: `run` and `loss` take a Trinity-RFT algorithm (a type
@@ -72,10 +69,11 @@ func resolveJob(c *cli.Context, j *job.Job) (*algorithm.Resolved, error) {
 	return res, nil
 }
 
-// runAlgorithmJob is `rftpipe run --config FILE` / `--algorithm NAME`.
+// runAlgorithmJob is `rftpipe run --config FILE` / `--algorithm NAME`;
+// --arg overrides the advantage fn's arguments of the file.
 func runAlgorithmJob(c *cli.Context) error {
-	if c.IsSet("advantage-fn") || c.IsSet("add-strategy") || c.IsSet("arg") {
-		return usagef("--advantage-fn, --add-strategy and --arg do not mix with --config/--algorithm (set advantage_fn and advantage_fn_args in the job file)")
+	if c.IsSet("advantage-fn") || c.IsSet("add-strategy") {
+		return usagef("--advantage-fn and --add-strategy do not mix with --config/--algorithm (set advantage_fn in the job file)")
 	}
 	j, err := loadJob(c)
 	if err != nil {
@@ -90,6 +88,7 @@ func runAlgorithmJob(c *cli.Context) error {
 		OnInvalidReward: c.String("on-invalid-reward"),
 		Parquet:         store.ParquetOptions{Codec: c.String("codec")},
 		Progress:        bar.Add,
+		Args:            c.StringSlice("arg"),
 	})
 	bar.Done()
 	if err != nil {
@@ -111,39 +110,26 @@ func runAlgorithmJob(c *cli.Context) error {
 	return nil
 }
 
-// algorithmLossFns configures the policy, KL and entropy losses of `rftpipe
-// loss --algorithm NAME` / `--config FILE` as the trainer combines them
-// (spec kl_entropy.md): the resolved policy_loss_fn, kl_loss_fn and
-// entropy_loss_fn with algorithm.loss_agg_mode for all three.
-func algorithmLossFns(c *cli.Context) (*loss.Loss, *kl.Fn, *entropy.Fn, agg.Mode, error) {
+// algorithmObjective is the objective of `rftpipe loss --algorithm NAME` /
+// `--config FILE`: the trainer's, from the resolved algorithm section.
+func algorithmObjective(c *cli.Context) (*objective.Objective, error) {
 	for _, f := range []string{"fn", "arg", "loss-agg-mode", "kl-loss-fn", "kl-coef", "entropy-loss-fn", "entropy-coef"} {
 		if c.IsSet(f) {
-			return nil, nil, nil, 0, usagef("--%s does not mix with --config/--algorithm (set it in the job file's algorithm section)", f)
+			return nil, usagef("--%s does not mix with --config/--algorithm (set it in the job file's algorithm section)", f)
 		}
 	}
 	j, err := loadJob(c)
 	if err != nil {
-		return nil, nil, nil, 0, err
+		return nil, err
 	}
 	res, err := resolveJob(c, j)
 	if err != nil {
-		return nil, nil, nil, 0, err
+		return nil, err
 	}
-	mode, err := agg.ParseMode(res.Config.LossAggMode)
-	if err != nil {
-		return nil, nil, nil, 0, err
+	if !c.IsSet("in") && j.Input != "" {
+		if err := c.Set("in", j.Input); err != nil {
+			return nil, err
+		}
 	}
-	pl, err := res.PolicyLoss()
-	if err != nil {
-		return nil, nil, nil, 0, err
-	}
-	klFn, err := res.KL(algorithm.KLLossFn)
-	if err != nil {
-		return nil, nil, nil, 0, err
-	}
-	entFn, err := res.EntropyLoss()
-	if err != nil {
-		return nil, nil, nil, 0, err
-	}
-	return pl, klFn, entFn, mode, nil
+	return res.Objective()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,9 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -44,21 +48,17 @@ func TestLossCommand(t *testing.T) {
 		t.Fatalf("%v: %s", err, stdout)
 	}
 	// logprob defaults to the rollout logprobs: ratio 1, nothing clipped, KL 0.
-	if out.Rows != 24 || out.Args["clip_range"] != 0.1 || out.Metrics["actor/pg_clipfrac"] != 0 ||
-		out.Metrics["actor/kl_loss"] != 0 || out.Metrics["actor/final_loss"] != out.Loss {
+	if out.Rows != 24 || out.Args["clip_range"] != 0.1 || *out.Metrics["actor/pg_clipfrac"] != 0 ||
+		*out.Metrics["actor/kl_loss"] != 0 || *out.Metrics["actor/final_loss"] != *out.Loss {
 		t.Errorf("output %+v", out)
 	}
 
 	// The gradient store has one row per input row, equal to the library's
 	// gradient (float32) and zero where the mask is.
-	sb, err := readBatch(in, []string{"ref_logprob=logprobs"}, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.release()
+	b := wholeBatch(t, in)
 	l, _ := loss.Default().New("ppo", map[string]any{"clip_range": 0.1})
-	want := make([]float64, sb.batch.Rows.Tokens())
-	if _, err := l.Eval(sb.batch, want); err != nil {
+	want := make([]float64, b.Rows.Tokens())
+	if _, err := l.Eval(b, want); err != nil {
 		t.Fatal(err)
 	}
 	r, err := store.Open(gradOut)
@@ -80,7 +80,7 @@ func TestLossCommand(t *testing.T) {
 		if rec.Schema().FieldIndices("task") == nil {
 			t.Error("grad-out lacks the id columns")
 		}
-		lst := rec.Column(rec.Schema().FieldIndices(gradColumn)[0]).(*array.List)
+		lst := rec.Column(rec.Schema().FieldIndices(schema.GradLogprob)[0]).(*array.List)
 		for _, v := range lst.ListValues().(*array.Float32).Float32Values() {
 			got = append(got, float64(v))
 		}
@@ -88,7 +88,7 @@ func TestLossCommand(t *testing.T) {
 	if rows != 24 || len(got) != len(want) {
 		t.Fatalf("grad-out: %d rows, %d tokens; want 24, %d", rows, len(got), len(want))
 	}
-	mask := sb.batch.Col(tokens.ActionMask)
+	mask := b.Col(tokens.ActionMask)
 	nonzero := 0
 	for i := range got {
 		if math.Abs(got[i]-want[i]) > 1e-6*math.Abs(want[i]) || mask[i] == 0 && got[i] != 0 {
@@ -203,4 +203,48 @@ func TestBenchLossCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
+}
+
+// wholeBatch reads a store's rollout log-probs (as the current, old and
+// reference log-probs), advantages and mask into one token batch.
+func wholeBatch(t *testing.T, path string) *tokens.Batch {
+	t.Helper()
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	flat := map[string][]float64{}
+	var lens []int
+	err = r.ForEach(context.Background(), func(rec arrow.Record) error {
+		for _, c := range []string{schema.Logprobs, schema.Advantages, schema.ActionMask} {
+			l := rec.Column(rec.Schema().FieldIndices(c)[0]).(*array.List)
+			for i := 0; i < l.Len(); i++ {
+				lo, hi := l.ValueOffsets(i)
+				if c == schema.Logprobs {
+					lens = append(lens, int(hi-lo))
+				}
+				for k := lo; k < hi; k++ {
+					switch v := l.ListValues().(type) {
+					case *array.Float32:
+						flat[c] = append(flat[c], float64(v.Value(int(k))))
+					case *array.Boolean:
+						flat[c] = append(flat[c], map[bool]float64{true: 1}[v.Value(int(k))])
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tokens.New(agg.NewRows(lens))
+	for name, col := range map[string]string{tokens.LogProb: schema.Logprobs, tokens.OldLogProb: schema.Logprobs,
+		tokens.RefLogProb: schema.Logprobs, tokens.Advantages: schema.Advantages, tokens.ActionMask: schema.ActionMask} {
+		if err := b.Set(name, flat[col]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
 }

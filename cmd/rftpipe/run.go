@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline"
+	"github.com/rftpipe/rftpipe/pipeline/job"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/advantage"
@@ -44,21 +45,33 @@ func runCommand() *cli.Command {
 			if isAlgorithmJob(c) {
 				return runAlgorithmJob(c)
 			}
+			fn, strategy := c.String("advantage-fn"), c.String("add-strategy")
+			if (fn == "") == (strategy == "") {
+				return usagef("give exactly one of --advantage-fn and --add-strategy")
+			}
+			var stages []pipeline.Stage
+			var err error
+			name := fn
+			if strategy != "" {
+				stages, err = job.StrategyStages(strategy, c.StringSlice("arg"))
+				name = "add strategy " + strategy
+			} else {
+				stages, err = job.FnStages(fn, c.StringSlice("arg"))
+			}
+			if err != nil {
+				return err
+			}
+			out := c.String("out")
+			if out == "" || c.String("in") == "" {
+				return usagef("give --in STORE and --out STORE")
+			}
 			bar := newProgress(c, "run", -1)
-			job := pipeline.Job{
-				In: c.String("in"), Out: c.String("out"),
-				AdvantageFn: c.String("advantage-fn"), AddStrategy: c.String("add-strategy"),
+			res, err := pipeline.Run(c.Context, pipeline.Job{
+				In: c.String("in"), Out: out, Stages: stages,
 				Seed: c.Uint64("seed"), OnInvalidReward: c.String("on-invalid-reward"),
 				Parquet:  store.ParquetOptions{Codec: c.String("codec")},
 				Progress: bar.Add,
-			}
-			if (job.AdvantageFn == "") == (job.AddStrategy == "") {
-				return usagef("give exactly one of --advantage-fn and --add-strategy")
-			}
-			if err := job.SetArgs(c.StringSlice("arg")); err != nil {
-				return err
-			}
-			res, err := pipeline.Run(c.Context, job)
+			})
 			bar.Done()
 			if err != nil {
 				return err
@@ -68,12 +81,8 @@ func runCommand() *cli.Command {
 					return err
 				}
 			}
-			name := job.AdvantageFn
-			if name == "" {
-				name = "add strategy " + job.AddStrategy
-			}
 			fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences in %d groups -> %d written (%d filtered, %d invalid dropped, %d duplicated) to %s in %.1fs (%.0f/s)\n",
-				name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, job.Out,
+				name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, out,
 				res.Elapsed.Seconds(), float64(res.In)/res.Elapsed.Seconds())
 			if res.Out == 0 && res.In > 0 {
 				fmt.Fprintln(c.App.ErrWriter, "run: warning: every experience was filtered out; the output store is empty")

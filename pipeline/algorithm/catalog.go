@@ -2,9 +2,11 @@ package algorithm
 
 import (
 	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/objective"
 )
 
 // side says where an advantage fn runs.
@@ -199,6 +201,29 @@ func (r *Resolved) TrainerAdvantage() (advantage.TrainerFn, error) {
 // is an independent object with its own coefficient, as upstream.
 func (r *Resolved) KL(s Slot) (*kl.Fn, error) {
 	return kl.New(r.Config.Fn(s), r.Config.Args(s))
+}
+
+// Objective returns the trainer's actor objective as the trainer combines
+// its parts (spec kl_entropy.md): the resolved policy_loss_fn, kl_loss_fn
+// and entropy_loss_fn, with algorithm.loss_agg_mode for all three.
+func (r *Resolved) Objective() (*objective.Objective, error) {
+	mode, err := agg.ParseMode(r.Config.LossAggMode)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := r.PolicyLoss()
+	if err != nil {
+		return nil, err
+	}
+	klFn, err := r.KL(KLLossFn)
+	if err != nil {
+		return nil, err
+	}
+	entFn, err := r.EntropyLoss()
+	if err != nil {
+		return nil, err
+	}
+	return &objective.Objective{Policy: pl, KL: klFn, Entropy: entFn, Mode: mode}, nil
 }
 
 // EntropyLoss returns the configured entropy loss fn.

@@ -254,10 +254,14 @@ func (d *decoder) args(n *yaml.Node, path string) (algorithm.Args, error) {
 	return out, nil
 }
 
-// columns decodes the column mapping: rftpipe's name (a store column, or a
-// trainer-side input: values, ref_log_prob) → the store's.
+// columns decodes the column mapping: rftpipe's name (schema's vocabulary,
+// or Trinity's and verl's name for it, schema.Aliases) → the store's.
 func (d *decoder) columns(n *yaml.Node, path string) error {
-	names := append(slices.Clone(schema.Order), ValuesColumn, RefLogProbColumn)
+	names := slices.Clone(schema.Order)
+	for alias := range schema.Aliases {
+		names = append(names, alias)
+	}
+	slices.Sort(names[len(schema.Order):])
 	fields := make([]field, len(names))
 	for i, name := range names {
 		fields[i] = field{name, "store column holding " + name, func(d *decoder, v *yaml.Node, key string) error {
@@ -270,6 +274,9 @@ func (d *decoder) columns(n *yaml.Node, path string) error {
 			}
 			if d.j.Columns == nil {
 				d.j.Columns = map[string]string{}
+			}
+			if canon, ok := schema.Aliases[name]; ok {
+				name = canon
 			}
 			d.j.Columns[name] = col
 			return nil

@@ -2,18 +2,16 @@ package job
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"time"
-
-	"github.com/apache/arrow/go/v17/arrow/array"
 
 	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
-	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/addstrategy"
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/kl"
 )
 
 // RunOptions are the settings of a run that are not in a job file.
@@ -22,6 +20,8 @@ type RunOptions struct {
 	OnInvalidReward string
 	Parquet         store.ParquetOptions
 	Progress        func(rows int64)
+	// Args override the advantage fn's arguments (command-line --arg).
+	Args []string
 }
 
 // What says what Run does for a resolved algorithm.
@@ -39,48 +39,135 @@ func What(res *algorithm.Resolved) string {
 	}
 }
 
-// Run runs what an algorithm computes outside the trainer over the job's
-// input store, writing the job's output store:
+// Stages returns the stages of what an algorithm computes outside the
+// trainer's model:
 //
 //   - experience algorithms with a pipeline-side advantage fn (grpo, opmd,
-//     …): the fn as the experience pipeline's last operator (pipeline.Run);
-//     kl_penalty_fn has no effect there (quirk Q-10);
+//     …): the fn as the experience pipeline's last operator; kl_penalty_fn
+//     has no effect there (quirk Q-10);
 //   - compute_advantage_in_trainer algorithms (ppo, rloo, …): the KL penalty
 //     (if configured) and the trainer-side fn over the whole store as one
 //     trainer batch (PPO's GAE needs a values column);
 //   - sft and dpo schemas, and experience algorithms without an advantage
 //     (raft): the store's shape is checked and every row passes through.
 //
-// Metrics use upstream's names.
+// kvs override the advantage fn's arguments (name=value).
+func Stages(res *algorithm.Resolved, kvs []string) ([]pipeline.Stage, error) {
+	f, adv := res.Type.Flags(), res.Config.Fn(algorithm.AdvantageFn)
+	if f.Schema != algorithm.Experience || adv == algorithm.NoAdvantage {
+		if len(kvs) > 0 {
+			return nil, schema.BadInputf("algorithm %s has no advantage fn to take --arg", res.Config.AlgorithmType)
+		}
+		cols := shapeColumns[f.Schema]
+		var nonEmpty []string
+		if f.Schema == algorithm.DPO {
+			cols, nonEmpty = cols[:1], cols[1:]
+		}
+		return []pipeline.Stage{pipeline.Check(string(f.Schema)+" algorithm", cols, nonEmpty)}, nil
+	}
+	user, err := overlayArgs(adv, res.Config.Args(algorithm.AdvantageFn), kvs)
+	if err != nil {
+		return nil, err
+	}
+	var penalty *kl.Fn
+	if f.ComputeAdvantageInTrainer && res.Config.Fn(algorithm.KLPenaltyFn) != "none" {
+		if penalty, err = res.KL(algorithm.KLPenaltyFn); err != nil {
+			return nil, err
+		}
+	}
+	return AdvantageStages(advantage.Default(), adv, user, penalty)
+}
+
+// overlayArgs lays command-line args over the config's args of fn.
+func overlayArgs(fn string, cfg map[string]any, kvs []string) (map[string]any, error) {
+	if len(kvs) == 0 {
+		return cfg, nil
+	}
+	spec, err := advantage.Default().Get(fn)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := spec.Params.ParseKV(kvs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	if cfg == nil {
+		cfg = spec.Defaults()
+	}
+	return args.Overlay(cfg, vals), nil
+}
+
+// AdvantageStages returns the stages of the fn name of reg with its args
+// (nil: default_args()): a pipeline-side fn runs as the experience
+// pipeline runs it, a trainer-side fn over the store as one trainer batch,
+// after the KL penalty when penalty is set.
+func AdvantageStages(reg *advantage.Registry, name string, user map[string]any, penalty *kl.Fn) ([]pipeline.Stage, error) {
+	spec, err := reg.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Side() == advantage.TrainerSide {
+		fn, err := reg.Trainer(name, user)
+		if err != nil {
+			return nil, err
+		}
+		return pipeline.TrainerSide(name, fn, penalty), nil
+	}
+	fn, err := reg.Pipeline(name, user)
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.PipelineSide(name, fn), nil
+}
+
+// StrategyStages returns the stages of add strategy name with command-line
+// args kvs.
+func StrategyStages(name string, kvs []string) ([]pipeline.Stage, error) {
+	reg := addstrategy.Default()
+	var user map[string]any
+	if len(kvs) > 0 {
+		spec, err := reg.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		if user, err = spec.Params.ParseKV(kvs); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	fn, err := reg.Pipeline(name, user)
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.PipelineSide("add_strategy/"+name, fn), nil
+}
+
+// FnStages returns the stages of advantage fn name with command-line args
+// kvs (none: default_args()).
+func FnStages(name string, kvs []string) ([]pipeline.Stage, error) {
+	var user map[string]any
+	if len(kvs) > 0 {
+		var err error
+		if user, err = overlayArgs(name, nil, kvs); err != nil {
+			return nil, err
+		}
+	}
+	return AdvantageStages(advantage.Default(), name, user, nil)
+}
+
+// Run runs the algorithm's stages over the job's input store, writing the
+// job's output store. Metrics use upstream's names.
 func Run(ctx context.Context, j *Job, res *algorithm.Resolved, opt RunOptions) (*pipeline.Result, error) {
 	if j.Input == "" || j.Output == "" {
 		return nil, schema.BadInputf("a job needs an input and an output store (input:, output: or --in, --out)")
 	}
-	start := time.Now()
-	f, adv := res.Type.Flags(), res.Config.Fn(algorithm.AdvantageFn)
-	var out *pipeline.Result
-	var err error
-	switch {
-	case f.Schema != algorithm.Experience || adv == algorithm.NoAdvantage:
-		out, err = passThrough(ctx, j, f.Schema)
-	case f.ComputeAdvantageInTrainer:
-		out, err = runTrainerSide(ctx, j, res)
-	default:
-		if len(j.Columns) > 0 {
-			return nil, &Error{File: j.File, Line: j.lines["columns"], Key: "columns",
-				Msg: "the pipeline-side run reads rftpipe's column names; rename the store's columns instead"}
-		}
-		return pipeline.Run(ctx, pipeline.Job{
-			In: j.Input, Out: j.Output, AdvantageFn: adv, Args: res.Config.Args(algorithm.AdvantageFn),
-			Seed: j.Seed, OnInvalidReward: opt.OnInvalidReward, Parquet: opt.Parquet, Progress: opt.Progress,
-		})
-	}
+	stages, err := Stages(res, opt.Args)
 	if err != nil {
 		return nil, err
 	}
-	out.Metrics["experience_pipeline/experience_count"] = float64(out.Out)
-	out.Elapsed = time.Since(start)
-	return out, nil
+	return pipeline.Run(ctx, pipeline.Job{
+		In: j.Input, Out: j.Output, Stages: stages, Columns: j.Columns, Seed: j.Seed,
+		OnInvalidReward: opt.OnInvalidReward, Parquet: opt.Parquet, Progress: opt.Progress,
+	})
 }
 
 // shapeColumns are the columns each non-experience schema requires.
@@ -88,50 +175,4 @@ var shapeColumns = map[algorithm.Schema][]string{
 	algorithm.SFT:        {schema.Tokens, schema.PromptLength},
 	algorithm.DPO:        {schema.Tokens, schema.Chosen, schema.Rejected},
 	algorithm.Experience: {schema.Tokens, schema.PromptLength, schema.ActionMask},
-}
-
-// passThrough checks the store's shape for the schema and copies it.
-func passThrough(ctx context.Context, j *Job, sch algorithm.Schema) (*pipeline.Result, error) {
-	r, err := store.Open(j.Input)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	need := make([]string, len(shapeColumns[sch]))
-	for i, c := range shapeColumns[sch] {
-		need[i] = j.storeName(c)
-	}
-	if err := schema.Require(j.Input, r.Schema(), need...); err != nil {
-		return nil, fmt.Errorf("%s algorithm: %w", sch, err)
-	}
-	var n int64
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		file, _, first := r.Pos()
-		if err := schema.Validate(file, first, rec, schema.ValidateOptions{AllowInvalidReward: true}); err != nil {
-			return nil, err
-		}
-		if sch == algorithm.DPO {
-			for _, c := range []string{schema.Chosen, schema.Rejected} {
-				l := rec.Column(rec.Schema().FieldIndices(j.storeName(c))[0]).(array.ListLike)
-				for i := 0; i < int(rec.NumRows()); i++ {
-					if lo, hi := l.ValueOffsets(i); l.IsNull(i) || hi == lo {
-						return nil, schema.Errorf(file, first+int64(i), c, "DPO needs a non-empty %s answer on every row", c)
-					}
-				}
-			}
-		}
-		n += rec.NumRows()
-	}
-	written, err := rewrite(ctx, j, func(string) []float64 { return nil }, agg.Rows{})
-	if err != nil {
-		return nil, err
-	}
-	return &pipeline.Result{In: n, Out: written, Metrics: agg.Metrics{}}, nil
 }

@@ -1,4 +1,5 @@
--- runs: per valid experience (finite reward), in store order, the index of
+-- runs: per grouped experience (placeholder grouped, see tasks.sql: a finite
+-- reward unless a stage keeps the invalid ones), in store order, the index of
 -- its run group (rid = "batch/task/run", numbered in first-appearance order)
 -- and its eid.step. step_wise_grpo scores each run by the reward of its last
 -- step: the last row of the run in input order (upstream, Q-28), or the row
@@ -7,8 +8,8 @@ WITH k AS (
     SELECT row_idx,
            CAST(step AS BIGINT) AS step,
            CAST(batch AS VARCHAR) || '/' || CAST(task AS VARCHAR) || '/' || CAST(run AS VARCHAR) AS rid
-    FROM exps
-    WHERE reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward)
+    FROM (SELECT *, reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward) AS valid FROM exps)
+    WHERE {{grouped}}
 ),
 ids AS (
     SELECT rid, row_number() OVER (ORDER BY min(row_idx)) - 1 AS rid_id

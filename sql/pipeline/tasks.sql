@@ -7,6 +7,8 @@
 -- the integer 0 and the string "0" are one id. A row whose reward is null,
 -- NaN or infinite belongs to no group (tid_id NULL): the pipeline reports it,
 -- or drops it with --on-invalid-reward drop, before any group forms.
+-- Placeholder grouped: which rows form groups — `valid`, or `TRUE` when a
+-- stage filters the invalid rewards itself (invalid_reward_filter).
 --
 -- Why not the group statistics here: DuckDB would give mean/std in double
 -- precision (avg, stddev_samp), while upstream computes float32 statistics
@@ -23,11 +25,11 @@ WITH k AS (
 ids AS (
     SELECT tid, row_number() OVER (ORDER BY min(row_idx)) - 1 AS tid_id
     FROM k
-    WHERE valid
+    WHERE {{grouped}}
     GROUP BY tid
 )
 -- (An equi-join on tid alone: an extra condition in a LEFT JOIN's ON clause
 -- makes DuckDB fall back to a nested-loop join.)
-SELECT k.row_idx, k.reward, CASE WHEN k.valid THEN ids.tid_id END AS tid_id
+SELECT k.row_idx, k.reward, CASE WHEN {{grouped}} THEN ids.tid_id END AS tid_id
 FROM k LEFT JOIN ids USING (tid)
 ORDER BY k.row_idx;

@@ -136,3 +136,6 @@ var (
 	paramVariance = param("variance_threshold", args.Float, 0.0,
 		"drop groups with < 2 rows or population reward variance <= threshold")
 )
+
+// Needs implements advantage.Needer: what the strategy's stage reads.
+func (s *Strategy) Needs() advantage.Needs { return advantage.NeedsOf(s.stage) }

@@ -22,6 +22,9 @@ func (f *ASYMREVerl) Compute(b *TokenBatch) (*TokenResult, error) {
 	return b.groupResult("asymre_verl", f.rule())
 }
 
+// Inputs implements TrainerFn.
+func (f *ASYMREVerl) Inputs() []string { return []string{InTokenLevelRewards, InGroups} }
+
 // Stream implements TrainerFn.
 func (f *ASYMREVerl) Stream() Streamed { return newGroupStream("asymre_verl", f.rule()) }
 

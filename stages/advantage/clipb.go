@@ -48,6 +48,11 @@ func (f *ClipB) Compute(b *TokenBatch) (*TokenResult, error) {
 	return res, nil
 }
 
+// Inputs implements TrainerFn.
+func (f *ClipB) Inputs() []string {
+	return []string{InTokenLevelRewards, InGroups, InRolloutLogprobs, InEntropys}
+}
+
 // Stream implements TrainerFn: the whole batch is held (batch-wide token
 // statistics).
 func (f *ClipB) Stream() Streamed { return &wholeStream{fn: f} }

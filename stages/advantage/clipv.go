@@ -28,6 +28,11 @@ func clipVSpec() Spec {
 	}
 }
 
+// Inputs implements TrainerFn.
+func (f *ClipV) Inputs() []string {
+	return []string{InTokenLevelRewards, InGroups, InOldLogprobs, InEntropys, InNecs}
+}
+
 // Stream implements TrainerFn: the whole batch is held (a batch-wide top-K
 // over its tokens).
 func (f *ClipV) Stream() Streamed { return &wholeStream{fn: f} }

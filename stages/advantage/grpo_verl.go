@@ -20,6 +20,9 @@ func (f *GRPOVerl) Compute(b *TokenBatch) (*TokenResult, error) {
 	return b.groupResult("grpo_verl", f.rule())
 }
 
+// Inputs implements TrainerFn.
+func (f *GRPOVerl) Inputs() []string { return []string{InTokenLevelRewards, InGroups} }
+
 // Stream implements TrainerFn.
 func (f *GRPOVerl) Stream() Streamed { return newGroupStream("grpo_verl", f.rule()) }
 

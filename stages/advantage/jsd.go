@@ -36,6 +36,9 @@ func (f *JSD) Compute(b *TokenBatch) (*TokenResult, error) {
 	return distillWhole(b, "jsd", "jsd", f.token())
 }
 
+// Inputs implements TrainerFn.
+func (f *JSD) Inputs() []string { return []string{InOldLogprobs, InTeacherLogprobs} }
+
 // Stream implements TrainerFn: rows are independent.
 func (f *JSD) Stream() Streamed { return distillStream("jsd", "jsd", f.token()) }
 

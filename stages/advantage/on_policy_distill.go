@@ -25,6 +25,9 @@ func (f *OnPolicyDistill) Compute(b *TokenBatch) (*TokenResult, error) {
 	return distillWhole(b, "on_policy_distill", "kl", f.token)
 }
 
+// Inputs implements TrainerFn.
+func (f *OnPolicyDistill) Inputs() []string { return []string{InOldLogprobs, InTeacherLogprobs} }
+
 // Stream implements TrainerFn: rows are independent.
 func (f *OnPolicyDistill) Stream() Streamed { return distillStream("on_policy_distill", "kl", f.token) }
 

@@ -25,6 +25,9 @@ func (f *OPMDVerl) Compute(b *TokenBatch) (*TokenResult, error) {
 	return b.groupResult("opmd_verl", f.rule())
 }
 
+// Inputs implements TrainerFn.
+func (f *OPMDVerl) Inputs() []string { return []string{InTokenLevelRewards, InGroups} }
+
 // Stream implements TrainerFn.
 func (f *OPMDVerl) Stream() Streamed { return newGroupStream("opmd_verl", f.rule()) }
 

@@ -36,6 +36,9 @@ func (f *PPO) Compute(b *TokenBatch) (*TokenResult, error) {
 	return &TokenResult{Advantages: adv, Returns: ret, Metrics: agg.Metrics{}}, nil
 }
 
+// Inputs implements TrainerFn.
+func (f *PPO) Inputs() []string { return []string{InTokenLevelRewards, InValues} }
+
 // Stream implements TrainerFn.
 func (f *PPO) Stream() Streamed {
 	return &whitenStream{fn: "ppo", local: func(c *Chunk) ([]float64, []float64, error) { return f.gae(&c.TokenBatch) }}

@@ -20,7 +20,24 @@ type TrainerFn interface {
 	// Stream returns a fresh streamed form of the fn, for a batch handed
 	// over in windows of rows.
 	Stream() Streamed
+	// Inputs lists the TokenBatch inputs the fn reads besides the mask
+	// (In… names).
+	Inputs() []string
 }
+
+// The inputs of trainer-side fns, under verl's names (TrainerFn.Inputs).
+const (
+	InTokenLevelRewards = "token_level_rewards"
+	InValues            = "values"
+	InOldLogprobs       = "old_log_probs"
+	InRolloutLogprobs   = "rollout_log_probs"
+	InTeacherLogprobs   = "teacher_logprobs"
+	InEntropys          = "entropys"
+	InNecs              = "necs"
+	InRewardBaselines   = "reward_baselines"
+	// InGroups is the uid grouping (Chunk.Group in a streamed batch).
+	InGroups = "uid"
+)
 
 // Side says where a fn runs.
 type Side int

@@ -35,6 +35,9 @@ func (f *ReinforcePlusPlus) Compute(b *TokenBatch) (*TokenResult, error) {
 	return &TokenResult{Advantages: adv, Returns: ret, Metrics: agg.Metrics{}}, nil
 }
 
+// Inputs implements TrainerFn.
+func (f *ReinforcePlusPlus) Inputs() []string { return []string{InTokenLevelRewards} }
+
 // Stream implements TrainerFn.
 func (f *ReinforcePlusPlus) Stream() Streamed {
 	return &whitenStream{fn: "reinforceplusplus", remask: true, local: func(c *Chunk) ([]float64, []float64, error) {

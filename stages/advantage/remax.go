@@ -18,6 +18,9 @@ func remaxSpec() Spec {
 	}
 }
 
+// Inputs implements TrainerFn.
+func (ReMax) Inputs() []string { return []string{InTokenLevelRewards, InRewardBaselines} }
+
 // Stream implements TrainerFn: rows are independent.
 func (f ReMax) Stream() Streamed {
 	return &localStream{compute: func(c *Chunk) (*TokenResult, []rowValues, error) {

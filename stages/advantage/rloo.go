@@ -19,6 +19,9 @@ func (RLOO) Compute(b *TokenBatch) (*TokenResult, error) {
 	return b.groupResult("rloo", rlooRule{})
 }
 
+// Inputs implements TrainerFn.
+func (RLOO) Inputs() []string { return []string{InTokenLevelRewards, InGroups} }
+
 // Stream implements TrainerFn.
 func (RLOO) Stream() Streamed { return newGroupStream("rloo", rlooRule{}) }
 

@@ -299,3 +299,15 @@ func (w *wholeStream) Metrics() agg.Metrics {
 	}
 	return w.res.Metrics
 }
+
+// MaskRewriter is implemented by the fns whose result rewrites the
+// response mask (TokenResult.Mask).
+type MaskRewriter interface {
+	RewritesMask()
+}
+
+// RewritesMask implements MaskRewriter.
+func (f *ClipB) RewritesMask() {}
+
+// RewritesMask implements MaskRewriter.
+func (f *ClipV) RewritesMask() {}

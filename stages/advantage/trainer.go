@@ -120,3 +120,25 @@ func rowStats(x []float64) (mean, std float64) {
 	}
 	return mean, std
 }
+
+// Set sets the input named in (an In… name) to v.
+func (b *TokenBatch) Set(in string, v []float64) {
+	switch in {
+	case InTokenLevelRewards:
+		b.TokenLevelRewards = v
+	case InValues:
+		b.Values = v
+	case InOldLogprobs:
+		b.OldLogprobs = v
+	case InRolloutLogprobs:
+		b.RolloutLogprobs = v
+	case InTeacherLogprobs:
+		b.TeacherLogprobs = v
+	case InEntropys:
+		b.Entropys = v
+	case InNecs:
+		b.Necs = v
+	case InRewardBaselines:
+		b.RewardBaselines = v
+	}
+}

@@ -139,7 +139,8 @@ func dpoDef() *Def {
 			{Name: "per_pair", Kind: args.Bool, Ctor: false,
 				Doc: "Q-20 fix: one margin per chosen/rejected pair, losses and metrics averaged over pairs (rewards: mean per pair; accuracy: fraction of pairs); odd row counts rejected"},
 		},
-		Inputs: []string{tokens.RefLogProb, tokens.ActionMask},
+		Inputs:        []string{tokens.RefLogProb, tokens.ActionMask},
+		GradAfterSums: true,
 		build: func(v args.Values) (planner, error) {
 			ls := v.Float("label_smoothing")
 			if !(ls >= 0 && ls <= 1) {

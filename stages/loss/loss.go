@@ -34,6 +34,10 @@ type Def struct {
 	// Inputs are the canonical inputs read besides logprob (upstream's
 	// _select_keys, in order).
 	Inputs []string
+	// GradAfterSums says the gradient depends on sums over the whole batch
+	// (Outcome.GradTerms): a batch in windows needs a pass for the sums
+	// before the pass that writes the gradient.
+	GradAfterSums bool
 	// build validates resolved arguments and returns the planner.
 	build func(v args.Values) (planner, error)
 }

@@ -20,7 +20,9 @@ package objective
 import (
 	"fmt"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
@@ -209,4 +211,55 @@ func accumulate(acc *tokens.TermResult, r tokens.TermResult) *tokens.TermResult 
 	}
 	addSums([]tokens.TermResult{*acc}, []tokens.TermResult{r})
 	return acc
+}
+
+// Config names the parts of an objective and their arguments, as `rftpipe
+// loss` flags give them.
+type Config struct {
+	// PolicyLoss and Args: the policy loss and its arguments over its
+	// default_args.
+	PolicyLoss string
+	Args       args.Values
+	// LossAggMode is algorithm.loss_agg_mode: the KL and entropy terms' mode,
+	// and the policy loss's unless it respects its own (loss.FromConfig);
+	// "" takes the policy's loss_agg_mode argument, else token-mean.
+	LossAggMode string
+	// KLLoss and KLCoef: kl_loss_fn ("none": no term) and its coefficient.
+	KLLoss string
+	KLCoef float64
+	// Entropy and EntropyCoef: entropy_loss_fn and its coefficient.
+	Entropy     string
+	EntropyCoef float64
+}
+
+// New configures an objective.
+func New(c Config) (*Objective, error) {
+	def, err := loss.Default().Get(c.PolicyLoss)
+	if err != nil {
+		return nil, err
+	}
+	mode := c.LossAggMode
+	if mode == "" {
+		mode = "token-mean"
+		if m, ok := c.Args["loss_agg_mode"].(string); ok {
+			mode = m
+		}
+	}
+	m, err := agg.ParseMode(mode)
+	if err != nil {
+		return nil, schema.BadInputf("loss_agg_mode: %v", err)
+	}
+	pl, err := def.FromConfig(args.Overlay(def.DefaultArgs(), c.Args), mode)
+	if err != nil {
+		return nil, err
+	}
+	klFn, err := kl.New(c.KLLoss, args.Values{"kl_coef": c.KLCoef})
+	if err != nil {
+		return nil, err
+	}
+	entFn, err := entropy.New(c.Entropy, args.Values{"entropy_coef": c.EntropyCoef})
+	if err != nil {
+		return nil, err
+	}
+	return &Objective{Policy: pl, KL: klFn, Entropy: entFn, Mode: m}, nil
 }

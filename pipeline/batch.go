@@ -1,0 +1,304 @@
+package pipeline
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/agg"
+)
+
+// columns resolves names of rftpipe's vocabulary to the store's columns:
+// the job's Columns mapping, then the name itself, then Trinity's and verl's
+// names for it (schema.Aliases).
+type columns struct {
+	file  string
+	sch   *arrow.Schema
+	index map[string]int // vocabulary name → column index
+}
+
+func newColumns(file string, s *arrow.Schema, mapping map[string]string) *columns {
+	c := &columns{file: file, sch: s, index: map[string]int{}}
+	for i, f := range s.Fields() {
+		if _, taken := c.index[f.Name]; !taken {
+			c.index[f.Name] = i
+		}
+	}
+	for alias, name := range schema.Aliases {
+		if _, has := c.index[name]; !has {
+			if i, ok := c.index[alias]; ok {
+				c.index[name] = i
+			}
+		}
+	}
+	for name, col := range mapping {
+		if i := fieldIndex(s, col); i >= 0 {
+			c.index[name] = i
+		}
+	}
+	return c
+}
+
+// lookup returns the column index of name, -1 when the store lacks it.
+func (c *columns) lookup(name string) int {
+	if i, ok := c.index[name]; ok {
+		return i
+	}
+	return -1
+}
+
+// require checks that the store has every named column.
+func (c *columns) require(names ...string) error {
+	for _, n := range names {
+		if c.lookup(n) < 0 {
+			have := make([]string, 0, c.sch.NumFields())
+			for _, f := range c.sch.Fields() {
+				have = append(have, f.Name)
+			}
+			sort.Strings(have)
+			return schema.Errorf(c.file, -1, n, "missing required column (store has: %s)", strings.Join(have, ", "))
+		}
+		if err := schema.Require(c.file, c.sch, c.sch.Field(c.lookup(n)).Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Batch is one record batch of the store on its way through the stages:
+// the input columns, and what the stages decided about it so far.
+type Batch struct {
+	rec  arrow.Record
+	cols *columns
+	// File and FileRow locate the batch's first row in its file; Row is its
+	// index in the whole store.
+	File         string
+	FileRow, Row int64
+	rows         *agg.Rows
+	tokens       map[string][]float64
+	set          map[string]arrow.Array
+	drop         []bool
+	dropped      int
+	copies       []copyOf
+	mem          memory.Allocator
+}
+
+// copyOf is a copy of row Row of the batch, its task id moved by Offset.
+type copyOf struct {
+	Row    int
+	Offset int64
+}
+
+// Len returns the number of rows.
+func (b *Batch) Len() int { return int(b.rec.NumRows()) }
+
+// Column returns the input column holding name, nil when the store lacks it.
+func (b *Batch) Column(name string) arrow.Array {
+	if i := b.cols.lookup(name); i >= 0 {
+		return b.rec.Column(i)
+	}
+	return nil
+}
+
+// Has reports whether the store has the column name.
+func (b *Batch) Has(name string) bool { return b.cols.lookup(name) >= 0 }
+
+// Errorf returns an error located at row i of the batch and column.
+func (b *Batch) Errorf(i int, column, format string, args ...any) error {
+	return schema.Errorf(b.File, b.FileRow+int64(i), column, format, args...)
+}
+
+// Rows returns the layout of the batch's responses: each row's response
+// length R, from action_mask (else logprobs): the layout of every per-token
+// column.
+func (b *Batch) Rows() (agg.Rows, error) {
+	if b.rows != nil {
+		return *b.rows, nil
+	}
+	name := schema.ActionMask
+	if !b.Has(name) {
+		name = schema.Logprobs
+	}
+	l, ok := b.Column(name).(array.ListLike)
+	if !ok {
+		return agg.Rows{}, schema.Errorf(b.File, -1, name, "missing: the response layout needs %s or %s", schema.ActionMask, schema.Logprobs)
+	}
+	lens := make([]int, b.Len())
+	for i := range lens {
+		if l.IsNull(i) {
+			return agg.Rows{}, b.Errorf(i, name, "null list")
+		}
+		lo, hi := l.ValueOffsets(i)
+		lens[i] = int(hi - lo)
+	}
+	r := agg.NewRows(lens)
+	b.rows = &r
+	return r, nil
+}
+
+// Tokens returns a per-token column as float64 values laid out by Rows
+// (bools as 0/1), or nil when the store lacks it; a stage's SetTokens
+// replaces it for the stages after. A null row or a row of another length
+// is an error naming the row.
+func (b *Batch) Tokens(name string) ([]float64, error) {
+	if v, ok := b.tokens[name]; ok {
+		return v, nil
+	}
+	a := b.Column(name)
+	if a == nil {
+		return nil, nil
+	}
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, err
+	}
+	l, ok := a.(array.ListLike)
+	if !ok {
+		return nil, schema.Errorf(b.File, -1, name, "has type %s, want a list", a.DataType())
+	}
+	var value func(j int) float64
+	switch v := l.ListValues().(type) {
+	case *array.Float32:
+		value = func(j int) float64 { return float64(v.Value(j)) }
+	case *array.Float64:
+		value = v.Value
+	case *array.Boolean:
+		value = func(j int) float64 {
+			if v.Value(j) {
+				return 1
+			}
+			return 0
+		}
+	default:
+		return nil, schema.Errorf(b.File, -1, name, "has type %s, want a list of float32, float64 or bool", a.DataType())
+	}
+	out := make([]float64, rows.Tokens())
+	vals := l.ListValues()
+	for i := 0; i < b.Len(); i++ {
+		if l.IsNull(i) {
+			return nil, b.Errorf(i, name, "null list")
+		}
+		lo, hi := l.ValueOffsets(i)
+		dst := out[rows.Off[i]:rows.Off[i+1]]
+		if int(hi-lo) != len(dst) {
+			return nil, b.Errorf(i, name, "%d values, the row has %d response tokens", hi-lo, len(dst))
+		}
+		for k := range dst {
+			if vals.IsNull(int(lo) + k) {
+				return nil, b.Errorf(i, name, "null value at token %d", k)
+			}
+			dst[k] = value(int(lo) + k)
+		}
+	}
+	if b.tokens == nil {
+		b.tokens = map[string][]float64{}
+	}
+	b.tokens[name] = out
+	return out, nil
+}
+
+// SetTokens replaces the per-token values of name (laid out by Rows) for
+// the stages after this one; it writes no column (Set does).
+func (b *Batch) SetTokens(name string, v []float64) {
+	if b.tokens == nil {
+		b.tokens = map[string][]float64{}
+	}
+	b.tokens[name] = v
+}
+
+// Set sets the output column name (declared in the stage's Needs.Writes)
+// to a, which the batch takes over.
+func (b *Batch) Set(name string, a arrow.Array) {
+	if b.set == nil {
+		b.set = map[string]arrow.Array{}
+	}
+	if old := b.set[name]; old != nil {
+		old.Release()
+	}
+	b.set[name] = a
+}
+
+// SetList sets the output column name from per-token values laid out by
+// Rows: list<bool> for action_mask, list<float32> otherwise.
+func (b *Batch) SetList(name string, v []float64) error {
+	rows, err := b.Rows()
+	if err != nil {
+		return err
+	}
+	b.Set(name, listArray(b.mem, v, rows, name == schema.ActionMask))
+	return nil
+}
+
+// Drop drops row i from the output.
+func (b *Batch) Drop(i int) {
+	if b.drop == nil {
+		b.drop = make([]bool, b.Len())
+	}
+	if !b.drop[i] {
+		b.drop[i] = true
+		b.dropped++
+	}
+}
+
+// Copy appends a copy of row i to the output (after every original row),
+// with a fresh suffix and its task id moved by taskOffset.
+func (b *Batch) Copy(i int, taskOffset int64) {
+	b.copies = append(b.copies, copyOf{Row: i, Offset: taskOffset})
+}
+
+// release releases what the batch holds.
+func (b *Batch) release() {
+	for _, a := range b.set {
+		a.Release()
+	}
+	b.set = nil
+}
+
+// listArray builds the list column of flat values laid out by rows:
+// list<bool> (v != 0) when isMask, list<float32> otherwise.
+func listArray(mem memory.Allocator, flat []float64, rows agg.Rows, isMask bool) arrow.Array {
+	offsets := make([]int32, rows.N()+1)
+	for i := range offsets {
+		offsets[i] = int32(rows.Off[i])
+	}
+	var child arrow.ArrayData
+	if isMask {
+		bb := array.NewBooleanBuilder(mem)
+		defer bb.Release()
+		bb.Reserve(len(flat))
+		for _, v := range flat {
+			bb.UnsafeAppend(v != 0)
+		}
+		a := bb.NewArray()
+		defer a.Release()
+		child = a.Data()
+		child.Retain()
+	} else {
+		vals := make([]float32, len(flat))
+		for i, v := range flat {
+			vals[i] = float32(v)
+		}
+		child = array.NewData(arrow.PrimitiveTypes.Float32, len(vals),
+			[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(vals))}, nil, 0, 0)
+	}
+	defer child.Release()
+	typ := arrow.ListOf(child.DataType())
+	data := array.NewData(typ, rows.N(),
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
+		[]arrow.ArrayData{child}, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data)
+}
+
+// fieldIndex returns the index of the first column of s named name, -1 when
+// there is none.
+func fieldIndex(s *arrow.Schema, name string) int {
+	if idx := s.FieldIndices(name); len(idx) > 0 {
+		return idx[0]
+	}
+	return -1
+}

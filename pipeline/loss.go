@@ -1,0 +1,267 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow/go/v17/arrow/array"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/objective"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// LossInputs says where each input of the loss step is read from: the first
+// store column of the list the store has (names of rftpipe's vocabulary;
+// Trinity's and verl's names are found too). The current policy's log-prob
+// of an offline store defaults to a logprob column, else to the rollout
+// logprobs — then ratio = 1, i.e. the loss and gradient at the rollout
+// policy, the first step of an update; the old log-probs likewise.
+var LossInputs = []struct {
+	Input   string
+	Columns []string
+}{
+	{tokens.LogProb, []string{schema.Logprob, schema.Logprobs}},
+	{tokens.OldLogProb, []string{schema.OldLogprob, schema.Logprobs}},
+	{tokens.RefLogProb, []string{schema.RefLogprob}},
+	{tokens.Advantages, []string{schema.Advantages}},
+	{tokens.ActionMask, []string{schema.ActionMask}},
+	{tokens.TeacherLogProb, []string{schema.TeacherLogprobs}},
+	{tokens.Entropy, []string{schema.Entropy}},
+	{tokens.Values, []string{schema.Values}},
+	{tokens.ExpertMask, []string{schema.ExpertMask}},
+}
+
+// LossStage is the loss step: the trainer's actor objective over the store
+// as one batch. A statistics pass gathers the batch's totals (rows, mask
+// counts, width: what the aggregation modes divide by); the streaming pass
+// adds up the terms' sums batch by batch and writes grad_logprob
+// (dLoss/dlogprob) as it goes; Finish turns the sums into the loss and its
+// metrics. A loss whose gradient needs the batch's sums (dpo) takes one more
+// statistics pass for them.
+type LossStage struct {
+	obj *objective.Objective
+	ev  tokens.Evaluator
+	// cols overrides LossInputs: input → store column.
+	cols map[string]string
+	step int64
+
+	totals tokens.Totals
+	eval   *objective.Eval
+	res    *objective.Result
+	tokens int
+}
+
+// NewLoss returns the loss step of o, evaluated by ev (tokens.CPU or a
+// device). cols maps inputs to store columns where LossInputs' defaults do
+// not fit; step is the training step every row is at (mix_chord's
+// schedule).
+func NewLoss(o *objective.Objective, ev tokens.Evaluator, cols map[string]string, step int64) *LossStage {
+	return &LossStage{obj: o, ev: ev, cols: cols, step: step}
+}
+
+// Name implements Stage.
+func (l *LossStage) Name() string { return "loss/" + l.obj.Policy.Name() }
+
+// Needs implements Stage.
+func (l *LossStage) Needs() Needs {
+	n := Needs{Columns: []string{schema.ActionMask}, Passes: 1, Writes: []string{schema.GradLogprob}}
+	if l.obj.Policy.Def.GradAfterSums {
+		n.Passes = 2
+	}
+	for _, in := range LossInputs {
+		n.Optional = append(n.Optional, in.Columns...)
+	}
+	for _, c := range l.cols {
+		n.Optional = append(n.Optional, c)
+	}
+	return n
+}
+
+// column returns the store column input is read from, "" when none.
+func (l *LossStage) column(b *Batch, input string) string {
+	if c, ok := l.cols[input]; ok {
+		return c
+	}
+	for _, in := range LossInputs {
+		if in.Input == input {
+			for _, c := range in.Columns {
+				if b.Has(c) {
+					return c
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// window returns the batch as a window of the loss's batch.
+func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, err
+	}
+	tb := tokens.New(rows)
+	for _, in := range LossInputs {
+		col := l.column(b, in.Input)
+		if col == "" {
+			continue
+		}
+		if !b.Has(col) {
+			return nil, schema.Errorf(b.File, -1, col, "no such column (--col %s=%s)", in.Input, col)
+		}
+		if in.Input == tokens.ExpertMask {
+			flags, err := rowFlags(b, col)
+			if err != nil {
+				return nil, err
+			}
+			if err := tb.SetExpertMask(flags); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		v, err := b.Tokens(col)
+		if err != nil {
+			return nil, err
+		}
+		if err := tb.Set(in.Input, v); err != nil {
+			return nil, err
+		}
+	}
+	steps := make([]int64, b.Len())
+	for i := range steps {
+		steps[i] = l.step
+	}
+	return tb, tb.SetStep(steps)
+}
+
+// rowFlags reads a per-row bool (or integer 0/1) column.
+func rowFlags(b *Batch, col string) ([]bool, error) {
+	a := b.Column(col)
+	out := make([]bool, b.Len())
+	for i := range out {
+		if a.IsNull(i) {
+			return nil, b.Errorf(i, col, "null flag")
+		}
+		switch v := a.(type) {
+		case *array.Boolean:
+			out[i] = v.Value(i)
+		case *array.Int32:
+			out[i] = v.Value(i) != 0
+		case *array.Int64:
+			out[i] = v.Value(i) != 0
+		default:
+			return nil, schema.Errorf(b.File, -1, col, "has type %s, want bool", a.DataType())
+		}
+	}
+	return out, nil
+}
+
+// Observe implements Observer: pass 0 gathers the totals, pass 1 (losses
+// whose gradient needs the batch's sums) the sums.
+func (l *LossStage) Observe(pass int, b *Batch) error {
+	tb, err := l.window(b)
+	if err != nil {
+		return err
+	}
+	if pass == 0 {
+		l.totals.Add(tokens.TotalsOf(tb))
+		return nil
+	}
+	if err := l.start(tb, b); err != nil {
+		return err
+	}
+	return l.wrap(b, l.eval.Window(tb, make([]float64, tb.Rows.Tokens())))
+}
+
+// start windows tb into the batch and starts the evaluation at the first
+// window.
+func (l *LossStage) start(tb *tokens.Batch, b *Batch) error {
+	if err := tb.SetWindow(int(b.Row), l.totals); err != nil {
+		return err
+	}
+	if l.eval != nil {
+		return nil
+	}
+	e, err := l.obj.Start(l.ev, tb)
+	if err != nil {
+		return l.wrap(b, err)
+	}
+	l.eval = e
+	return nil
+}
+
+// Apply implements Applier: the batch's sums and its gradient.
+func (l *LossStage) Apply(b *Batch) error {
+	tb, err := l.window(b)
+	if err != nil {
+		return err
+	}
+	if err := l.start(tb, b); err != nil {
+		return err
+	}
+	grad := make([]float64, tb.Rows.Tokens())
+	if l.obj.Policy.Def.GradAfterSums {
+		if err := l.finish(); err != nil {
+			return err
+		}
+		err = l.eval.GradWindow(tb, grad)
+	} else {
+		err = l.eval.Window(tb, grad)
+	}
+	if err != nil {
+		return l.wrap(b, err)
+	}
+	l.tokens += tb.Rows.Tokens()
+	return b.SetList(schema.GradLogprob, grad)
+}
+
+func (l *LossStage) finish() error {
+	if l.res != nil {
+		return nil
+	}
+	if l.eval == nil {
+		return schema.BadInputf("the store has no rows")
+	}
+	r, err := l.eval.Finish()
+	if err != nil {
+		return err
+	}
+	l.res = &r
+	return nil
+}
+
+// Finish implements Finisher: the loss's metrics.
+func (l *LossStage) Finish(res *Result) error {
+	if err := l.finish(); err != nil {
+		return err
+	}
+	res.Metrics.Merge("", l.res.Metrics)
+	return nil
+}
+
+// Result returns the objective's value and metrics (after the job).
+func (l *LossStage) Result() objective.Result { return *l.res }
+
+// Tokens returns the number of response tokens evaluated.
+func (l *LossStage) Tokens() int { return l.tokens }
+
+// wrap names the store in an error about the batch and says how to provide
+// a missing input.
+func (l *LossStage) wrap(b *Batch, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, in := range LossInputs {
+		if missing(err, in.Input) {
+			return fmt.Errorf("%s: %w (the store has no %s column: add one, or name the column with --col %s=COLUMN)", b.File, err, in.Columns[0], in.Input)
+		}
+	}
+	return fmt.Errorf("%s: %w", b.File, err)
+}
+
+// missing reports whether err says the batch lacks input.
+func missing(err error, input string) bool {
+	return errors.Is(err, schema.ErrBadInput) && strings.Contains(err.Error(), "missing input "+input)
+}

@@ -1,0 +1,235 @@
+package pipeline
+
+import (
+	"time"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/bitutil"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/advantage"
+)
+
+// PipelineSide returns the stages of a pipeline-side advantage fn (or
+// filter, or add strategy), as Trinity-RFT's experience pipeline runs it:
+// the fn plans the store from the group pass (keep flag and score per row,
+// duplicate blocks), then three steps carry the plan out on every batch —
+// filter (drop the rows the plan drops), advantage (advantages = returns =
+// score × action_mask) and duplicate (copy the rows of duplicated groups).
+func PipelineSide(name string, fn advantage.PipelineFn) []Stage {
+	p := &planStage{name: name, fn: fn}
+	return []Stage{p, &filterStage{p}, &scoreStage{p}, &duplicateStage{p}}
+}
+
+// planStage runs the fn over the group pass's Input.
+type planStage struct {
+	name   string
+	fn     advantage.PipelineFn
+	g      *Grouping
+	plan   *advantage.Plan
+	dups   *dupIndex
+	opTime time.Duration
+}
+
+func (p *planStage) Name() string { return p.name }
+
+func (p *planStage) Needs() Needs {
+	n := advantage.NeedsOf(p.fn)
+	return Needs{
+		Columns: []string{schema.Batch, schema.Task, schema.Reward},
+		Group:   &GroupNeeds{Runs: n.Runs, Step: n.Step, LogprobMean: n.LogprobMean, InvalidRewards: n.InvalidRewards},
+	}
+}
+
+func (p *planStage) Group(g *Grouping) error {
+	start := time.Now()
+	plan, err := p.fn.Plan(g.Input)
+	if err != nil {
+		return err
+	}
+	p.opTime = time.Since(start)
+	p.g, p.plan, p.dups = g, plan, indexDups(plan)
+	return nil
+}
+
+func (p *planStage) Finish(res *Result) error {
+	res.Filtered = int64(p.plan.Filtered)
+	res.Metrics.Merge("experience_pipeline", p.plan.Metrics)
+	res.Metrics["time/experience_pipeline/operator/"+p.name] = p.opTime.Seconds()
+	return nil
+}
+
+// row returns the plan row of row i of b, -1 for a row the group pass dropped.
+func (p *planStage) row(b *Batch, i int) int32 { return p.g.Row(b.Row + int64(i)) }
+
+// filterStage drops the rows the plan does not keep.
+type filterStage struct{ p *planStage }
+
+func (f *filterStage) Name() string { return f.p.name + "/filter" }
+func (f *filterStage) Needs() Needs { return Needs{} }
+
+func (f *filterStage) Apply(b *Batch) error {
+	for i := 0; i < b.Len(); i++ {
+		if r := f.p.row(b, i); r < 0 || !f.p.plan.Keep[r] {
+			b.Drop(i)
+		}
+	}
+	return nil
+}
+
+// scoreStage writes advantages = returns = score × action_mask. A plan
+// without scores (a filter) writes nothing: the input's advantages pass.
+type scoreStage struct{ p *planStage }
+
+func (s *scoreStage) Name() string { return s.p.name + "/advantage" }
+
+func (s *scoreStage) Needs() Needs {
+	if s.p.plan == nil || s.p.plan.Score == nil {
+		return Needs{}
+	}
+	return Needs{Columns: []string{schema.ActionMask}, Writes: []string{schema.Advantages, schema.Returns}}
+}
+
+func (s *scoreStage) Apply(b *Batch) error {
+	if s.p.plan.Score == nil {
+		return nil
+	}
+	score := make([]float32, b.Len())
+	for i := range score {
+		if r := s.p.row(b, i); r >= 0 {
+			score[i] = s.p.plan.Score[r]
+		}
+	}
+	adv, err := broadcast(b.Column(schema.ActionMask), score)
+	if err != nil {
+		return err
+	}
+	adv.Retain() // returns is a copy of advantages: the same values
+	b.Set(schema.Advantages, adv)
+	b.Set(schema.Returns, adv)
+	return nil
+}
+
+// duplicateStage copies the kept rows of the plan's duplicate blocks.
+type duplicateStage struct{ p *planStage }
+
+func (d *duplicateStage) Name() string { return d.p.name + "/duplicate" }
+
+func (d *duplicateStage) Needs() Needs {
+	return Needs{Duplicates: d.p.plan != nil && len(d.p.plan.Dups) > 0}
+}
+
+func (d *duplicateStage) Apply(b *Batch) error {
+	for i := 0; i < b.Len(); i++ {
+		r := d.p.row(b, i)
+		if r < 0 || !d.p.plan.Keep[r] {
+			continue
+		}
+		for _, k := range d.p.dups.of(r) {
+			b.Copy(i, d.p.plan.Dups[k].TaskOffset)
+		}
+	}
+	return nil
+}
+
+// broadcast returns list<float32> rows score[i] × mask row i (Broadcast of
+// the advantage stage, built straight into Arrow buffers); a null mask row
+// gives a null row.
+func broadcast(maskCol arrow.Array, score []float32) (arrow.Array, error) {
+	mask, ok := maskCol.(array.ListLike)
+	if !ok {
+		return nil, schema.BadInputf("column %s: want a list, have %s", schema.ActionMask, maskCol.DataType())
+	}
+	bits, ok := mask.ListValues().(*array.Boolean)
+	if !ok {
+		return nil, schema.BadInputf("column %s: want list<bool>, have %s", schema.ActionMask, maskCol.DataType())
+	}
+	n := mask.Len()
+	offsets := make([]int32, n+1)
+	for i := 0; i < n; i++ {
+		lo, hi := mask.ValueOffsets(i)
+		if mask.IsNull(i) {
+			hi = lo
+		}
+		offsets[i+1] = offsets[i] + int32(hi-lo)
+	}
+	vals := make([]float32, offsets[n])
+	for i := 0; i < n; i++ {
+		lo, _ := mask.ValueOffsets(i)
+		dst := vals[offsets[i]:offsets[i+1]]
+		s := score[i]
+		z := s * 0 // -0 for a negative score, as upstream's score × mask
+		for k := range dst {
+			if bits.Value(int(lo) + k) {
+				dst[k] = s
+			} else {
+				dst[k] = z
+			}
+		}
+	}
+	var valid *memory.Buffer
+	nulls := mask.NullN()
+	if nulls > 0 {
+		bm := make([]byte, bitutil.BytesForBits(int64(n)))
+		for i := 0; i < n; i++ {
+			if mask.IsValid(i) {
+				bitutil.SetBit(bm, i)
+			}
+		}
+		valid = memory.NewBufferBytes(bm)
+	}
+	child := array.NewData(arrow.PrimitiveTypes.Float32, len(vals),
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(vals))}, nil, 0, 0)
+	defer child.Release()
+	data := array.NewData(schema.Field(schema.Advantages).Type, n,
+		[]*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
+		[]arrow.ArrayData{child}, nulls, 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}
+
+// dupIndex lists, per plan row, the duplicate blocks that copy it (CSR).
+type dupIndex struct {
+	off []int32
+	dup []int32
+}
+
+func indexDups(p *advantage.Plan) *dupIndex {
+	if len(p.Dups) == 0 {
+		return &dupIndex{}
+	}
+	n := len(p.Keep)
+	ix := &dupIndex{off: make([]int32, n+1)}
+	for _, d := range p.Dups {
+		for _, r := range p.Groups.Group(int(d.Group)) {
+			if p.Keep[r] {
+				ix.off[r+1]++
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		ix.off[i+1] += ix.off[i]
+	}
+	ix.dup = make([]int32, ix.off[n])
+	next := append([]int32(nil), ix.off[:n]...)
+	for k, d := range p.Dups {
+		for _, r := range p.Groups.Group(int(d.Group)) {
+			if p.Keep[r] {
+				ix.dup[next[r]] = int32(k)
+				next[r]++
+			}
+		}
+	}
+	return ix
+}
+
+// of returns the duplicate blocks copying plan row r, in block order.
+func (ix *dupIndex) of(r int32) []int32 {
+	if ix.off == nil {
+		return nil
+	}
+	return ix.dup[ix.off[r]:ix.off[r+1]]
+}
+

@@ -1,0 +1,332 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/kl"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// TrainerSide returns the stages of a trainer-side advantage fn, as the
+// trainer runs it on its batch — here the whole store is one trainer batch:
+// the token-level rewards (the token_level_reward column, else each row's
+// reward at its last response token) less the KL penalty when penalty is
+// set (kl_penalty_fn), then the fn, writing advantages and returns (and
+// action_mask for the fns that rewrite it). Like the trainer in bypass mode,
+// the old log-probs are the old_logprob column, else the rollout logprobs.
+//
+// The fn streams: row-local work is done batch by batch, batch-wide
+// statistics come from statistics passes (the fn's Streamed form) — or, for
+// the group fns on outcome rewards, from the group pass's per-row rewards.
+func TrainerSide(name string, fn advantage.TrainerFn, penalty *kl.Fn) []Stage {
+	sc := &scoresStage{penalty: penalty}
+	return []Stage{sc, &trainerStage{name: name, fn: fn, st: fn.Stream(), scores: sc}}
+}
+
+// tokenLevelRewards is the batch's per-token input the scores stage
+// prepares for the trainer stage (Batch.SetTokens; not a column).
+const tokenLevelRewards = "token_level_rewards"
+
+// scoresStage prepares the token-level rewards of every batch.
+type scoresStage struct {
+	penalty *kl.Fn
+	active  bool // a KL penalty fn is set
+	ref     bool // the store has ref_logprob (else the penalty is 0)
+	dense   bool // the store has token_level_reward
+	run     *kl.Penalty
+}
+
+func (s *scoresStage) Name() string { return "token_level_rewards" }
+
+func (s *scoresStage) Needs() Needs {
+	n := Needs{Columns: []string{schema.ActionMask}, Optional: []string{schema.Reward, schema.TokenLevelReward}, Passes: AllPasses}
+	if s.active {
+		n.Optional = append(n.Optional, schema.Logprobs, schema.OldLogprob, schema.RefLogprob)
+	}
+	return n
+}
+
+// Prepare implements Preparer.
+func (s *scoresStage) Prepare(has func(string) bool) error {
+	s.dense = has(schema.TokenLevelReward)
+	s.active = s.penalty != nil && s.penalty.Kind != kl.None
+	s.ref = has(schema.RefLogprob)
+	if !s.dense && !has(schema.Reward) {
+		return schema.BadInputf("the store has neither %s nor %s: the trainer needs a reward", schema.Reward, schema.TokenLevelReward)
+	}
+	return nil
+}
+
+// outcome reports whether each row's Σ token_level_rewards is its reward.
+func (s *scoresStage) outcome() bool { return !s.dense && !(s.active && s.ref) }
+
+// Observe implements Observer: the statistics passes see the same rewards
+// (the penalty's metrics are the streaming pass's).
+func (s *scoresStage) Observe(_ int, b *Batch) error {
+	var p *kl.Penalty
+	if s.active {
+		p = s.penalty.NewPenalty()
+	}
+	return s.scores(b, p)
+}
+
+func (s *scoresStage) Apply(b *Batch) error {
+	if s.active && s.run == nil {
+		s.run = s.penalty.NewPenalty()
+	}
+	return s.scores(b, s.run)
+}
+
+// scores sets the batch's token_level_rewards, less penalty p (if any).
+func (s *scoresStage) scores(b *Batch, p *kl.Penalty) error {
+	rows, err := b.Rows()
+	if err != nil {
+		return err
+	}
+	var sc []float64
+	if s.dense {
+		if sc, err = b.Tokens(schema.TokenLevelReward); err != nil {
+			return err
+		}
+	} else {
+		sc = make([]float64, rows.Tokens())
+		rew, _ := b.Column(schema.Reward).(interface {
+			IsValid(int) bool
+			Value(int) float64
+		})
+		for r := 0; r < b.Len(); r++ {
+			v := 0.0
+			if rew != nil && rew.IsValid(r) {
+				v = rew.Value(r)
+			}
+			if rew == nil || !rew.IsValid(r) || v != v {
+				return b.Errorf(r, schema.Reward, "null or NaN reward (the trainer needs a reward on every row)")
+			}
+			if lo, hi := rows.Span(r); hi > lo {
+				sc[hi-1] = v
+			}
+		}
+	}
+	if p != nil {
+		tb := tokens.New(rows)
+		for name, col := range map[string]string{tokens.OldLogProb: oldLogprobColumn(b), tokens.RefLogProb: schema.RefLogprob, tokens.ActionMask: schema.ActionMask} {
+			v, err := b.Tokens(col)
+			if err != nil {
+				return err
+			}
+			if v == nil {
+				continue // no ref_logprob: the penalty says kl = 0
+			}
+			if err := tb.Set(name, v); err != nil {
+				return err
+			}
+		}
+		if sc, err = p.Apply(tb, sc); err != nil {
+			return err
+		}
+	}
+	b.SetTokens(tokenLevelRewards, sc)
+	return nil
+}
+
+func (s *scoresStage) Finish(res *Result) error {
+	if s.run != nil {
+		res.Metrics.Merge("critic", s.run.Finish())
+	}
+	return nil
+}
+
+// oldLogprobColumn is where the old log-probs come from: the trainer's
+// old_logprob column, else the rollout logprobs (bypass mode).
+func oldLogprobColumn(b *Batch) string {
+	if b.Has(schema.OldLogprob) {
+		return schema.OldLogprob
+	}
+	return schema.Logprobs
+}
+
+// trainerStage runs a trainer-side fn over the store as one batch.
+type trainerStage struct {
+	name   string
+	fn     advantage.TrainerFn
+	st     advantage.Streamed
+	scores *scoresStage
+	scalar bool // row scores from the group pass
+	// group ids of every store row, numbered in first appearance, when the
+	// fn reads the uid grouping and no group pass gave them
+	ids   []int32
+	index map[string]int32
+	key   []byte
+}
+
+func (t *trainerStage) Name() string { return t.name }
+
+// Prepare implements Preparer.
+func (t *trainerStage) Prepare(has func(string) bool) error {
+	_, rowScored := t.st.(advantage.RowScored)
+	t.scalar = rowScored && t.scores.outcome()
+	return nil
+}
+
+func (t *trainerStage) Needs() Needs {
+	n := Needs{Columns: []string{schema.Batch, schema.Task, schema.ActionMask}, Passes: t.passes(),
+		Writes: []string{schema.Advantages, schema.Returns}}
+	for _, in := range t.fn.Inputs() {
+		n.Optional = append(n.Optional, inputColumns[in]...)
+	}
+	if t.scalar {
+		n.Group = &GroupNeeds{}
+	}
+	if _, ok := t.fn.(advantage.MaskRewriter); ok {
+		n.Writes = append(n.Writes, schema.ActionMask)
+	}
+	return n
+}
+
+// passes is the number of statistics passes: the fn's, and one to number
+// the groups when the fn reads them and no group pass does.
+func (t *trainerStage) passes() int {
+	n := t.st.Passes()
+	if n == 0 && !t.scalar && slices.Contains(t.fn.Inputs(), advantage.InGroups) {
+		n = 1
+	}
+	return n
+}
+
+// inputColumns maps the trainer-side inputs to the store columns they are
+// read from (the first present).
+var inputColumns = map[string][]string{
+	advantage.InValues:          {schema.Values},
+	advantage.InOldLogprobs:     {schema.OldLogprob, schema.Logprobs},
+	advantage.InRolloutLogprobs: {schema.Logprobs},
+	advantage.InTeacherLogprobs: {schema.TeacherLogprobs},
+	advantage.InEntropys:        {schema.Entropy},
+	advantage.InNecs:            {"necs"},
+}
+
+func (t *trainerStage) Group(g *Grouping) error {
+	if !t.scalar {
+		return nil
+	}
+	if g.Invalid > 0 {
+		return schema.BadInputf("store row %d: null or NaN reward (the trainer needs a reward on every row)", g.FirstInvalid)
+	}
+	ids := make([]int32, g.Input.N())
+	for k := 0; k < g.Input.Tasks.Len(); k++ {
+		for _, r := range g.Input.Tasks.Group(k) {
+			ids[r] = int32(k)
+		}
+	}
+	return t.st.(advantage.RowScored).SetRowScores(g.Input.Reward, ids)
+}
+
+func (t *trainerStage) Observe(pass int, b *Batch) error {
+	if pass == 0 && !t.scalar {
+		t.number(b)
+	}
+	if pass >= t.st.Passes() {
+		return nil
+	}
+	c, err := t.chunk(b)
+	if err != nil {
+		return err
+	}
+	return t.st.Observe(pass, c)
+}
+
+// number numbers the uid groups of the batch's rows.
+func (t *trainerStage) number(b *Batch) {
+	if t.index == nil {
+		t.index = map[string]int32{}
+	}
+	batch, task := b.Column(schema.Batch), b.Column(schema.Task)
+	for i := 0; i < b.Len(); i++ {
+		t.key = schema.AppendKey(t.key[:0], i, batch, task)
+		id, ok := t.index[string(t.key)]
+		if !ok {
+			id = int32(len(t.index))
+			t.index[string(t.key)] = id
+		}
+		t.ids = append(t.ids, id)
+	}
+}
+
+// chunk returns the batch as a window of the trainer batch.
+func (t *trainerStage) chunk(b *Batch) (*advantage.Chunk, error) {
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, err
+	}
+	c := &advantage.Chunk{First: int(b.Row)}
+	c.Rows = rows
+	if c.Mask, err = b.Tokens(schema.ActionMask); err != nil {
+		return nil, err
+	}
+	if t.ids != nil {
+		c.Group = t.ids[b.Row : b.Row+int64(b.Len())]
+	}
+	for _, in := range t.fn.Inputs() {
+		var v []float64
+		switch in {
+		case advantage.InTokenLevelRewards:
+			v, err = b.Tokens(tokenLevelRewards)
+		case advantage.InGroups, advantage.InRewardBaselines:
+			continue
+		default:
+			for _, col := range inputColumns[in] {
+				if b.Has(col) {
+					v, err = b.Tokens(col)
+					break
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.Set(in, v)
+	}
+	return c, nil
+}
+
+func (t *trainerStage) Apply(b *Batch) error {
+	c, err := t.chunk(b)
+	if err != nil {
+		return err
+	}
+	res, err := t.st.Apply(c)
+	if err != nil {
+		return fmt.Errorf("%s: %w%s", b.File, err, columnHint(err))
+	}
+	if err := b.SetList(schema.Advantages, res.Advantages); err != nil {
+		return err
+	}
+	if err := b.SetList(schema.Returns, res.Returns); err != nil {
+		return err
+	}
+	if _, ok := t.fn.(advantage.MaskRewriter); ok {
+		return b.SetList(schema.ActionMask, res.Mask)
+	}
+	return nil
+}
+
+// Finish implements Finisher. The fn's own metrics are not published:
+// upstream's trainer discards them.
+func (t *trainerStage) Finish(res *Result) error {
+	res.Groups = max(res.Groups, len(t.index))
+	return nil
+}
+
+// columnHint explains how to provide a trainer-side column a store lacks.
+func columnHint(err error) string {
+	for _, c := range []string{advantage.InValues, advantage.InTeacherLogprobs} {
+		if errors.Is(err, schema.ErrBadInput) && strings.Contains(err.Error(), "missing column "+c) {
+			return fmt.Sprintf(" (the store has no %s column; add one, or map one with the job file's columns section)", inputColumns[c][0])
+		}
+	}
+	return ""
+}

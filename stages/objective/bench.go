@@ -1,0 +1,61 @@
+package objective
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// Clock times one evaluation: it runs eval and returns its time in ms (wall
+// time on the CPU, kernel time by device events on a GPU).
+type Clock func(eval func() error) (float64, error)
+
+// Wall is the Clock of wall time.
+func Wall(eval func() error) (float64, error) {
+	start := time.Now()
+	err := eval()
+	return float64(time.Since(start).Nanoseconds()) / 1e6, err
+}
+
+// Bench evaluates o on tokens.Synthetic(rows, width, seed) with ev: one
+// warm-up evaluation, then runs timed ones; it returns the median time in
+// ms. A NaN loss is an error (the inputs are well within every loss's
+// domain).
+func Bench(ev tokens.Evaluator, o *Objective, rows, width, runs int, seed uint64, clock Clock) (float64, error) {
+	if runs < 1 {
+		return 0, fmt.Errorf("bench: runs must be >= 1")
+	}
+	b := tokens.Synthetic(rows, width, seed)
+	grad := make([]float64, b.Rows.Tokens())
+	times := make([]float64, 0, runs)
+	for i := 0; i <= runs; i++ { // run 0 is the warm-up
+		ms, err := clock(func() error {
+			res, err := o.Eval(ev, b, grad)
+			if err == nil && math.IsNaN(res.Loss) {
+				err = fmt.Errorf("bench: %s gave a NaN loss", o.Policy.Name())
+			}
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		if i > 0 {
+			times = append(times, ms)
+		}
+	}
+	slices.Sort(times)
+	med := times[len(times)/2]
+	if len(times)%2 == 0 {
+		med = (times[len(times)/2-1] + med) / 2
+	}
+	return med, nil
+}
+
+// PolicyOnly returns the objective of policy loss name alone (default
+// args, no KL or entropy term), as the benchmarks time it.
+func PolicyOnly(name string) (*Objective, error) {
+	return New(Config{PolicyLoss: name, KLLoss: "none", Entropy: "none"})
+}
