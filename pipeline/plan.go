@@ -232,4 +232,3 @@ func (ix *dupIndex) of(r int32) []int32 {
 	}
 	return ix.dup[ix.off[r]:ix.off[r+1]]
 }
-
