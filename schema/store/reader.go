@@ -87,16 +87,28 @@ func Expand(path string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{path}, nil
 	}
-	var out []string
-	for _, pat := range []string{"*.parquet", "*.pq"} {
-		m, _ := filepath.Glob(filepath.Join(path, pat))
-		out = append(out, m...)
-	}
+	out := parquetFiles(path)
 	if len(out) == 0 {
 		return nil, schema.Errorf(path, -1, "", "directory holds no Parquet files")
 	}
-	sort.Strings(out)
 	return out, nil
+}
+
+// parquetFiles lists the Parquet files of a store directory, sorted,
+// leaving out hidden files and files starting with "_" (temp files, Spark's
+// _SUCCESS, as pyarrow does).
+func parquetFiles(dir string) []string {
+	var out []string
+	for _, pat := range []string{"*.parquet", "*.pq"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, f := range m {
+			if b := filepath.Base(f); b[0] != '.' && b[0] != '_' {
+				out = append(out, f)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Open opens a store for streaming. Every file of a multi-file store must have
