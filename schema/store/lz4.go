@@ -26,7 +26,7 @@ type lz4Codec struct{ hadoop bool }
 
 var errLZ4Stream = errors.New("lz4: Parquet pages are blocks; no streaming codec")
 
-func (lz4Codec) NewReader(io.Reader) io.ReadCloser { return errStream{} }
+func (lz4Codec) NewReader(io.Reader) io.ReadCloser  { return errStream{} }
 func (lz4Codec) NewWriter(io.Writer) io.WriteCloser { return errStream{} }
 func (lz4Codec) NewWriterLevel(io.Writer, int) (io.WriteCloser, error) {
 	return nil, errLZ4Stream
