@@ -21,12 +21,30 @@ func Pipeline(name string, vars map[string]string) string {
 	if err != nil {
 		panic("sql: no pipeline query " + name)
 	}
-	q := string(b)
-	for k, v := range vars {
-		q = strings.ReplaceAll(q, "{{"+k+"}}", v)
+	return substitute(name, string(b), vars)
+}
+
+// substitute replaces every {{key}} of the template q in one pass, so that
+// text coming from vars (a quoted path may hold "{{") is never read as a
+// placeholder. An unknown key panics (see Pipeline).
+func substitute(name, q string, vars map[string]string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(q, "{{")
+		if i < 0 {
+			b.WriteString(q)
+			return b.String()
+		}
+		j := strings.Index(q[i:], "}}")
+		if j < 0 {
+			panic("sql: pipeline/" + name + ".sql: unterminated placeholder at " + q[i:min(len(q), i+30)])
+		}
+		v, ok := vars[q[i+2:i+j]]
+		if !ok {
+			panic("sql: pipeline/" + name + ".sql: unreplaced placeholder " + q[i:i+j+2])
+		}
+		b.WriteString(q[:i])
+		b.WriteString(v)
+		q = q[i+j+2:]
 	}
-	if i := strings.Index(q, "{{"); i >= 0 {
-		panic("sql: pipeline/" + name + ".sql: unreplaced placeholder at " + q[i:min(len(q), i+30)])
-	}
-	return q
 }

@@ -63,4 +63,6 @@ func init() {
 		}
 		compress.RegisterCodec(typ, recovering{c})
 	}
+	compress.RegisterCodec(codecLZ4Raw, recovering{lz4Codec{}})
+	compress.RegisterCodec(codecLZ4, recovering{lz4Codec{hadoop: true}})
 }

@@ -1,32 +1,39 @@
 package store
 
 import (
+	"encoding/binary"
 	"io"
 	"os"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/ipc"
+
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // ipcFileSource reads the Arrow IPC file format batch by batch.
 type ipcFileSource struct {
-	f    *os.File
-	r    *ipc.FileReader
-	i    int
-	cols []int
-	sc   *arrow.Schema
-	cur  arrow.Record
+	path  string
+	stamp fileStamp
+	f     *os.File
+	r     *ipc.FileReader
+	i     int
+	cols  []int
+	sc    *arrow.Schema
+	cur   arrow.Record
 }
 
 // ipcStreamSource reads the Arrow IPC stream format.
 type ipcStreamSource struct {
-	f    *os.File
-	pos  *offsetReader // what arrow has read of f
-	size int64
-	r    *ipc.Reader
-	cols []int
-	sc   *arrow.Schema
-	cur  arrow.Record
+	path  string
+	stamp fileStamp
+	f     *os.File
+	pos   *offsetReader // what arrow has read of f
+	size  int64
+	r     *ipc.Reader
+	cols  []int
+	sc    *arrow.Schema
+	cur   arrow.Record
 }
 
 func openIPC(path string, f Format, cfg readConfig) (source, error) {
@@ -36,14 +43,14 @@ func openIPC(path string, f Format, cfg readConfig) (source, error) {
 	}
 	kept := false
 	defer closeUnless(&kept, fh)
-	st, err := fh.Stat()
+	stamp, err := stampOf(fh)
 	if err != nil {
 		return nil, fileError(path, err, "cannot open")
 	}
-	if err := checkIPC(fh, f, st.Size()); err != nil {
+	if err := checkIPC(fh, f, stamp.size); err != nil {
 		return nil, fileError(path, err, "not a readable Arrow IPC store")
 	}
-	mem := ipcAllocator(cfg.mem, st.Size())
+	mem := ipcAllocator(cfg.mem, stamp.size)
 	if f == ArrowFile {
 		r, err := ipc.NewFileReader(fh, ipc.WithAllocator(mem))
 		if err != nil {
@@ -51,7 +58,7 @@ func openIPC(path string, f Format, cfg readConfig) (source, error) {
 		}
 		cols := project(r.Schema(), cfg.columns)
 		kept = true
-		return &ipcFileSource{f: fh, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
+		return &ipcFileSource{path: path, stamp: stamp, f: fh, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
 	}
 	pos := &offsetReader{r: fh}
 	r, err := ipc.NewReader(pos, ipc.WithAllocator(mem))
@@ -60,7 +67,7 @@ func openIPC(path string, f Format, cfg readConfig) (source, error) {
 	}
 	cols := project(r.Schema(), cfg.columns)
 	kept = true
-	return &ipcStreamSource{f: fh, pos: pos, size: st.Size(), r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
+	return &ipcStreamSource{path: path, stamp: stamp, f: fh, pos: pos, size: stamp.size, r: r, cols: cols, sc: projectSchema(r.Schema(), cols)}, nil
 }
 
 func projectSchema(s *arrow.Schema, cols []int) *arrow.Schema {
@@ -88,6 +95,9 @@ func (s *ipcFileSource) Next() (arrow.Record, error) {
 		s.cur = nil
 	}
 	if s.i >= s.r.NumRecords() {
+		if err := s.stamp.check(s.path); err != nil {
+			return nil, err
+		}
 		return nil, io.EOF
 	}
 	rec, err := s.r.Record(s.i)
@@ -114,17 +124,36 @@ func (s *ipcStreamSource) Next() (arrow.Record, error) {
 		s.cur.Release()
 		s.cur = nil
 	}
-	if _, _, err := messageAt(s.f, s.pos.n, s.size); err != nil {
+	at := s.pos.n
+	if _, _, err := messageAt(s.f, at, s.size); err != nil {
 		return nil, err
 	}
 	if !s.r.Next() {
 		if err := s.r.Err(); err != nil && err != io.EOF {
 			return nil, err
 		}
-		return nil, io.EOF
+		return nil, s.end(at)
 	}
 	s.cur = projectRecord(s.r.Record(), s.sc, s.cols)
 	return s.cur, nil
+}
+
+// end checks, where arrow's reader saw the stream end (at), that it ended with
+// the end-of-stream marker (a stream cut at a message boundary otherwise
+// reads as a shorter valid one) and that the file did not change meanwhile;
+// io.EOF if so.
+func (s *ipcStreamSource) end(at int64) error {
+	var m [8]byte
+	n, _ := s.f.ReadAt(m[:], at)
+	eos := (n == 8 && binary.LittleEndian.Uint64(m[:]) == 0xFFFFFFFF) || // continuation, length 0
+		(n >= 4 && binary.LittleEndian.Uint32(m[:4]) == 0) // the pre-1.0 marker: length 0
+	if !eos {
+		return schema.Errorf(s.path, -1, "", "Arrow IPC stream ends at byte %d without its end-of-stream marker (file cut?)", at)
+	}
+	if err := s.stamp.check(s.path); err != nil {
+		return err
+	}
+	return io.EOF
 }
 
 func (s *ipcStreamSource) Close() error {

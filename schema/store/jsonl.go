@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -23,10 +24,16 @@ import (
 //	 "reward": 1.0, "prompt_length": 4, "tokens": [...], "logprobs": [...],
 //	 "action_mask": [true, ...], "info": {...}, ...}
 //
-// Known fields get their canonical Arrow type; `batch` and `task` are int64
-// or utf8 as the first record has them; `info`, `metrics` and unknown fields
-// are kept as JSON text. The first record fixes the columns: a later record
-// may leave a field out (null) but not bring a new one.
+// The reader scans the file once before it reads it, to learn every field
+// (a field may first appear on any line, and a record may leave any field
+// out: Trinity's to_dict omits a None reward) and to count the records it
+// must then read. Known fields get their canonical Arrow type; `batch` and
+// `task` are int64, or utf8 when any record has a string id (integers then
+// read as their decimal text: keys compare as strings). Whole-number floats
+// (`"run": 0.0`) read as integers. `info`, `metrics` and unknown fields that
+// hold objects, lists or mixed kinds are kept as JSON text (see JSONText);
+// unknown fields holding only integers, numbers, booleans or strings get
+// int64, float64, bool or utf8. A UTF-8 byte-order mark is skipped.
 
 type jsonlSource struct {
 	path  string
@@ -35,14 +42,35 @@ type jsonlSource struct {
 	mem   memory.Allocator
 	rows  int
 	line  int64
-	first map[string]json.RawMessage // the record that fixed the schema, not yet emitted
 	s     *arrow.Schema
 	want  []string
 	bld   *array.RecordBuilder
 	cur   arrow.Record
+	stamp fileStamp
+	total int64 // records the first pass counted
+	read  int64 // records read
 }
 
 const maxLine = 256 << 20
+
+// JSONTextKey is the field metadata key that marks a utf8 column holding
+// JSON text; JSONL writers embed its values as JSON, not as strings.
+const JSONTextKey = "rftpipe.json"
+
+// JSONText reports whether a column holds JSON text: info, metrics, or a
+// field marked with JSONTextKey.
+func JSONText(f arrow.Field) bool {
+	return f.Name == schema.Info || f.Name == schema.Metrics || f.Metadata.FindKey(JSONTextKey) >= 0
+}
+
+// JSON value kinds seen for a field by the first pass.
+const (
+	kindInt = 1 << iota
+	kindFloat
+	kindBool
+	kindString
+	kindOther // object or list
+)
 
 func openJSONL(path string, cfg readConfig) (source, error) {
 	f, err := os.Open(path)
@@ -51,28 +79,72 @@ func openJSONL(path string, cfg readConfig) (source, error) {
 	}
 	kept := false
 	defer closeUnless(&kept, f)
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), maxLine)
-	j := &jsonlSource{path: path, f: f, sc: sc, mem: cfg.mem, rows: cfg.batchRows, want: cfg.columns}
-	rec, err := j.readLine()
-	if err == io.EOF {
+	j := &jsonlSource{path: path, f: f, mem: cfg.mem, rows: cfg.batchRows, want: cfg.columns}
+	if j.stamp, err = stampOf(f); err != nil {
+		return nil, fileError(path, err, "cannot open")
+	}
+	kinds := map[string]int{}
+	for {
+		rec, err := j.readLine()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		j.total++
+		for k, v := range rec {
+			if len(j.want) == 0 || contains(j.want, k) {
+				kinds[k] |= kindOf(v)
+			}
+		}
+	}
+	if j.total == 0 {
 		return nil, schema.Errorf(path, -1, "", "empty store: no experience records")
 	}
-	if err != nil {
-		return nil, err
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fileError(path, err, "cannot read")
 	}
-	kept = true
-	j.first = rec
-	j.s = jsonlSchema(rec, cfg.columns)
+	j.sc, j.line = nil, 0
+	j.s = jsonlSchema(kinds)
 	j.bld = array.NewRecordBuilder(cfg.mem, j.s)
+	kept = true
 	return j, nil
+}
+
+// kindOf classifies one JSON value (0 for null).
+func kindOf(raw json.RawMessage) int {
+	if isNull(raw, true) {
+		return 0
+	}
+	switch c := raw[0]; {
+	case string(raw) == `"nan"` || string(raw) == `"inf"` || string(raw) == `"-inf"`:
+		return kindFloat // a bare NaN or Infinity, quoted by readLine
+	case c == '"':
+		return kindString
+	case c == 't' || c == 'f':
+		return kindBool
+	case c == '{' || c == '[':
+		return kindOther
+	case bytes.ContainsAny(raw, ".eE"):
+		return kindFloat
+	}
+	return kindInt
 }
 
 // readLine returns the next non-blank line decoded, with the eid flattened.
 func (j *jsonlSource) readLine() (map[string]json.RawMessage, error) {
+	if j.sc == nil {
+		j.sc = bufio.NewScanner(j.f)
+		j.sc.Buffer(make([]byte, 1<<20), maxLine)
+	}
 	for j.sc.Scan() {
 		j.line++
-		b := bytes.TrimSpace(j.sc.Bytes())
+		b := j.sc.Bytes()
+		if j.line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a UTF-8 byte-order mark
+		}
+		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
@@ -95,36 +167,52 @@ func (j *jsonlSource) readLine() (map[string]json.RawMessage, error) {
 		}
 		return rec, nil
 	}
-	if err := j.sc.Err(); err != nil {
+	if err := j.sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, schema.Errorf(j.path, j.line, "", "line %d is longer than the %d MiB limit of a JSONL record", j.line+1, maxLine>>20)
+	} else if err != nil {
 		return nil, fileError(j.path, err, "read failed at line %d", j.line+1)
 	}
 	return nil, io.EOF
 }
 
-// jsonlSchema derives the columns from the first record: known columns in
-// canonical order, then unknown ones sorted by name, as JSON text.
-func jsonlSchema(rec map[string]json.RawMessage, want []string) *arrow.Schema {
+// jsonlSchema derives the columns from the kinds of values each field holds:
+// known columns in canonical order, then unknown ones sorted by name.
+func jsonlSchema(kinds map[string]int) *arrow.Schema {
 	var fields []arrow.Field
 	for _, n := range schema.Order {
-		raw, ok := rec[n]
-		if !ok || (len(want) > 0 && !contains(want, n)) {
+		k, ok := kinds[n]
+		if !ok {
 			continue
 		}
 		f := schema.Field(n)
-		if (n == schema.Batch || n == schema.Task) && len(raw) > 0 && raw[0] == '"' {
+		if (n == schema.Batch || n == schema.Task) && k&kindString != 0 {
 			f.Type = arrow.BinaryTypes.String
 		}
 		fields = append(fields, f)
 	}
 	var extra []string
-	for k := range rec {
-		if _, known := schema.Type(k); !known && (len(want) == 0 || contains(want, k)) {
+	for k := range kinds {
+		if _, known := schema.Type(k); !known {
 			extra = append(extra, k)
 		}
 	}
 	sortStrings(extra)
 	for _, k := range extra {
-		fields = append(fields, arrow.Field{Name: k, Type: arrow.BinaryTypes.String, Nullable: true})
+		f := arrow.Field{Name: k, Nullable: true}
+		switch kinds[k] {
+		case kindInt:
+			f.Type = arrow.PrimitiveTypes.Int64
+		case kindFloat, kindInt | kindFloat:
+			f.Type = arrow.PrimitiveTypes.Float64
+		case kindBool:
+			f.Type = arrow.FixedWidthTypes.Boolean
+		case kindString:
+			f.Type = arrow.BinaryTypes.String
+		default: // objects, lists, mixed kinds, or only nulls
+			f.Type = arrow.BinaryTypes.String
+			f.Metadata = arrow.NewMetadata([]string{JSONTextKey}, []string{"true"})
+		}
+		fields = append(fields, f)
 	}
 	return arrow.NewSchema(fields, nil)
 }
@@ -138,22 +226,28 @@ func (j *jsonlSource) Next() (arrow.Record, error) {
 	}
 	n := 0
 	for n < j.rows {
-		rec := j.first
-		j.first = nil
-		if rec == nil {
-			var err error
-			if rec, err = j.readLine(); err == io.EOF {
-				break
-			} else if err != nil {
-				return nil, err
-			}
+		rec, err := j.readLine()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, err
+		}
+		if j.read == j.total {
+			return nil, schema.Errorf(j.path, j.line-1, "", "file changed while it was read: more than the %d records it held", j.total)
 		}
 		if err := j.append(rec); err != nil {
 			return nil, err
 		}
+		j.read++
 		n++
 	}
 	if n == 0 {
+		if j.read != j.total {
+			return nil, schema.Errorf(j.path, -1, "", "file changed while it was read: %d of its %d records left", j.read, j.total)
+		}
+		if err := j.stamp.check(j.path); err != nil {
+			return nil, err
+		}
 		return nil, io.EOF
 	}
 	j.cur = j.bld.NewRecord()
@@ -164,7 +258,7 @@ func (j *jsonlSource) append(rec map[string]json.RawMessage) error {
 	row := j.line - 1
 	for k := range rec {
 		if len(j.s.FieldIndices(k)) == 0 && (len(j.want) == 0 || contains(j.want, k)) {
-			return schema.Errorf(j.path, row, k, "field not present in the first record")
+			return schema.Errorf(j.path, row, k, "file changed while it was read: field not seen before")
 		}
 	}
 	for i, f := range j.s.Fields() {
@@ -188,32 +282,44 @@ func appendJSON(b array.Builder, f arrow.Field, raw json.RawMessage, ok bool) er
 	}
 	switch bb := b.(type) {
 	case *array.Int64Builder:
-		var v int64
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return fmt.Errorf("want an integer, got %s", clip(raw))
+		v, err := jsonInt(raw, math.MinInt64, math.MaxInt64)
+		if err != nil {
+			return err
 		}
 		bb.Append(v)
 	case *array.Int32Builder:
-		var v int32
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return fmt.Errorf("want an integer, got %s", clip(raw))
+		v, err := jsonInt(raw, math.MinInt32, math.MaxInt32)
+		if err != nil {
+			return err
 		}
-		bb.Append(v)
+		bb.Append(int32(v))
 	case *array.Float64Builder:
 		v, err := jsonFloat(raw)
 		if err != nil {
 			return err
 		}
 		bb.Append(v)
+	case *array.BooleanBuilder:
+		v, err := jsonBool(raw)
+		if err != nil {
+			return err
+		}
+		bb.Append(v)
 	case *array.StringBuilder:
-		if f.Name == schema.Info || f.Name == schema.Metrics || raw[0] != '"' {
-			if _, known := schema.Type(f.Name); known && f.Name != schema.Info && f.Name != schema.Metrics && f.Name != schema.Batch && f.Name != schema.Task {
+		if JSONText(f) {
+			bb.Append(string(raw))
+			return nil
+		}
+		if raw[0] != '"' {
+			if f.Name != schema.Batch && f.Name != schema.Task {
 				return fmt.Errorf("want a string, got %s", clip(raw))
 			}
-			if f.Name == schema.Batch || f.Name == schema.Task {
-				return fmt.Errorf("want a string id like the first record's, got %s", clip(raw))
+			// an integer id among string ids: its decimal text
+			v, err := jsonInt(raw, math.MinInt64, math.MaxInt64)
+			if err != nil {
+				return fmt.Errorf("want a string or integer id, got %s", clip(raw))
 			}
-			bb.Append(string(raw)) // JSON text
+			bb.Append(strconv.FormatInt(v, 10))
 			return nil
 		}
 		var s string
@@ -242,11 +348,11 @@ func appendJSON(b array.Builder, f arrow.Field, raw json.RawMessage, ok bool) er
 func appendElem(b array.Builder, raw json.RawMessage) error {
 	switch bb := b.(type) {
 	case *array.Int32Builder:
-		var v int32
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return fmt.Errorf("want integer list items, got %s", clip(raw))
+		v, err := jsonInt(raw, math.MinInt32, math.MaxInt32)
+		if err != nil {
+			return fmt.Errorf("list item: %v", err)
 		}
-		bb.Append(v)
+		bb.Append(int32(v))
 	case *array.Float32Builder:
 		v, err := jsonFloat(raw)
 		if err != nil {
@@ -266,15 +372,42 @@ func appendElem(b array.Builder, raw json.RawMessage) error {
 	return nil
 }
 
+// jsonInt decodes an integer in [lo, hi]; a whole-number float (0.0, 1e3)
+// is one.
+func jsonInt(raw json.RawMessage, lo, hi int64) (int64, error) {
+	v, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(string(raw), 64)
+		if ferr != nil || f != math.Trunc(f) || f < -(1<<63) || f >= 1<<63 {
+			return 0, fmt.Errorf("want an integer, got %s", clip(raw))
+		}
+		v = int64(f)
+	}
+	if v < lo || v > hi {
+		return 0, fmt.Errorf("%d is out of range [%d, %d]", v, lo, hi)
+	}
+	return v, nil
+}
+
+func jsonBool(raw json.RawMessage) (bool, error) {
+	switch string(raw) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("want a boolean, got %s", clip(raw))
+}
+
 // jsonFloat decodes a number; Python's NaN/Infinity spellings are accepted so
 // that invalid rewards reach validation with a clear message.
 func jsonFloat(raw json.RawMessage) (float64, error) {
 	switch string(raw) {
-	case `"nan"`:
+	case `"nan"`, `"NaN"`:
 		return math.NaN(), nil
-	case `"inf"`:
+	case `"inf"`, `"Infinity"`:
 		return math.Inf(1), nil
-	case `"-inf"`:
+	case `"-inf"`, `"-Infinity"`:
 		return math.Inf(-1), nil
 	}
 	v, err := strconv.ParseFloat(string(raw), 64)
@@ -391,8 +524,7 @@ func (j *jsonlSink) Write(rec arrow.Record) error {
 				continue
 			}
 			key(f.Name)
-			raw := f.Name == schema.Info || f.Name == schema.Metrics
-			b = appendValue(b, rec.Column(i), r, raw)
+			b = appendValue(b, rec.Column(i), r, JSONText(f))
 		}
 		b = append(b, '}', '\n')
 		j.buf = b
@@ -442,14 +574,16 @@ func appendValue(b []byte, arr arrow.Array, r int, rawJSON bool) []byte {
 	}
 }
 
+// appendFloat renders v as Python's json.dumps does: NaN, Infinity and
+// -Infinity bare (Trinity's readers and rftpipe's take them back).
 func appendFloat(b []byte, v float64, bits int) []byte {
 	switch {
 	case math.IsNaN(v):
-		return append(b, `"nan"`...)
+		return append(b, "NaN"...)
 	case math.IsInf(v, 1):
-		return append(b, `"inf"`...)
+		return append(b, "Infinity"...)
 	case math.IsInf(v, -1):
-		return append(b, `"-inf"`...)
+		return append(b, "-Infinity"...)
 	}
 	return strconv.AppendFloat(b, v, 'g', -1, bits)
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,11 +23,23 @@ import (
 // (rather than pqarrow's record reader) so that a decoder panic on a corrupt
 // file — which pqarrow raises on its own goroutines — is recovered and
 // reported as bad input instead of killing the process.
+//
+// It reads one row group at a time and proves it read every row the footer
+// promises: each column must return exactly the rows its row group holds
+// (pqarrow's readers end a row group early, silently, when its pages are cut
+// or overwritten), and the file must not change while it is read.
 type parquetSource struct {
+	path    string
+	fr      *pqarrow.FileReader
 	pf      *file.Reader
-	readers []*pqarrow.ColumnReader
+	leaves  []int
+	readers []*pqarrow.ColumnReader // of row group rg
 	sc      *arrow.Schema
 	batch   int64
+	rg      int   // the row group being read (-1 before the first)
+	left    int64 // its rows not yet read
+	read    int64 // rows of the file read so far
+	stamp   fileStamp
 	cur     arrow.Record
 }
 
@@ -39,6 +50,10 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	}
 	kept := false
 	defer closeUnless(&kept, fh)
+	stamp, err := stampOf(fh)
+	if err != nil {
+		return nil, fileError(path, err, "cannot open")
+	}
 	pf, err := file.NewParquetReader(fh)
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
@@ -47,6 +62,9 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		if err := checkParquetArrowSchema(*v); err != nil {
 			return nil, fileError(path, err, "not a readable Parquet file")
 		}
+	}
+	if err := checkRowGroups(path, pf); err != nil {
+		return nil, err
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: int64(cfg.batchRows)}, cfg.mem)
 	if err != nil {
@@ -72,25 +90,72 @@ func openParquet(path string, cfg readConfig) (source, error) {
 			}
 		}
 	}
-	rowGroups := make([]int, pf.NumRowGroups())
-	for i := range rowGroups {
-		rowGroups[i] = i
-	}
-	readers, rsc, err := fr.GetFieldReaders(context.Background(), leaves, rowGroups)
+	// The schema the column readers produce, from readers over no row group.
+	readers, rsc, err := fr.GetFieldReaders(context.Background(), leaves, []int{})
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
+	for _, rd := range readers {
+		rd.Release()
+	}
 	kept = true
-	return &parquetSource{pf: pf, readers: readers, sc: rsc, batch: int64(cfg.batchRows)}, nil
+	return &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp}, nil
+}
+
+// checkRowGroups checks that the footer's row count is the sum of its row
+// groups' counts, none negative.
+func checkRowGroups(path string, pf *file.Reader) error {
+	var sum int64
+	for i := 0; i < pf.NumRowGroups(); i++ {
+		n := pf.MetaData().RowGroup(i).NumRows()
+		if n < 0 {
+			return schema.Errorf(path, -1, "", "row group %d: footer gives %d rows", i, n)
+		}
+		sum += n
+	}
+	if sum != pf.NumRows() {
+		return schema.Errorf(path, -1, "", "footer promises %d rows but its row groups hold %d", pf.NumRows(), sum)
+	}
+	return nil
 }
 
 func (p *parquetSource) Schema() *arrow.Schema { return p.sc }
+
+// nextRowGroup opens the column readers of the next row group that has rows;
+// false at the end of the file.
+func (p *parquetSource) nextRowGroup() (bool, error) {
+	p.releaseReaders()
+	for p.rg+1 < p.pf.NumRowGroups() {
+		p.rg++
+		p.left = p.pf.MetaData().RowGroup(p.rg).NumRows()
+		if p.left == 0 {
+			continue
+		}
+		readers, _, err := p.fr.GetFieldReaders(context.Background(), p.leaves, []int{p.rg})
+		if err != nil {
+			return false, fileError(p.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", p.rg)
+		}
+		p.readers = readers
+		return true, nil
+	}
+	return false, nil
+}
 
 func (p *parquetSource) Next() (arrow.Record, error) {
 	if p.cur != nil {
 		p.cur.Release()
 		p.cur = nil
 	}
+	if p.left == 0 {
+		more, err := p.nextRowGroup()
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return nil, p.end()
+		}
+	}
+	n := min(p.batch, p.left)
 	cols := make([]arrow.Array, len(p.readers))
 	errs := make([]error, len(p.readers))
 	var wg sync.WaitGroup
@@ -103,7 +168,7 @@ func (p *parquetSource) Next() (arrow.Record, error) {
 					errs[i] = fmt.Errorf("%v", r)
 				}
 			}()
-			cols[i], errs[i] = readBatch(rd, p.batch)
+			cols[i], errs[i] = readBatch(rd, n)
 		}()
 	}
 	wg.Wait()
@@ -114,26 +179,44 @@ func (p *parquetSource) Next() (arrow.Record, error) {
 			}
 		}
 	}
-	ended := 0
 	for i, err := range errs {
-		switch {
-		case err == io.EOF:
-			ended++
-		case err != nil:
+		got := int64(0)
+		if cols[i] != nil {
+			got = int64(cols[i].Len())
+		}
+		if err == io.EOF || (err == nil && got != n) {
 			release()
-			return nil, fmt.Errorf("column %q: %w", p.sc.Field(i).Name, err)
+			rows := p.pf.MetaData().RowGroup(p.rg).NumRows()
+			return nil, p.lost(i, rows-p.left+got, rows)
+		}
+		if err != nil {
+			release()
+			return nil, fileError(p.path, err, "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", p.rg, p.sc.Field(i).Name)
 		}
 	}
-	if ended == len(cols) {
-		return nil, io.EOF
-	}
-	if ended > 0 {
-		release()
-		return nil, errors.New("columns have different lengths")
-	}
-	p.cur = array.NewRecord(p.sc, cols, -1)
+	p.cur = array.NewRecord(p.sc, cols, n)
 	release() // the record holds its own references
+	p.left -= n
+	p.read += n
 	return p.cur, nil
+}
+
+// lost reports a column that ended before its row group did.
+func (p *parquetSource) lost(col int, got, rows int64) error {
+	return schema.Errorf(p.path, -1, p.sc.Field(col).Name,
+		"row group %d: data ends after %d of the %d rows the footer promises (file cut, overwritten or corrupt)", p.rg, got, rows)
+}
+
+// end checks, at the end of the file, that every promised row was read and
+// that the file did not change meanwhile; it returns io.EOF if so.
+func (p *parquetSource) end() error {
+	if p.read != p.pf.NumRows() {
+		return schema.Errorf(p.path, -1, "", "read %d of the %d rows the footer promises", p.read, p.pf.NumRows())
+	}
+	if err := p.stamp.check(p.path); err != nil {
+		return err
+	}
+	return io.EOF
 }
 
 // readBatch reads up to n rows of one column as a single array, or io.EOF.
@@ -157,14 +240,19 @@ func readBatch(rd *pqarrow.ColumnReader, n int64) (arrow.Array, error) {
 	return array.Concatenate(ch.Chunks(), memory.DefaultAllocator)
 }
 
+func (p *parquetSource) releaseReaders() {
+	for _, rd := range p.readers {
+		rd.Release()
+	}
+	p.readers = nil
+}
+
 func (p *parquetSource) Close() error {
 	if p.cur != nil {
 		p.cur.Release()
 		p.cur = nil
 	}
-	for _, rd := range p.readers {
-		rd.Release()
-	}
+	p.releaseReaders()
 	return p.pf.Close()
 }
 

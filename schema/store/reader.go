@@ -87,16 +87,28 @@ func Expand(path string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{path}, nil
 	}
-	var out []string
-	for _, pat := range []string{"*.parquet", "*.pq"} {
-		m, _ := filepath.Glob(filepath.Join(path, pat))
-		out = append(out, m...)
-	}
+	out := parquetFiles(path)
 	if len(out) == 0 {
 		return nil, schema.Errorf(path, -1, "", "directory holds no Parquet files")
 	}
-	sort.Strings(out)
 	return out, nil
+}
+
+// parquetFiles lists the Parquet files of a store directory, sorted,
+// leaving out hidden files and files starting with "_" (temp files, Spark's
+// _SUCCESS, as pyarrow does).
+func parquetFiles(dir string) []string {
+	var out []string
+	for _, pat := range []string{"*.parquet", "*.pq"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, f := range m {
+			if b := filepath.Base(f); b[0] != '.' && b[0] != '_' {
+				out = append(out, f)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Open opens a store for streaming. Every file of a multi-file store must have
@@ -147,6 +159,7 @@ func (r *Reader) openNext() (err error) {
 	if err != nil {
 		return err
 	}
+	s = normalise(file, s, r.cfg.mem)
 	if r.schema != nil && !SameColumns(s.Schema(), r.schema) {
 		s.Close()
 		return schema.Errorf(file, -1, "", "schema differs from %s", r.files[0])
@@ -176,7 +189,7 @@ func (r *Reader) Next() (rec arrow.Record, err error) {
 			r.nextStore += rec.NumRows()
 			return rec, nil
 		}
-		if !errors.Is(err, io.EOF) {
+		if err != io.EOF { // a wrapped io.EOF is a file that ends too soon
 			return nil, err
 		}
 		r.cur.Close()
@@ -198,13 +211,33 @@ func (r *Reader) next() (rec arrow.Record, err error) {
 		}
 	}()
 	rec, err = r.cur.Next()
-	if err != nil && !errors.Is(err, io.EOF) {
-		var ie *schema.InputError
-		if !errors.As(err, &ie) {
-			err = fileError(file, err, "corrupt or unreadable store near row %d", r.nextFile)
-		}
+	if err != nil && err != io.EOF {
+		err = sourceError(file, err, r.nextFile)
 	}
 	return rec, err
+}
+
+// sourceError locates an error of a source. A cause that wraps io.EOF (a
+// decoder that ran out of bytes) is flattened to its text, so that no caller
+// testing errors.Is(err, io.EOF) takes a cut file for the end of the store.
+func sourceError(file string, err error, row int64) error {
+	var ie *schema.InputError
+	if !errors.As(err, &ie) {
+		return fileError(file, flattenEOF(err), "corrupt or unreadable store near row %d", row)
+	}
+	if errors.Is(err, io.EOF) {
+		c := *ie
+		c.Err = flattenEOF(c.Err)
+		return &c
+	}
+	return err
+}
+
+func flattenEOF(err error) error {
+	if err != nil && errors.Is(err, io.EOF) {
+		return errors.New(err.Error())
+	}
+	return err
 }
 
 // ForEach calls fn with every record batch in order, until the end of the
@@ -248,11 +281,12 @@ func (r *Reader) Close() error {
 	return nil
 }
 
-// project returns the indices of the wanted fields of s (all when wanted is empty).
+// project returns the indices of the wanted fields of s (all when wanted is
+// empty). A struct `eid` is wanted with any of the ids it holds.
 func project(s *arrow.Schema, wanted []string) []int {
 	var out []int
 	for i, f := range s.Fields() {
-		if len(wanted) == 0 || contains(wanted, f.Name) {
+		if len(wanted) == 0 || contains(wanted, f.Name) || (f.Name == "eid" && wantsID(wanted)) {
 			out = append(out, i)
 		}
 	}
@@ -276,6 +310,15 @@ func SameColumns(a, b *arrow.Schema) bool {
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func wantsID(wanted []string) bool {
+	for _, id := range []string{schema.Batch, schema.Task, schema.Run, schema.Step, schema.Suffix} {
+		if contains(wanted, id) {
 			return true
 		}
 	}

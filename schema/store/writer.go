@@ -74,7 +74,7 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, schema.Errorf(path, -1, "", "output directory %s does not exist", dir)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	tmp, err := CreateTemp(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot create output: %w", path, err)
 	}

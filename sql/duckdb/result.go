@@ -20,6 +20,7 @@ import (
 	duck "github.com/marcboeker/go-duckdb"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
 )
 
 // Format is an output format for query results.
@@ -113,8 +114,10 @@ func Write(ctx context.Context, db *sql.DB, query string, f Format, w io.Writer)
 // synced and renamed into place, so out is never half-written. query must be
 // one statement. It returns the number of rows.
 func CopyParquet(ctx context.Context, db *sql.DB, query, out string) (int64, error) {
-	dir := filepath.Dir(out)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tmp-*.parquet")
+	// rftpipe's temp name (hidden, ending .tmp: no store glob takes it, and
+	// a later run sweeps it if this process is killed), and no temp file of
+	// DuckDB's own: it would write tmp_NAME, which a directory store reads.
+	tmp, err := store.CreateTemp(out)
 	if err != nil {
 		return 0, fmt.Errorf("sql: %w", err)
 	}
@@ -127,7 +130,7 @@ func CopyParquet(ctx context.Context, db *sql.DB, query, out string) (int64, err
 		}
 	}()
 	// The query starts on the wrapper's second line.
-	copySQL := "COPY (\n" + strings.TrimSuffix(strings.TrimSpace(query), ";") + "\n) TO " + QuoteString(tmpName) + " (FORMAT PARQUET, COMPRESSION ZSTD)"
+	copySQL := "COPY (\n" + strings.TrimSuffix(strings.TrimSpace(query), ";") + "\n) TO " + QuoteString(tmpName) + " (FORMAT PARQUET, COMPRESSION ZSTD, USE_TMP_FILE false)"
 	var n int64
 	if err := db.QueryRowContext(ctx, copySQL).Scan(&n); err != nil {
 		return 0, queryErrorIn(ctx, db, copySQL, query, 1, err)
