@@ -222,22 +222,33 @@ func groupsOf(ids []int32) (advantage.Groups, error) {
 	return g, nil
 }
 
-// query runs q and calls scan for every row.
+// query runs q and calls scan for every row. DuckDB's errors reading the
+// store's files (a cut or corrupt file) are bad input, like the readers'.
 func query(ctx context.Context, db *dbsql.DB, q string, scan func(*dbsql.Rows) error) error {
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
-		return fmt.Errorf("group pass: %w", err)
+		return groupError(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		if err := scan(rows); err != nil {
-			return fmt.Errorf("group pass: %w", err)
+			return groupError(err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("group pass: %w", err)
+		return groupError(err)
 	}
 	return nil
+}
+
+// groupError wraps an error of the group pass; DuckDB's IO and invalid
+// input errors (it read a damaged file) are bad input.
+func groupError(err error) error {
+	msg := err.Error()
+	if strings.Contains(msg, "IO Error") || strings.Contains(msg, "Invalid Input Error") {
+		return schema.BadInputf("group pass: corrupt or unreadable store: %s", strings.ReplaceAll(msg, "\n", " "))
+	}
+	return fmt.Errorf("group pass: %w", err)
 }
 
 func nullNaN(v dbsql.NullFloat64) float64 {

@@ -47,7 +47,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 			return nil, err
 		}
 	}
-	tmp, err := os.MkdirTemp("", "rftpipe-run-")
+	tmp, err := store.TempDir()
 	if err != nil {
 		return nil, err
 	}
