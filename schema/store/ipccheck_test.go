@@ -12,7 +12,6 @@ import (
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
-	"github.com/apache/arrow/go/v17/arrow/flight"
 	"github.com/apache/arrow/go/v17/arrow/ipc"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
@@ -32,7 +31,7 @@ var nestedSchema = arrow.NewSchema([]arrow.Field{
 // the position of its message flatbuffer in it.
 func schemaStream(t *testing.T) ([]byte, int) {
 	t.Helper()
-	b := flight.SerializeSchema(nestedSchema, memory.DefaultAllocator)
+	b := serializeSchema(nestedSchema)
 	if binary.LittleEndian.Uint32(b) != 0xFFFFFFFF {
 		t.Fatal("no continuation marker")
 	}
@@ -103,7 +102,7 @@ func TestCheckSchemaFlatbuffers(t *testing.T) {
 				}
 			}
 			if !wantErr {
-				if _, err := flight.DeserializeSchema(b, memory.DefaultAllocator); err != nil {
+				if _, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(memory.DefaultAllocator)); err != nil {
 					t.Fatalf("arrow cannot read the valid schema: %v", err)
 				}
 			}

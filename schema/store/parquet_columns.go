@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -9,7 +10,7 @@ import (
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
-	"github.com/apache/arrow/go/v17/arrow/flight"
+	"github.com/apache/arrow/go/v17/arrow/ipc"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
@@ -62,7 +63,7 @@ func newColumnSink(w io.Writer, s *arrow.Schema, props *parquet.WriterProperties
 	// The Arrow schema goes in the footer, as pqarrow's FileWriter puts it, so
 	// readers get back the exact Arrow types.
 	meta := metadata.NewKeyValueMetadata()
-	meta.Append("ARROW:schema", base64.StdEncoding.EncodeToString(flight.SerializeSchema(s, memory.DefaultAllocator)))
+	meta.Append("ARROW:schema", base64.StdEncoding.EncodeToString(serializeSchema(s)))
 	fw := file.NewParquetWriter(w, pqs.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
 	return &columnSink{fw: fw, props: props, aprops: aprops, scratch: make([]levels, s.NumFields())}, nil
 }
@@ -188,3 +189,12 @@ func b2i(b bool) int16 {
 }
 
 func (c *columnSink) Close() error { return c.fw.Close() }
+
+// serializeSchema returns the Arrow schema as Parquet's ARROW:schema holds
+// it: an IPC stream of the schema and no batches (what pqarrow writes).
+func serializeSchema(s *arrow.Schema) []byte {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(s), ipc.WithAllocator(memory.DefaultAllocator))
+	w.Close()
+	return buf.Bytes()
+}
