@@ -1,6 +1,12 @@
 package pipeline
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -176,4 +182,32 @@ func (j *Job) check() error {
 		j.BatchRows = DefaultBatchRows
 	}
 	return nil
+}
+
+// WriteMetrics writes metrics as one JSON object, one key a line, keys
+// sorted; non-finite values (which JSON cannot hold) are written as null.
+func WriteMetrics(w io.Writer, m map[string]float64) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("{\n")
+	for i, k := range keys {
+		kj, _ := json.Marshal(k)
+		v := "null"
+		if f := m[k]; !math.IsNaN(f) && !math.IsInf(f, 0) {
+			vj, _ := json.Marshal(f)
+			v = string(vj)
+		}
+		fmt.Fprintf(&b, "  %s: %s", kj, v)
+		if i < len(keys)-1 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/sql/duckdb"
 	sqlreport "github.com/rftpipe/rftpipe/sql/report"
 )
@@ -43,7 +44,7 @@ func reportCommand() *cli.Command {
 				Threads: c.Int("threads"), MemoryLimit: c.String("memory-limit"),
 			}
 			var size int64
-			err := writeFileAtomic(out, func(w io.Writer) error {
+			err := store.WriteFile(out, func(w io.Writer) error {
 				cw := &countingWriter{w: w}
 				err := sqlreport.Write(c.Context, o, cw)
 				size = cw.n

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
-	"os"
-	"sort"
+	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -104,32 +101,8 @@ func pipelineFns() []string {
 	return out
 }
 
-// writeMetrics writes metrics as one JSON object, keys sorted; non-finite
-// values (which JSON cannot hold) are written as null.
+// writeMetrics writes metrics as one JSON object, keys sorted, atomically;
+// non-finite values (which JSON cannot hold) are written as null.
 func writeMetrics(path string, m map[string]float64) error {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString("{\n")
-	for i, k := range keys {
-		kj, _ := json.Marshal(k)
-		v := "null"
-		if f := m[k]; !math.IsNaN(f) && !math.IsInf(f, 0) {
-			vj, _ := json.Marshal(f)
-			v = string(vj)
-		}
-		fmt.Fprintf(&b, "  %s: %s", kj, v)
-		if i < len(keys)-1 {
-			b.WriteString(",")
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("}\n")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	return nil
+	return store.WriteFile(path, func(w io.Writer) error { return pipeline.WriteMetrics(w, m) })
 }

@@ -110,7 +110,7 @@ func runSQL(c *cli.Context) error {
 	case format == duckdb.Parquet:
 		n, err = duckdb.CopyParquet(c.Context, db, query, out)
 	case out != "":
-		err = writeFileAtomic(out, func(w io.Writer) error {
+		err = store.WriteFile(out, func(w io.Writer) error {
 			var err error
 			n, err = duckdb.Write(c.Context, db, query, format, w)
 			return err
@@ -236,40 +236,6 @@ func checkNotStore(out string, stores []duckdb.Store) error {
 		}
 	}
 	return nil
-}
-
-// writeFileAtomic writes path through a temp file beside it, synced and
-// renamed into place, so path is never half-written.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	err := writeTempRename(path, write)
-	if err != nil && !errors.Is(err, schema.ErrBadInput) {
-		return fmt.Errorf("%s: %w", path, err) // a fault (disk full): name the output
-	}
-	return err
-}
-
-func writeTempRename(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())              // fails harmlessly after the rename
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
-		tmp.Close()
-		return err
-	}
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // multiFlag collects the values of a repeatable flag as given (urfave/cli's

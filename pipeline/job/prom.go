@@ -2,12 +2,13 @@ package job
 
 import (
 	"fmt"
+	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rftpipe/rftpipe/schema/store"
 )
 
 // PromLabels are the labels of every sample of a job's Prometheus file.
@@ -51,7 +52,10 @@ func WriteProm(path string, metrics map[string]float64, l PromLabels, now float6
 	for _, n := range names {
 		fmt.Fprintf(&b, "# TYPE %s gauge\n%s%s %s\n", n, n, labels, promValue(samples[n]))
 	}
-	return writeAtomic(path, []byte(b.String()))
+	return store.WriteFile(path, func(w io.Writer) error {
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
 }
 
 // promName maps a metric name to a valid Prometheus name.
@@ -86,26 +90,3 @@ func promValue(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
-// writeAtomic writes data to path through a temporary file in its directory.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("prom: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("prom: %w", err)
-	}
-	return nil
-}

@@ -1,11 +1,17 @@
 package store
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // Temp files and directories of rftpipe carry its name and the writing
@@ -88,4 +94,37 @@ func stale(path, rest string) bool {
 		return false
 	}
 	return !alive(pid)
+}
+
+// WriteFile writes the file path atomically, as Writer writes a store:
+// write fills a temp file beside path (CreateTemp), which is synced, made
+// readable by all and renamed into place; on any error it is removed and
+// path is untouched. Every output of rftpipe that is not a store (metrics,
+// Prometheus files, reports, query results) is written through it.
+func WriteFile(path string, write func(w io.Writer) error) error {
+	tmp, err := CreateTemp(path)
+	if err != nil {
+		return fmt.Errorf("%s: cannot create output: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	err = tmp.Chmod(0o644)      // CreateTemp makes 0600 files; outputs are meant to be shared
+	if err == nil {
+		bw := bufio.NewWriter(tmp)
+		if err = write(bw); err == nil {
+			err = bw.Flush()
+		}
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil && !errors.Is(err, schema.ErrBadInput) {
+		return fmt.Errorf("%s: %w", path, err) // a fault (disk full): name the output
+	}
+	return err
 }
