@@ -269,10 +269,11 @@ func (c Config) chunk(lo, hi int64) (arrow.Record, error) {
 			}
 			appendList(fs[7], mask)
 			fs[8].(*array.Int64Builder).Append(batch)
-			c.extraRow(fs[nbase:], extraRNG, lps, mask, 1-2*float64(run))
+			c.extraRow(fs[nbase:], extraRNG, lps, mask, 1-2*float64(run), 0)
 			continue
 		}
-		fs[5].(*array.Float64Builder).Append(reward(taskRNG, rng))
+		r := reward(taskRNG, rng)
+		fs[5].(*array.Float64Builder).Append(r)
 		fs[6].(*array.Int32Builder).Append(int32(c.PromptLen))
 		toks = appendTokens(toks, rng, R)
 		appendList(fs[7], toks)
@@ -305,7 +306,7 @@ func (c Config) chunk(lo, hi int64) (arrow.Record, error) {
 			fs[10].AppendNull()
 		}
 		fs[11].(*array.Int64Builder).Append(batch)
-		c.extraRow(fs[nbase:], extraRNG, lps, mask, 0)
+		c.extraRow(fs[nbase:], extraRNG, lps, mask, 0, r)
 	}
 	return b.NewRecord(), nil
 }

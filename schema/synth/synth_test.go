@@ -127,6 +127,11 @@ func TestWithColumns(t *testing.T) {
 						}
 					}
 				}
+				for k, a := range floats(got[schema.Advantages][i]) {
+					if want := got[schema.Reward][i].(float64) - 0.5; mask[k].(bool) && a != want {
+						t.Errorf("row %d: advantage %g, want reward - 0.5 = %g", i, a, want)
+					}
+				}
 				old, cur := floats(got[schema.OldLogprob][i]), floats(got[schema.Logprob][i])
 				for k := range lps {
 					if mask[k].(bool) {

@@ -27,12 +27,15 @@ import (
 //   - teacher_logprobs: a more confident teacher, closer to 0;
 //   - values: a critic's per-token values around 0.5;
 //   - entropy: per-token entropy, larger where the token was unlikely;
-//   - expert_mask: a quarter of the rows flagged as expert rows.
+//   - expert_mask: a quarter of the rows flagged as expert rows;
+//   - advantages: a stand-in for an advantage function's output, the row's
+//     reward centred at 0.5 on every token of the action mask (0 in a pairs
+//     store), so the policy losses run on the store as generated.
 //
 // Log-probs stay ≤ 0 and entropy ≥ 0; tokens outside the action mask hold 0
 // (as workflows write the rollout log-probs of tool tokens).
 var TrainerColumns = []string{
-	schema.Logprob, schema.OldLogprob, schema.RefLogprob, schema.Values,
+	schema.Advantages, schema.Logprob, schema.OldLogprob, schema.RefLogprob, schema.Values,
 	schema.Entropy, schema.TeacherLogprobs, schema.ExpertMask,
 }
 
@@ -70,9 +73,9 @@ func canonical(names []string) []string {
 // extraRow appends one row of the With columns to fs (one builder per
 // column, in c.With order) from the row's rollout log-probs and action mask;
 // chosen is +1 for a pairs store's chosen row, -1 for a rejected one, 0
-// otherwise. Draws come from rng, apart from the base columns' generator,
+// otherwise; reward is the row's reward (0 in a pairs store). Draws come from rng, apart from the base columns' generator,
 // so adding columns leaves the others' bytes unchanged.
-func (c Config) extraRow(fs []array.Builder, rng *rand.Rand, lps []float32, mask []bool, chosen float64) {
+func (c Config) extraRow(fs []array.Builder, rng *rand.Rand, lps []float32, mask []bool, chosen, reward float64) {
 	if len(c.With) == 0 {
 		return
 	}
@@ -95,6 +98,10 @@ func (c Config) extraRow(fs []array.Builder, rng *rand.Rand, lps []float32, mask
 			}
 			lp := float64(lps[t])
 			switch name {
+			case schema.Advantages:
+				if chosen == 0 {
+					vals[t] = float32(reward - 0.5)
+				}
 			case schema.OldLogprob:
 				vals[t] = old[t]
 			case schema.Logprob:
