@@ -415,6 +415,9 @@ func groupStds(t *testing.T, path string) map[tid]*stats {
 	scan(t, path, []string{"batch", "task", "reward"}, func(rec arrow.Record, col func(string) arrow.Array) {
 		b, tk, rw := col("batch"), col("task"), col("reward").(*array.Float64)
 		for i := 0; i < int(rec.NumRows()); i++ {
+			if rw.IsNull(i) || math.IsNaN(rw.Value(i)) || math.IsInf(rw.Value(i), 0) {
+				continue // invalid rewards are left out, as the analyses do
+			}
 			k := tid{ival(b, i), ival(tk, i)}
 			if groups[k] == nil {
 				groups[k] = &stats{}
@@ -472,6 +475,15 @@ func TestGroupStd(t *testing.T) {
 func TestGroupFilter(t *testing.T) {
 	for _, thr := range []float64{0, 0.4, 0.5} {
 		groups := groupStds(t, demoStore)
+		checkGroupFilter(t, demoStore, groups, thr, 0)
+	}
+}
+
+// checkGroupFilter compares group_filter at std_threshold thr with the
+// groups of the finite rewards of the store.
+func checkGroupFilter(t *testing.T, path string, groups map[tid]*stats, thr float64, invalid int) {
+	t.Helper()
+	{
 		var rows, single, zero, dropped, droppedRows int
 		for _, g := range groups {
 			rows += g.n()
@@ -486,13 +498,13 @@ func TestGroupFilter(t *testing.T) {
 				droppedRows += g.n()
 			}
 		}
-		got := run(t, demoStore, "group_filter", map[string]string{"std_threshold": fmt.Sprint(thr)})
+		got := run(t, path, "group_filter", map[string]string{"std_threshold": fmt.Sprint(thr)})
 		if len(got) != 1 {
 			t.Fatalf("%d rows, want 1", len(got))
 		}
 		G := float64(len(groups))
 		check(t, fmt.Sprint("std_threshold ", thr), got[0], map[string]float64{
-			"groups": G, "rows": float64(rows), "singleton_groups": float64(single),
+			"groups": G, "rows": float64(rows), "singleton_groups": float64(single), "invalid_rewards": float64(invalid),
 			"zero_variance_groups": float64(zero), "zero_variance_share": float64(zero) / G, "std_threshold": thr,
 			"dropped_groups": float64(dropped), "dropped_group_share": float64(dropped) / G,
 			"dropped_rows": float64(droppedRows), "dropped_row_share": float64(droppedRows) / float64(rows),
@@ -854,5 +866,118 @@ func TestAnalysisMissingColumn(t *testing.T) {
 	a, _ := rsql.LookupAnalysis("group_filter")
 	if err := duckdb.PrepareAnalysis(context.Background(), db, a, map[string]string{"nope": "1"}); !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "std_threshold") {
 		t.Errorf("unknown variable: %v", err)
+	}
+}
+
+// badRewardStore writes the demo store with some rewards NaN, some
+// infinite and some null, and returns its path and the number of them.
+func badRewardStore(t *testing.T) (string, int) {
+	t.Helper()
+	db := openDB(t, demoStore)
+	path := filepath.Join(t.TempDir(), "bad_rewards.parquet")
+	_, err := db.Exec(`COPY (SELECT * REPLACE (CASE
+			WHEN run = 0 AND task % 3 = 0 THEN 'NaN'::DOUBLE
+			WHEN run = 1 AND task % 5 = 0 THEN 'Infinity'::DOUBLE
+			WHEN run = 2 AND task % 4 = 0 THEN NULL
+			WHEN batch = 2 AND task = 1 THEN NULL
+			ELSE reward END AS reward) FROM experiences) TO '` + path + `' (FORMAT parquet)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM '` + path + `' WHERE reward IS NULL OR NOT isfinite(reward)`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return path, n
+}
+
+// TestInvalidRewards checks that every canned analysis reading rewards runs
+// on a store with NaN, infinite and null rewards, leaves them out of the
+// statistics and counts them.
+func TestInvalidRewards(t *testing.T) {
+	path, invalid := badRewardStore(t)
+	if invalid == 0 {
+		t.Fatal("no invalid rewards written")
+	}
+	for _, a := range rsql.Analyses() {
+		if !slices.Contains(a.Requires, "reward") {
+			continue
+		}
+		t.Run(a.Name, func(t *testing.T) {
+			if rows := run(t, path, a.Name, nil); len(rows) == 0 {
+				t.Error("no rows")
+			}
+		})
+	}
+	groups := groupStds(t, path)
+	checkGroupFilter(t, path, groups, 0, invalid)
+	checkGroupFilter(t, path, groups, 0.45, invalid)
+
+	// group_std: the buckets count the groups of finite rewards; a last
+	// row counts the invalid ones.
+	var total float64
+	for _, r := range run(t, path, "group_std", nil) {
+		if r["std_range"] == "invalid rewards (rows)" {
+			check(t, "invalid row", r, map[string]float64{"groups": float64(invalid)})
+			continue
+		}
+		total += num(r["groups"])
+	}
+	if total != float64(len(groups)) {
+		t.Errorf("group_std counts %g groups, want %d", total, len(groups))
+	}
+
+	// pass_at_k: runs count finite rewards only; invalid_runs the others.
+	var runs, bad float64
+	for _, r := range run(t, path, "pass_at_k", nil) {
+		runs += num(r["runs"])
+		bad += num(r["invalid_runs"])
+		if p := num(r["pass_at_k"]); !math.IsNaN(p) && (p < 0 || p > 1) {
+			t.Errorf("pass@k %g", p)
+		}
+	}
+	if runs != float64(384-invalid) || bad != float64(invalid) {
+		t.Errorf("pass_at_k: %g runs, %g invalid; want %d, %d", runs, bad, 384-invalid, invalid)
+	}
+}
+
+// TestGroupFilterDefault checks that group_filter's default is grpo's: no
+// std_threshold, nothing dropped, and the output says so.
+func TestGroupFilterDefault(t *testing.T) {
+	got := run(t, demoStore, "group_filter", nil)
+	if len(got) != 1 {
+		t.Fatalf("%d rows", len(got))
+	}
+	r := got[0]
+	if r["std_threshold"] != nil || num(r["dropped_groups"]) != 0 || !strings.Contains(fmt.Sprint(r["rule"]), "grpo default") {
+		t.Errorf("default: %v", r)
+	}
+}
+
+// TestZeroVariance checks the zero-variance task list against the groups
+// computed here, on a store with invalid rewards too.
+func TestZeroVariance(t *testing.T) {
+	path, _ := badRewardStore(t)
+	for _, p := range []string{demoStore, path} {
+		groups := groupStds(t, p)
+		want := map[tid]float64{}
+		for k, g := range groups {
+			if g.n() > 1 && g.std() == 0 {
+				want[k] = g.xs[0]
+			}
+		}
+		got := run(t, p, "zero_variance", nil)
+		if len(got) != len(want) || len(want) == 0 {
+			t.Fatalf("%s: %d zero-variance groups, want %d (> 0)", p, len(got), len(want))
+		}
+		for _, r := range got {
+			k := tid{int64(num(r["batch"])), int64(num(r["task"]))}
+			w, ok := want[k]
+			if !ok {
+				t.Errorf("%s: group %v listed", p, k)
+				continue
+			}
+			check(t, fmt.Sprint(k), r, map[string]float64{"rows": float64(groups[k].n()), "reward": w})
+		}
 	}
 }

@@ -11,8 +11,8 @@ import (
 // form (urfave/cli v2 stops parsing flags at the first positional argument).
 // Subcommands (e.g. `bench loss`) are followed; "--" ends the flags.
 func interspersed(app *cli.App, args []string) []string {
-	if len(args) < 2 {
-		return args
+	if len(args) < 2 || args[len(args)-1] == "--generate-bash-completion" {
+		return args // completion: the flag must stay last
 	}
 	out := []string{args[0]}
 	cmds := app.Commands

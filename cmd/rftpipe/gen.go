@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -17,6 +18,17 @@ func genCommand() *cli.Command {
 		Name:      "gen",
 		Usage:     "generate a seeded synthetic experience store",
 		ArgsUsage: " ",
+		Description: "Writes a store of the given kind: single (one answer per row), multi (multi-turn rows with\n" +
+			"masked tool tokens), dpo (Trinity's DPO records: prompt, chosen, rejected) or pairs (DPO as the\n" +
+			"trainer reads it: each pair two adjacent rows, chosen then rejected; --runs is 2).\n\n" +
+			"--with adds the trainer-side inputs presets and losses read: " + strings.Join(synth.TrainerColumns, ", ") + ",\n" +
+			"or all of them (--with all). old_logprob is the rollout logprobs plus small noise (what rollout\n" +
+			"correction corrects), logprob the current policy a little further off, ref_logprob the reference\n" +
+			"model; in a pairs store the chosen rows gain log-probability against the reference and the rejected\n" +
+			"ones lose it. The other columns come out the same bytes with or without --with.\n\n" +
+			"Examples:\n" +
+			"  rftpipe gen --tasks 32 --runs 8 --with all --seed 17 --out full.parquet\n" +
+			"  rftpipe gen --kind pairs --tasks 32 --with logprob,ref_logprob --seed 19 --out pairs.parquet",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "tasks", Value: d.Tasks, Usage: "number of tasks (distinct batch/task ids)"},
 			&cli.IntFlag{Name: "runs", Value: d.Runs, Usage: "runs (rollouts) per task"},
@@ -25,7 +37,8 @@ func genCommand() *cli.Command {
 			&cli.IntFlag{Name: "prompt-len", Value: d.PromptLen, Usage: "prompt tokens per experience"},
 			&cli.StringFlag{Name: "resp-len", Value: "256", Usage: "response tokens: N or MIN:MAX"},
 			&cli.StringFlag{Name: "reward", Value: d.Reward, Usage: "bernoulli:P | uniform | normal"},
-			&cli.StringFlag{Name: "kind", Value: string(d.Kind), Usage: "single | multi | dpo"},
+			&cli.StringFlag{Name: "kind", Value: string(d.Kind), Usage: "single | multi | dpo | pairs"},
+			&cli.StringFlag{Name: "with", Usage: "trainer-side columns to add: `LIST` of " + strings.Join(synth.TrainerColumns, ",") + ", or all"},
 			&cli.Uint64Flag{Name: "seed", Value: d.Seed, Usage: "random seed (same seed, same bytes)"},
 			outFlag(),
 			progressFlag(),
@@ -35,7 +48,13 @@ func genCommand() *cli.Command {
 			cfg.Tasks, cfg.Runs, cfg.Steps = c.Int("tasks"), c.Int("runs"), c.Int("steps")
 			cfg.TasksPerBatch, cfg.PromptLen = c.Int("tasks-per-batch"), c.Int("prompt-len")
 			cfg.Reward, cfg.Kind, cfg.Seed = c.String("reward"), synth.Kind(c.String("kind")), c.Uint64("seed")
+			if cfg.Kind == synth.Pairs && !c.IsSet("runs") {
+				cfg.Runs = 2
+			}
 			var err error
+			if cfg.With, err = synth.ParseWith(c.String("with")); err != nil {
+				return err
+			}
 			if cfg.RespMin, cfg.RespMax, err = synth.ParseRange(c.String("resp-len")); err != nil {
 				return err
 			}

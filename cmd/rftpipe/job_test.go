@@ -83,6 +83,12 @@ func TestFixtureConfigsRun(t *testing.T) {
 					t.Fatal(err)
 				}
 				mapped := filepath.Join(dir, "job.yaml")
+				// The copy lives elsewhere: its input path is made absolute.
+				abs, err := filepath.Abs(filepath.Dir(cfg))
+				if err != nil {
+					t.Fatal(err)
+				}
+				src = []byte(strings.Replace(string(src), "\ninput: ", "\ninput: "+abs+"/", 1))
 				src = append(src, "columns: {"+col+": logprobs}\n"...)
 				if err := os.WriteFile(mapped, src, 0o644); err != nil {
 					t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -15,10 +16,27 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline"
 )
 
+// version is set at build time (go build -ldflags "-X main.version=v1.2.3");
+// otherwise the module version of the build, or "devel".
+var version string
+
+// appVersion returns the version `rftpipe --version` prints.
+func appVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
 func newApp() *cli.App {
-	return &cli.App{
-		Name:  "rftpipe",
-		Usage: "reinforcement fine-tuning data pipeline: experience stores, advantages, policy losses",
+	app := &cli.App{
+		Name:                 "rftpipe",
+		Usage:                "reinforcement fine-tuning data pipeline: experience stores, advantages, policy losses",
+		Version:              appVersion(),
+		EnableBashCompletion: true,
 		Commands: []*cli.Command{
 			streaming(genCommand()),
 			inspectCommand(),
@@ -30,11 +48,23 @@ func newApp() *cli.App {
 			conformanceCommand(),
 			benchCommand(),
 			lossCommand(),
+			completionCommand(),
 		},
 		// Errors are printed once, by main, in one line.
-		ExitErrHandler:  func(*cli.Context, error) {},
-		HideHelpCommand: true,
+		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	// Without a command: the help; with an unknown one: a usage error.
+	app.Action = func(c *cli.Context) error {
+		if c.NArg() == 0 {
+			return cli.ShowAppHelp(c)
+		}
+		var names []string
+		for _, cmd := range c.App.VisibleCommands() {
+			names = append(names, cmd.Name)
+		}
+		return usagef("unknown command %q (commands: %s; rftpipe help CMD)", c.Args().First(), strings.Join(names, ", "))
+	}
+	return app
 }
 
 // streaming marks a command that streams a store: before it runs, the heap

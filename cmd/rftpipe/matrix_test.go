@@ -27,11 +27,13 @@ var matrixCmds = []struct {
 // Exit codes per command, in matrixCmds order: run, loss, sql, convert, inspect.
 var (
 	allBad = [5]int{2, 2, 2, 2, 2}
-	// A readable store with a bad row: the pipeline commands refuse it;
-	// inspect summarises it (counting invalid rewards) and sql reads it as
-	// DuckDB does. The bad fixtures carry no advantages, so loss refuses
-	// them for that first.
-	rowBad = [5]int{2, 2, 0, 2, 0}
+	// A readable store with a bad row: the pipeline commands and inspect
+	// (which validates as it reads) refuse it; sql reads it as DuckDB does.
+	// The bad fixtures carry no advantages, so loss refuses them for that
+	// first.
+	rowBad = [5]int{2, 2, 0, 2, 2}
+	// A store with an invalid reward: inspect counts it.
+	rewardBad = [5]int{2, 2, 0, 2, 0}
 )
 
 // TestBadInputMatrix runs every matrix command over every bad input. Each
@@ -74,8 +76,8 @@ func TestBadInputMatrix(t *testing.T) {
 		{"wrong_type.jsonl", bad("wrong_type.jsonl"), allBad, ""},
 		{"ragged.jsonl", bad("ragged.jsonl"), rowBad, ""},
 		{"token_mismatch.jsonl", bad("token_mismatch.jsonl"), rowBad, ""},
-		{"nan_reward.jsonl", bad("nan_reward.jsonl"), rowBad, ""},
-		{"inf_reward.jsonl", bad("inf_reward.jsonl"), rowBad, ""},
+		{"nan_reward.jsonl", bad("nan_reward.jsonl"), rewardBad, ""},
+		{"inf_reward.jsonl", bad("inf_reward.jsonl"), rewardBad, ""},
 		{"nan_logprob.jsonl", bad("nan_logprob.jsonl"), rowBad, ""},
 		{"null_id.jsonl", bad("null_id.jsonl"), rowBad, ""},
 		// convert copies a store without rewards as it is (no column is

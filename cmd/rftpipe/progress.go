@@ -47,6 +47,14 @@ func (p *progress) Add(n int64) {
 	}
 }
 
+// Set shows done of total steps.
+func (p *progress) Set(done, total int) {
+	if p.bar != nil {
+		p.bar.ChangeMax(total)
+		p.bar.Set(done)
+	}
+}
+
 // Done removes the bar.
 func (p *progress) Done() {
 	if p.bar != nil {

@@ -18,23 +18,32 @@ func reportCommand() *cli.Command {
 		Usage: "render a store as one self-contained HTML page: key numbers and plots",
 		Description: "Rewards, per-group reward std with GRPO's std_threshold marked, groups filtered or duplicated,\n" +
 			"response lengths and (after `rftpipe run`) advantages; images are inlined, so the page is one file.",
-		ArgsUsage: " ",
+		ArgsUsage: "STORE",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Required: true, Usage: "the experience `STORE` (file, directory or glob)"},
+			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "the experience `STORE` (file, directory or glob), if not given as the argument"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "the HTML `FILE` to write (atomically)"},
 			&cli.Float64Flag{Name: "std-threshold", Value: 0, Usage: "GRPO std_threshold to mark: groups with reward std <= it are dropped"},
 			&cli.IntFlag{Name: "bins", Value: 40, Usage: "bins per histogram"},
 			threadsFlag(),
 			memoryLimitFlag(),
+			progressFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("report takes no arguments (use --in STORE --out FILE)")
+			in := c.String("in")
+			switch {
+			case c.NArg() > 1:
+				return usagef("report takes one STORE")
+			case c.NArg() == 1 && in != "":
+				return usagef("report: give the store once, as the argument or with --in")
+			case c.NArg() == 1:
+				in = c.Args().First()
+			case in == "":
+				return usagef("report needs a STORE (rftpipe report STORE --out FILE)")
 			}
 			if c.Int("bins") < 1 {
 				return usagef("--bins must be >= 1")
 			}
-			in, out := c.String("in"), c.String("out")
+			out := c.String("out")
 			if err := checkNotStore(out, []duckdb.Store{{Path: in}}); err != nil {
 				return err
 			}
@@ -43,6 +52,8 @@ func reportCommand() *cli.Command {
 				Store: in, StdThreshold: c.Float64("std-threshold"), Bins: c.Int("bins"),
 				Threads: c.Int("threads"), MemoryLimit: c.String("memory-limit"),
 			}
+			bar := newProgress(c, "report", -1)
+			o.Progress = func(done, total int) { bar.Set(done, total) }
 			var size int64
 			err := store.WriteFile(out, func(w io.Writer) error {
 				cw := &countingWriter{w: w}
@@ -50,6 +61,7 @@ func reportCommand() *cli.Command {
 				size = cw.n
 				return err
 			})
+			bar.Done()
 			if err != nil {
 				return err
 			}

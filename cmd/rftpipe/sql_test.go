@@ -28,7 +28,7 @@ func TestSQLList(t *testing.T) {
 	if code != 0 {
 		t.Fatal(code)
 	}
-	for _, name := range []string{"reward_by_batch", "pass_at_k", "group_filter", "advantage_stats", "--var std_threshold=0.0"} {
+	for _, name := range []string{"reward_by_batch", "pass_at_k", "group_filter", "advantage_stats", "--var std_threshold=NULL", "zero_variance"} {
 		if !strings.Contains(out, name) {
 			t.Errorf("--list lacks %s:\n%s", name, out)
 		}

@@ -49,7 +49,60 @@ var topKeys = []field{
 	{"quirks", "opt-in fixes of upstream quirks", func(d *decoder, n *yaml.Node, path string) error {
 		return d.mapping(n, path, quirkKeys)
 	}},
+	{"buffer", "Trinity's buffer section: batch sizes and the trainer's experience buffer are read", func(d *decoder, n *yaml.Node, path string) error {
+		return d.partial(n, path, bufferKeys, bufferIgnored)
+	}},
 }
+
+// trinitySections are the top-level sections of a Trinity-RFT config that
+// configure Trinity's own services (model, cluster, explorer, …): a whole
+// config file is accepted, and they are ignored with one note.
+var trinitySections = []string{
+	"project", "group", "name", "checkpoint_root_dir", "checkpoint_job_dir", "ray_namespace",
+	"continue_from_checkpoint", "model", "cluster", "explorer", "synchronizer", "trainer",
+	"monitor", "data_processor", "service", "log", "stages",
+}
+
+// bufferKeys are the keys of Trinity's buffer section rftpipe reads.
+var bufferKeys = []field{
+	{"batch_size", "tasks per explore step", intField(func(j *Job) *int { return &j.BatchSize })},
+	{"train_batch_size", "experiences per train step (default batch_size × repeat_times)", intField(func(j *Job) *int { return &j.TrainBatchSize })},
+	{"trainer_input", "the trainer's inputs", func(d *decoder, n *yaml.Node, path string) error {
+		return d.partial(n, path, trainerInputKeys, trainerInputIgnored)
+	}},
+}
+
+// trainerInputKeys are the keys of buffer.trainer_input rftpipe reads.
+var trainerInputKeys = []field{
+	{"experience_buffer", "the buffer the trainer reads experiences from", func(d *decoder, n *yaml.Node, path string) error {
+		return d.partial(n, path, experienceBufferKeys, experienceBufferIgnored)
+	}},
+}
+
+// experienceBufferKeys are the keys of buffer.trainer_input.experience_buffer
+// rftpipe reads.
+var experienceBufferKeys = []field{
+	{"name", "buffer name", strField(func(j *Job) *string { return &j.ExperienceBuffer.Name })},
+	{"storage_type", "file, sql or queue", func(d *decoder, n *yaml.Node, path string) error {
+		return d.choice(n, path, &d.j.ExperienceBuffer.StorageType, StorageTypes)
+	}},
+	{"path", "the buffer's file, directory or database URL", strField(func(j *Job) *string { return &j.ExperienceBuffer.Path })},
+}
+
+// Trinity keys of the partly read sections that rftpipe ignores; a key that
+// is neither read nor listed here is ignored too, unless it is a likely typo
+// of a read key.
+var (
+	bufferIgnored = []string{"total_epochs", "total_steps", "explorer_input", "explorer_output",
+		"max_retry_times", "max_retry_interval", "tokenizer_path", "pad_token_id", "cache_dir"}
+	trainerInputIgnored = []string{"auxiliary_buffers", "sft_warmup_dataset", "sft_warmup_steps",
+		"read_batch_size", "use_priority_queue"}
+	experienceBufferIgnored = []string{"format", "max_read_timeout", "use_priority_queue",
+		"reuse_cooldown_time", "replay_buffer", "split", "subset_name", "index", "schema_type",
+		"enable_progress_bar", "ray_namespace", "wrap_in_ray", "rollout_args", "workflow_args",
+		"reward_fn_args", "default_workflow_type", "default_reward_fn_type", "capacity",
+		"priority_fn", "priority_fn_args", "batch_size", "total_epochs", "total_steps"}
+)
 
 // quirkKeys are the quirk fixes a job file can switch on.
 var quirkKeys = []field{
@@ -132,6 +185,21 @@ func strField(at func(*Job) *string) func(d *decoder, n *yaml.Node, path string)
 	}
 }
 
+// intField decodes a positive integer (null: unset) into the job.
+func intField(at func(*Job) *int) func(d *decoder, n *yaml.Node, path string) error {
+	return func(d *decoder, n *yaml.Node, path string) error {
+		var v int64
+		if err := d.scalar(n, path, "!!int", "a positive integer", &v); err != nil {
+			return err
+		}
+		if n.Tag != "!!null" && (v < 1 || v > math.MaxInt32) {
+			return d.errf(n, path, "%d is not a positive integer", v)
+		}
+		*at(d.j) = int(v)
+		return nil
+	}
+}
+
 // boolField decodes a boolean into the job.
 func boolField(at func(*Job) *bool) func(d *decoder, n *yaml.Node, path string) error {
 	return func(d *decoder, n *yaml.Node, path string) error {
@@ -142,6 +210,8 @@ func boolField(at func(*Job) *bool) func(d *decoder, n *yaml.Node, path string) 
 // decoder walks the YAML tree of one job file.
 type decoder struct {
 	j *Job
+	// ignored are the keys of Trinity's sections skipped, "key (line N)".
+	ignored []string
 }
 
 func (d *decoder) errf(n *yaml.Node, path, format string, a ...any) error {
@@ -159,6 +229,31 @@ func join(path, key string) string {
 // mapping decodes a mapping node whose keys must be among fields; null is an
 // empty mapping. Each key's line is recorded.
 func (d *decoder) mapping(n *yaml.Node, path string, fields []field) error {
+	return d.keys(n, path, fields, nil)
+}
+
+// partial decodes a mapping of which rftpipe reads only fields: another key
+// is ignored (noted in the job's warnings), unless it is not among known
+// and is close to a read key, a likely typo.
+func (d *decoder) partial(n *yaml.Node, path string, fields []field, known []string) error {
+	return d.keys(n, path, fields, func(k *yaml.Node, key string) error {
+		if !slices.Contains(known, k.Value) {
+			names := make([]string, len(fields))
+			for i, f := range fields {
+				names[i] = f.key
+			}
+			if s := suggest(k.Value, names); s != "" {
+				return &Error{File: d.j.File, Line: k.Line, Key: key, Suggestion: s, Msg: "unknown key"}
+			}
+		}
+		d.ignored = append(d.ignored, fmt.Sprintf("%s (line %d)", key, k.Line))
+		return nil
+	})
+}
+
+// keys decodes a mapping node whose keys are among fields; other is called
+// for any other key (nil: an unknown key is an error).
+func (d *decoder) keys(n *yaml.Node, path string, fields []field, other func(k *yaml.Node, key string) error) error {
 	n = resolveAlias(n)
 	if n.Tag == "!!null" {
 		return nil
@@ -186,12 +281,22 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields []field) error {
 		}
 		seen[k.Value] = k.Line
 		idx := slices.Index(names, k.Value)
+		if idx < 0 && other != nil {
+			if err := other(k, key); err != nil {
+				return err
+			}
+			continue
+		}
 		if idx < 0 {
 			return &Error{File: d.j.File, Line: k.Line, Key: key, Suggestion: suggest(k.Value, names),
 				Msg: "unknown key"}
 		}
 		d.j.lines[key] = k.Line
-		if err := fields[idx].decode(d, resolveAlias(v), key); err != nil {
+		v, err := d.interp(resolveAlias(v), key)
+		if err != nil {
+			return err
+		}
+		if err := fields[idx].decode(d, v, key); err != nil {
 			return err
 		}
 	}
@@ -243,6 +348,10 @@ func (d *decoder) args(n *yaml.Node, path string) (algorithm.Args, error) {
 		}
 		if _, dup := out[k.Value]; dup {
 			return nil, d.errf(k, key, "argument given twice")
+		}
+		v, err := d.interp(v, key)
+		if err != nil {
+			return nil, err
 		}
 		var val any
 		if err := v.Decode(&val); err != nil {

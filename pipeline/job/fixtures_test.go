@@ -32,7 +32,7 @@ func TestFixtureConfigs(t *testing.T) {
 			if j.Algorithm.AlgorithmType != name {
 				t.Errorf("algorithm_type %q in %s.yaml", j.Algorithm.AlgorithmType, name)
 			}
-			if _, err := os.Stat(filepath.Join(repoRoot, j.Input)); err != nil {
+			if _, err := os.Stat(j.Input); err != nil {
 				t.Errorf("input: %v", err)
 			}
 			if j.Output == "" || j.Metrics == "" || j.Prom == "" || !j.HasSeed {

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -51,6 +52,13 @@ type Job struct {
 	HasSeed bool
 	// Columns maps rftpipe's column names to the store's (columns section).
 	Columns map[string]string
+	// BatchSize and TrainBatchSize are Trinity's buffer.batch_size (tasks
+	// per explore step) and buffer.train_batch_size (experiences per train
+	// step); 0 when the file leaves them out.
+	BatchSize, TrainBatchSize int
+	// ExperienceBuffer is Trinity's buffer.trainer_input.experience_buffer,
+	// the buffer the trainer reads.
+	ExperienceBuffer ExperienceBuffer
 	// Warnings are notes on keys accepted for compatibility and ignored.
 	Warnings []string
 
@@ -58,6 +66,21 @@ type Job struct {
 	// to the line they are on.
 	lines map[string]int
 }
+
+// ExperienceBuffer is the trainer's experience buffer of a Trinity config.
+type ExperienceBuffer struct {
+	// Name is the buffer's name.
+	Name string
+	// StorageType is one of StorageTypes ("" when unset).
+	StorageType string
+	// Path is the buffer's file or directory (relative paths resolved
+	// against the job file's directory) or database URL (as written, e.g.
+	// sqlite:///buffer.db).
+	Path string
+}
+
+// StorageTypes are Trinity's buffer storage types.
+var StorageTypes = []string{"file", "sql", "queue"}
 
 // Error is a problem in a job file, located by line and key.
 type Error struct {
@@ -103,7 +126,8 @@ func Load(path string) (*Job, error) {
 	return Parse(path, data)
 }
 
-// Parse decodes the job file data; file names it in messages.
+// Parse decodes the job file data; file names it in messages, and its
+// directory is where the file's relative paths start.
 func Parse(file string, data []byte) (*Job, error) {
 	j := &Job{File: file, lines: map[string]int{}}
 	var doc yaml.Node
@@ -114,10 +138,38 @@ func Parse(file string, data []byte) (*Job, error) {
 		return j, nil // an empty file: everything from the command line
 	}
 	d := decoder{j: j}
-	if err := d.mapping(doc.Content[0], "", topKeys); err != nil {
+	names := make([]string, 0, len(topKeys)+len(trinitySections))
+	for _, f := range topKeys {
+		names = append(names, f.key)
+	}
+	names = append(names, trinitySections...)
+	err := d.keys(doc.Content[0], "", topKeys, func(k *yaml.Node, key string) error {
+		if !slices.Contains(trinitySections, k.Value) {
+			return &Error{File: file, Line: k.Line, Key: key, Suggestion: suggest(k.Value, names), Msg: "unknown key"}
+		}
+		d.ignored = append(d.ignored, fmt.Sprintf("%s (line %d)", key, k.Line))
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
+	if len(d.ignored) > 0 {
+		j.Warnings = append(j.Warnings, fmt.Sprintf("%s: ignored Trinity-RFT settings that configure Trinity's services, not the algorithm: %s",
+			file, strings.Join(d.ignored, ", ")))
+	}
+	j.resolvePaths(filepath.Dir(file))
 	return j, nil
+}
+
+// resolvePaths makes the file's relative paths relative to dir, the job
+// file's directory, so a job runs the same from any working directory.
+// Database URLs (scheme://…) are left as written.
+func (j *Job) resolvePaths(dir string) {
+	for _, p := range []*string{&j.Input, &j.Output, &j.Metrics, &j.Prom, &j.ExperienceBuffer.Path} {
+		if *p != "" && !filepath.IsAbs(*p) && !strings.Contains(*p, "://") {
+			*p = filepath.Join(dir, *p)
+		}
+	}
 }
 
 // Line returns the line of a dotted key, 0 if the file does not set it.
@@ -131,13 +183,17 @@ func (j *Job) SetAlgorithmType(name string) {
 }
 
 // Resolve resolves the algorithm section (algorithm.Resolve) with the job's
-// mode, input and quirk options. Errors point at the line of the key at
+// mode, input (or else the experience buffer's path) and quirk options. Errors point at the line of the key at
 // fault.
 func (j *Job) Resolve() (*algorithm.Resolved, error) {
 	if err := j.checkArgNames(); err != nil {
 		return nil, err
 	}
-	res, err := algorithm.Resolve(j.Algorithm, &algorithm.Env{Mode: j.Mode, Input: j.Input}, j.Options)
+	input := j.Input
+	if input == "" {
+		input = j.ExperienceBuffer.Path // the trainer's buffer of a Trinity config
+	}
+	res, err := algorithm.Resolve(j.Algorithm, &algorithm.Env{Mode: j.Mode, Input: input}, j.Options)
 	var ke *algorithm.KeyError
 	if errors.As(err, &ke) {
 		return nil, j.errAt("algorithm."+ke.Key, "", ke.Err)

@@ -162,7 +162,8 @@ func (r *Reader) openNext() (err error) {
 	s = normalise(file, s, r.cfg.mem)
 	if r.schema != nil && !SameColumns(s.Schema(), r.schema) {
 		s.Close()
-		return schema.Errorf(file, -1, "", "schema differs from %s", r.files[0])
+		col, why := ColumnDiff(r.schema, s.Schema())
+		return schema.Errorf(file, -1, col, "schema differs from %s: %s", r.files[0], why)
 	}
 	r.cur = s
 	r.nextFile = 0
@@ -305,6 +306,33 @@ func SameColumns(a, b *arrow.Schema) bool {
 		}
 	}
 	return true
+}
+
+// ColumnDiff names the first column in which schema b differs from a (the
+// reference) and how, seen from b: a column only in b, one missing from b,
+// a different type, then a different position; "" when they have the same
+// columns.
+func ColumnDiff(a, b *arrow.Schema) (col, why string) {
+	for _, f := range b.Fields() {
+		if len(a.FieldIndices(f.Name)) == 0 {
+			return f.Name, "the column is only in this file"
+		}
+	}
+	for _, f := range a.Fields() {
+		if len(b.FieldIndices(f.Name)) == 0 {
+			return f.Name, "the column is missing in this file"
+		}
+	}
+	for i, f := range b.Fields() {
+		k := a.FieldIndices(f.Name)[0]
+		if !arrow.TypeEqual(a.Field(k).Type, f.Type) {
+			return f.Name, fmt.Sprintf("type %s in this file, %s there", f.Type, a.Field(k).Type)
+		}
+		if k != i {
+			return f.Name, fmt.Sprintf("column %d in this file, %d there", i, k)
+		}
+	}
+	return "", ""
 }
 
 func contains(list []string, s string) bool {

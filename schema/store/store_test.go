@@ -307,3 +307,22 @@ func TestCorruptCopiesLeakNothing(t *testing.T) {
 	}
 	t.Logf("%d of 300 flipped copies failed as bad input", failed)
 }
+
+func TestColumnDiff(t *testing.T) {
+	s := func(names ...string) *arrow.Schema { return schema.New(names...) }
+	for _, c := range []struct {
+		a, b     *arrow.Schema
+		col, why string
+	}{
+		{s(schema.Batch, schema.Reward), s(schema.Batch, schema.Reward), "", ""},
+		{s(schema.Batch), s(schema.Batch, schema.Reward), schema.Reward, "the column is only in this file"},
+		{s(schema.Batch, schema.Reward), s(schema.Batch), schema.Reward, "the column is missing in this file"},
+		{s(schema.Batch, schema.Reward), s(schema.Reward, schema.Batch), schema.Reward, "column 0 in this file, 1 there"},
+		{s(schema.Batch), arrow.NewSchema([]arrow.Field{{Name: schema.Batch, Type: arrow.BinaryTypes.String}}, nil),
+			schema.Batch, "type utf8 in this file, int64 there"},
+	} {
+		if col, why := store.ColumnDiff(c.a, c.b); col != c.col || why != c.why {
+			t.Errorf("ColumnDiff(%v, %v) = %q, %q; want %q, %q", c.a, c.b, col, why, c.col, c.why)
+		}
+	}
+}

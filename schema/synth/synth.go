@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,6 +29,10 @@ const (
 	Single Kind = "single" // one generated answer per row, action_mask all ones
 	Multi  Kind = "multi"  // multi-turn: tool/environment tokens masked out
 	DPO    Kind = "dpo"    // tokens = prompt; chosen/rejected answers
+	// Pairs is DPO as the trainer sees it: each task one preference pair
+	// of two adjacent rows, run 0 the chosen and run 1 the rejected answer,
+	// tokens = prompt ++ answer (Runs must be 2).
+	Pairs Kind = "pairs"
 )
 
 // Config describes a store. Tasks are spread over batches of TasksPerBatch
@@ -40,7 +45,10 @@ type Config struct {
 	Reward                            string // "bernoulli:P", "uniform" or "normal"
 	Kind                              Kind
 	Seed                              uint64
-	ChunkRows                         int // rows per record batch (default 8192)
+	// With are TrainerColumns added to each row (canonical order; see
+	// ParseWith).
+	With      []string
+	ChunkRows int // rows per record batch (default 8192)
 }
 
 // Default returns the default configuration.
@@ -101,8 +109,17 @@ func (c Config) check() error {
 		return schema.BadInputf("prompt length must be >= 1")
 	case c.RespMin < 1 || c.RespMax < c.RespMin:
 		return schema.BadInputf("response length must be 1 <= MIN <= MAX")
-	case c.Kind != Single && c.Kind != Multi && c.Kind != DPO:
-		return schema.BadInputf("unknown kind %q (valid: single, multi, dpo)", c.Kind)
+	case c.Kind != Single && c.Kind != Multi && c.Kind != DPO && c.Kind != Pairs:
+		return schema.BadInputf("unknown kind %q (valid: single, multi, dpo, pairs)", c.Kind)
+	case c.Kind == Pairs && (c.Runs != 2 || c.Steps != 1):
+		return schema.BadInputf("kind pairs: a pair is 2 runs of 1 step (chosen, rejected), got %d runs of %d steps", c.Runs, c.Steps)
+	case c.Kind == DPO && len(c.With) > 0:
+		return schema.BadInputf("kind dpo has no response tokens to add %s to: use kind pairs (the trainer's rows of each pair)", strings.Join(c.With, ", "))
+	}
+	for _, name := range c.With {
+		if !slices.Contains(TrainerColumns, name) {
+			return schema.BadInputf("unknown trainer column %q (valid: %s)", name, strings.Join(TrainerColumns, ", "))
+		}
 	}
 	_, err := c.rewardFn()
 	return err
@@ -111,15 +128,25 @@ func (c Config) check() error {
 // Rows returns the number of experiences the config generates.
 func (c Config) Rows() int64 { return int64(c.Tasks) * int64(c.Runs) * int64(c.Steps) }
 
-// Schema returns the store's schema for the config's kind.
+// Schema returns the store's schema for the config's kind: its base
+// columns, then the With columns.
 func (c Config) Schema() *arrow.Schema {
-	if c.Kind == DPO {
-		return schema.New(schema.Batch, schema.Task, schema.Run, schema.Step, schema.Suffix,
-			schema.PromptLength, schema.Tokens, schema.Chosen, schema.Rejected, schema.ModelVersion)
+	return schema.New(append(c.baseColumns(), c.With...)...)
+}
+
+// baseColumns are the columns of the config's kind.
+func (c Config) baseColumns() []string {
+	switch c.Kind {
+	case DPO:
+		return []string{schema.Batch, schema.Task, schema.Run, schema.Step, schema.Suffix,
+			schema.PromptLength, schema.Tokens, schema.Chosen, schema.Rejected, schema.ModelVersion}
+	case Pairs:
+		return []string{schema.Batch, schema.Task, schema.Run, schema.Step, schema.Suffix,
+			schema.PromptLength, schema.Tokens, schema.ActionMask, schema.ModelVersion}
 	}
-	return schema.New(schema.Batch, schema.Task, schema.Run, schema.Step, schema.Suffix, schema.Reward,
+	return []string{schema.Batch, schema.Task, schema.Run, schema.Step, schema.Suffix, schema.Reward,
 		schema.PromptLength, schema.Tokens, schema.Logprobs, schema.ActionMask,
-		schema.TruncateStatus, schema.ModelVersion)
+		schema.TruncateStatus, schema.ModelVersion}
 }
 
 // Generate streams the store's record batches, in order, to emit. Chunks are
@@ -179,11 +206,15 @@ func Generate(ctx context.Context, c Config, emit func(arrow.Record) error) erro
 }
 
 // rowIDs maps a row index to its ids: batches of TasksPerBatch tasks; inside a
-// batch, run-major then task then step (the order an explorer emits them).
+// batch, run-major then task then step (the order an explorer emits them);
+// a pairs store is task-major, each pair's two rows adjacent.
 func (c Config) rowIDs(i int64) (batch, task, run, step int64) {
 	perBatch := int64(c.TasksPerBatch) * int64(c.Runs) * int64(c.Steps)
 	batch = i / perBatch
 	off := i % perBatch
+	if c.Kind == Pairs {
+		return batch, off / 2, off % 2, 0
+	}
 	tasksHere := min(int64(c.TasksPerBatch), int64(c.Tasks)-batch*int64(c.TasksPerBatch))
 	per := tasksHere * int64(c.Steps)
 	run = off / per
@@ -201,6 +232,8 @@ func (c Config) chunk(lo, hi int64) (arrow.Record, error) {
 	defer b.Release()
 	reward, _ := c.rewardFn()
 	rng := rand.New(rand.NewPCG(c.Seed, uint64(lo)))
+	extraRNG := rand.New(rand.NewPCG(c.Seed^0x5851f42d4c957f2d, uint64(lo)))
+	nbase := len(c.baseColumns())
 	var toks []int32
 	var lps []float32
 	var mask []bool
@@ -223,7 +256,24 @@ func (c Config) chunk(lo, hi int64) (arrow.Record, error) {
 			fs[9].(*array.Int64Builder).Append(batch)
 			continue
 		}
-		fs[5].(*array.Float64Builder).Append(reward(taskRNG, rng))
+		if c.Kind == Pairs {
+			// Both rows of a pair share the task's prompt.
+			toks = appendTokens(toks[:0], taskRNG, c.PromptLen)
+			fs[5].(*array.Int32Builder).Append(int32(c.PromptLen))
+			toks = appendTokens(toks, rng, R)
+			appendList(fs[6], toks)
+			lps, mask = lps[:0], mask[:0]
+			for t := 0; t < R; t++ {
+				mask = append(mask, true)
+				lps = append(lps, float32(-rng.ExpFloat64()*0.35))
+			}
+			appendList(fs[7], mask)
+			fs[8].(*array.Int64Builder).Append(batch)
+			c.extraRow(fs[nbase:], extraRNG, lps, mask, 1-2*float64(run), 0)
+			continue
+		}
+		r := reward(taskRNG, rng)
+		fs[5].(*array.Float64Builder).Append(r)
 		fs[6].(*array.Int32Builder).Append(int32(c.PromptLen))
 		toks = appendTokens(toks, rng, R)
 		appendList(fs[7], toks)
@@ -256,6 +306,7 @@ func (c Config) chunk(lo, hi int64) (arrow.Record, error) {
 			fs[10].AppendNull()
 		}
 		fs[11].(*array.Int64Builder).Append(batch)
+		c.extraRow(fs[nbase:], extraRNG, lps, mask, 0, r)
 	}
 	return b.NewRecord(), nil
 }

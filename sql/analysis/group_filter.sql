@@ -1,25 +1,40 @@
--- Zero-variance groups and what GRPO's std_threshold would drop: groups, rows and their shares.
--- Groups are tid = batch/task over all their rows, as grpo groups them. grpo
--- with std_threshold set drops every singleton group and every group whose
--- reward std (unbiased, of the float32 rewards) is <= std_threshold; the
--- default 0.0 drops exactly the groups whose rewards are all equal.
+-- Zero-variance groups and what GRPO's std_threshold drops: groups, rows and their shares.
+-- Groups are tid = batch/task over all their rows, as grpo groups them.
+-- Null, NaN and infinite rewards are left out (as `rftpipe run
+-- --on-invalid-reward drop` does) and counted in invalid_rewards. The
+-- default std_threshold NULL is what `rftpipe run --advantage-fn grpo` does
+-- without the argument: no group is dropped. With std_threshold set, grpo
+-- drops every singleton group and every group whose reward std (unbiased,
+-- of the float32 rewards) is <= std_threshold; 0.0 drops exactly the groups
+-- whose rewards are all equal. The rule column says which rule applied.
 -- requires: batch, task, reward
--- var: std_threshold = 0.0: groups with reward std <= this are dropped
-WITH groups AS (
-    SELECT count(*) AS n, stddev_samp(reward::FLOAT) AS std
+-- var: std_threshold = NULL: groups with reward std <= this are dropped (NULL: grpo's default, none)
+WITH valid AS (
+    SELECT batch, task, reward::FLOAT AS reward
     FROM experiences
+    WHERE isfinite(reward)
+), groups AS (
+    SELECT count(*) AS n, stddev_samp(reward) AS std
+    FROM valid
     GROUP BY batch, task
 ), g AS (
-    SELECT n, std, n = 1 OR std <= getvariable('std_threshold')::DOUBLE AS dropped
+    SELECT n, std,
+        CASE WHEN getvariable('std_threshold') IS NULL THEN false
+            ELSE n = 1 OR std <= getvariable('std_threshold')::DOUBLE END AS dropped
     FROM groups
 )
 SELECT
     count(*)                                         AS groups,
-    sum(n)::BIGINT                                   AS rows,
+    coalesce(sum(n), 0)::BIGINT                      AS rows,
+    (SELECT count(*) FROM experiences WHERE reward IS NULL OR NOT isfinite(reward)) AS invalid_rewards,
     count(*) FILTER (WHERE n = 1)                    AS singleton_groups,
     count(*) FILTER (WHERE n > 1 AND std = 0)        AS zero_variance_groups,
     count(*) FILTER (WHERE n > 1 AND std = 0) / count(*) AS zero_variance_share,
-    getvariable('std_threshold')::DOUBLE                     AS std_threshold,
+    getvariable('std_threshold')::DOUBLE             AS std_threshold,
+    CASE WHEN getvariable('std_threshold') IS NULL
+        THEN 'std_threshold unset (grpo default): no group dropped'
+        ELSE printf('singletons and groups with std <= %g dropped', getvariable('std_threshold')::DOUBLE)
+    END                                              AS rule,
     count(*) FILTER (WHERE dropped)                  AS dropped_groups,
     count(*) FILTER (WHERE dropped) / count(*)       AS dropped_group_share,
     coalesce(sum(n) FILTER (WHERE dropped), 0)::BIGINT AS dropped_rows,

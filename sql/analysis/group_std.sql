@@ -3,6 +3,9 @@
 -- zero advantage, std_threshold = 0 drops them), one per std bucket of width
 -- `bucket`, and one for singleton groups (one row: no std; any std_threshold
 -- drops them). std is the unbiased sample std of the float32 rewards.
+-- Null, NaN and infinite rewards are left out (as `rftpipe run
+-- --on-invalid-reward drop` does); a group without a finite reward is not
+-- counted, and the last row counts the rows left out.
 -- requires: batch, task, reward
 -- var: bucket = 0.1: width of a std bucket
 WITH params AS (
@@ -10,6 +13,7 @@ WITH params AS (
 ), groups AS (
     SELECT count(*) AS n, stddev_samp(reward::FLOAT) AS std
     FROM experiences
+    WHERE isfinite(reward)
     GROUP BY batch, task
 ), b AS (
     SELECT
@@ -18,16 +22,26 @@ WITH params AS (
         w
     FROM groups, params
 )
-SELECT
-    CASE kind
-        WHEN 0 THEN 'std = 0'
-        WHEN 2 THEN 'singleton'
-        ELSE printf('[%.3g, %.3g)', bucket * any_value(w), (bucket + 1) * any_value(w))
-    END                                                             AS std_range,
-    CASE kind WHEN 0 THEN 0.0 WHEN 1 THEN bucket * any_value(w) END       AS std_from,
-    CASE kind WHEN 0 THEN 0.0 WHEN 1 THEN (bucket + 1) * any_value(w) END AS std_to,
-    count(*)                                                        AS groups,
-    count(*) / sum(count(*)) OVER ()                                AS share
-FROM b
-GROUP BY kind, bucket
+SELECT std_range, std_from, std_to, groups, share
+FROM (
+    SELECT
+        kind,
+        bucket,
+        CASE kind
+            WHEN 0 THEN 'std = 0'
+            WHEN 2 THEN 'singleton'
+            ELSE printf('[%.3g, %.3g)', bucket * any_value(w), (bucket + 1) * any_value(w))
+        END                                                             AS std_range,
+        CASE kind WHEN 0 THEN 0.0 WHEN 1 THEN bucket * any_value(w) END       AS std_from,
+        CASE kind WHEN 0 THEN 0.0 WHEN 1 THEN (bucket + 1) * any_value(w) END AS std_to,
+        count(*)                                                        AS groups,
+        count(*) / sum(count(*)) OVER ()                                AS share
+    FROM b
+    GROUP BY kind, bucket
+    UNION ALL
+    SELECT 3, NULL, 'invalid rewards (rows)', NULL, NULL, count(*), NULL
+    FROM experiences
+    WHERE reward IS NULL OR NOT isfinite(reward)
+    HAVING count(*) > 0
+)
 ORDER BY kind, bucket;

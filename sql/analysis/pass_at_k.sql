@@ -4,6 +4,7 @@
 -- pass_reward. pass@k = 1 - C(n-c, k) / C(n, k) for n runs of which c
 -- succeeded (the unbiased estimator of Chen et al. 2021), NULL when k > n;
 -- mean@k, the expected mean reward of k runs, is the mean over all n runs.
+-- A run whose reward is null, NaN or infinite is left out (invalid_runs).
 -- requires: batch, task, run, step, reward
 -- var: k = NULL: k of pass@k (NULL: each task's number of runs)
 -- var: pass_reward = 1.0: a run whose reward is at least this succeeds
@@ -14,10 +15,11 @@ WITH runs AS (
 ), tasks AS (
     SELECT
         batch, task,
-        count(*)                                                  AS n,
-        count(*) FILTER (WHERE reward >= getvariable('pass_reward')::DOUBLE) AS c,
-        avg(reward)                                               AS mean_reward,
-        coalesce(getvariable('k')::BIGINT, count(*))                      AS k
+        count(*) FILTER (WHERE isfinite(reward))                  AS n,
+        count(*) FILTER (WHERE reward IS NULL OR NOT isfinite(reward)) AS invalid_runs,
+        count(*) FILTER (WHERE isfinite(reward) AND reward >= getvariable('pass_reward')::DOUBLE) AS c,
+        avg(reward) FILTER (WHERE isfinite(reward))               AS mean_reward,
+        coalesce(getvariable('k')::BIGINT, count(*) FILTER (WHERE isfinite(reward))) AS k
     FROM runs
     GROUP BY batch, task
 )
@@ -26,6 +28,7 @@ SELECT
     task,
     n           AS runs,
     c           AS successes,
+    invalid_runs,
     k,
     mean_reward AS mean_at_k,
     CASE

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/apache/arrow/go/v17/arrow"
+
 	rsql "github.com/rftpipe/rftpipe/sql"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -41,8 +43,8 @@ func ParseStore(arg string) (Store, error) {
 
 // Attach creates one view per store: the first is DefaultView (and its own
 // name too, when it has one), the others are their names. Parquet stores are
-// read in place by read_parquet (every file of a directory or glob; files may
-// differ in columns, matched by name); JSONL and Arrow IPC stores are first
+// read in place by read_parquet (every file of a directory or glob, which
+// must agree on columns); JSONL and Arrow IPC stores are first
 // converted, streaming, into a Parquet file under tmpDir, which the caller
 // removes when done.
 func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) error {
@@ -95,6 +97,11 @@ func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, 
 			allParquet = false
 		}
 	}
+	if allParquet && len(files) > 1 {
+		if err := sameColumns(files); err != nil {
+			return "", err
+		}
+	}
 	if !allParquet {
 		out := filepath.Join(tmpDir, fmt.Sprintf("store%d.parquet", i))
 		if err := convert(ctx, s.Path, out); err != nil {
@@ -107,6 +114,29 @@ func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, 
 		quoted[k] = QuoteString(f)
 	}
 	return "read_parquet([" + strings.Join(quoted, ", ") + "], union_by_name = true)", nil
+}
+
+// sameColumns refuses a multi-file Parquet store whose files differ in
+// columns, naming the two files and the column, as store.Open does (DuckDB
+// would bind differing files by name, or fail with its internal SQL).
+func sameColumns(files []string) error {
+	var first *arrow.Schema
+	for _, f := range files {
+		r, err := store.Open(f)
+		if err != nil {
+			return err
+		}
+		s := r.Schema()
+		r.Close()
+		if first == nil {
+			first = s
+			continue
+		}
+		if col, why := store.ColumnDiff(first, s); col != "" {
+			return schema.Errorf(f, -1, col, "schema differs from %s: %s", files[0], why)
+		}
+	}
+	return nil
 }
 
 // convert streams the store at in into the Parquet file out.

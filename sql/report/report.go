@@ -35,6 +35,9 @@ type Options struct {
 	Threads      int     // DuckDB threads (0: one per CPU)
 	MemoryLimit  string  // DuckDB memory limit (default: DuckDB's)
 	TempDir      string  // DuckDB spill and conversion directory (default: the OS temp dir)
+	// Progress, if set, is called as the work advances: done of total
+	// steps (loading the store, then each group of sections).
+	Progress func(done, total int)
 }
 
 // Section ids of the page, in order; each is a <section id=…>.
@@ -81,14 +84,22 @@ func Write(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	b := &builder{ctx: ctx, db: db, o: o}
+	steps := []func(*page) error{b.numbers, b.rewardSections, b.groupSections, b.lengthSection, b.advantageSection}
+	progress := func(done int) {
+		if o.Progress != nil {
+			o.Progress(done, len(steps)+1)
+		}
+	}
 	if err := b.load(); err != nil {
 		return err
 	}
+	progress(1)
 	p := &page{Store: o.Store, Files: len(files), Generated: start.UTC().Format("2006-01-02 15:04 MST")}
-	for _, step := range []func(*page) error{b.numbers, b.rewardSections, b.groupSections, b.lengthSection, b.advantageSection} {
+	for i, step := range steps {
 		if err := step(p); err != nil {
 			return err
 		}
+		progress(i + 2)
 	}
 	p.Elapsed = time.Since(start).Round(10 * time.Millisecond).String()
 	return p.render(w)

@@ -247,3 +247,32 @@ func TestMovingAverage(t *testing.T) {
 		t.Errorf("edges %v %v, want 0.5 8.5", ma[0].Y, ma[9].Y)
 	}
 }
+
+// TestReportInvalidRewards renders a store whose rewards include NaN,
+// infinite and null values: the page is complete, counts them and says
+// they are left out.
+func TestReportInvalidRewards(t *testing.T) {
+	db, err := duckdb.Open(duckdb.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	path := filepath.Join(t.TempDir(), "bad.parquet")
+	_, err = db.Exec(`COPY (SELECT * REPLACE (CASE WHEN run = 0 THEN 'NaN'::DOUBLE WHEN run = 1 AND task % 2 = 0 THEN NULL
+		WHEN run = 2 AND task = 3 THEN '-Infinity'::DOUBLE ELSE reward END AS reward) FROM '` + demo + `') TO '` + path + `' (FORMAT parquet)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var invalid int
+	if err := db.QueryRow(`SELECT count(*) FROM '` + path + `' WHERE reward IS NULL OR NOT isfinite(reward)`).Scan(&invalid); err != nil {
+		t.Fatal(err)
+	}
+	page := render(t, Options{Store: path, Bins: 20})
+	checkPage(t, page)
+	if got := value(t, page, "null, NaN or infinite rewards"); got != fmt.Sprint(invalid) {
+		t.Errorf("invalid rewards %q, want %d", got, invalid)
+	}
+	if want := fmt.Sprintf("%d rows with a null, NaN or infinite reward are left out", invalid); !strings.Contains(page, want) {
+		t.Errorf("the group std caption lacks %q", want)
+	}
+}

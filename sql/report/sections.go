@@ -240,7 +240,7 @@ func (b *builder) groupSections(p *page) error {
 		return nil
 	}
 	thr := b.o.StdThreshold
-	src := "SELECT stddev_samp(reward::FLOAT) AS x, count(*) AS n FROM experiences GROUP BY batch, task"
+	src := "SELECT stddev_samp(reward::FLOAT) AS x, count(*) AS n FROM experiences WHERE isfinite(reward) GROUP BY batch, task"
 	h, err := b.hist("SELECT x FROM ("+src+") WHERE n > 1 AND x > 0", b.o.Bins, 0, false)
 	if err != nil {
 		return err
@@ -250,10 +250,13 @@ func (b *builder) groupSections(p *page) error {
 	if err != nil {
 		return err
 	}
-	p.image(SecGroupStd, "Reward std per group",
-		fmt.Sprintf("Groups are tid = batch/task, as GRPO groups them (std of the float32 rewards, unbiased). "+
-			"GRPO with std_threshold = %g drops the groups left of the red line and every singleton group (%s here): %s of %s groups.",
-			thr, fint(num(r["singleton_groups"])), fint(num(r["dropped_groups"])), fint(num(r["groups"]))), img)
+	caption := fmt.Sprintf("Groups are tid = batch/task, as GRPO groups them (std of the float32 rewards, unbiased). "+
+		"GRPO with std_threshold = %g drops the groups left of the red line and every singleton group (%s here): %s of %s groups.",
+		thr, fint(num(r["singleton_groups"])), fint(num(r["dropped_groups"])), fint(num(r["groups"])))
+	if n := num(r["invalid_rewards"]); n > 0 {
+		caption += fmt.Sprintf(" %s rows with a null, NaN or infinite reward are left out, as run --on-invalid-reward drop leaves them out.", fint(n))
+	}
+	p.image(SecGroupStd, "Reward std per group", caption, img)
 
 	groups := int64(num(r["groups"]))
 	shares := []share{
@@ -262,7 +265,7 @@ func (b *builder) groupSections(p *page) error {
 		{fmt.Sprintf("dropped at std_threshold = %g", thr), int64(num(r["dropped_groups"])), groups, colRed},
 		{"kept", groups - int64(num(r["dropped_groups"])), groups, colBlue},
 	}
-	caption := "Shares of all groups. The store has no duplicate_of column, so nothing was duplicated (rftpipe run with duplicate_experiences writes it)."
+	caption = "Shares of all groups. The store has no duplicate_of column, so nothing was duplicated (rftpipe run with duplicate_experiences writes it)."
 	if b.has(schema.DuplicateOf) {
 		shares = append(shares, share{"holding duplicated rows", b.dupGroups, groups, colGreen})
 		caption = "Shares of all groups; duplicated rows are those with duplicate_of set."

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// demoStore is the bundled store, from this package directory.
+const demoStore = "../../fixtures/stores/demo.parquet"
+
+func TestVersion(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "--version")
+	if code != 0 || stdout != "rftpipe version "+appVersion()+"\n" || appVersion() == "" {
+		t.Errorf("--version: exit %d, %q, %q", code, stdout, stderr)
+	}
+	version = "v9.9.9"
+	defer func() { version = "" }()
+	if v := appVersion(); v != "v9.9.9" {
+		t.Errorf("-ldflags version: %q", v)
+	}
+}
+
+func TestHelpCommand(t *testing.T) {
+	stdout, _, code := runCLI(t, "help", "run")
+	if code != 0 || !strings.Contains(stdout, "rftpipe run - ") || !strings.Contains(stdout, "--advantage-fn") {
+		t.Errorf("help run: exit %d: %s", code, stdout)
+	}
+	stdout, _, code = runCLI(t)
+	if code != 0 || !strings.Contains(stdout, "COMMANDS:") {
+		t.Errorf("no command: exit %d: %s", code, stdout)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	_, stderr, code := runCLI(t, "frobnicate", "x")
+	if code != 2 || !strings.Contains(stderr, `unknown command "frobnicate"`) || !strings.Contains(stderr, "inspect, convert, run") ||
+		strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d: %q", code, stderr)
+	}
+}
+
+// completeCLI runs a completion request; urfave/cli reads the words typed
+// from os.Args, so they are set as a shell would run the binary.
+func completeCLI(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	saved := os.Args
+	os.Args = append([]string{"rftpipe"}, args...)
+	defer func() { os.Args = saved }()
+	stdout, _, code := runCLI(t, args...)
+	return stdout, code
+}
+
+func TestCompletion(t *testing.T) {
+	stdout, code := completeCLI(t, "--generate-bash-completion")
+	if code != 0 || !strings.Contains(stdout, "inspect\n") || !strings.Contains(stdout, "report\n") {
+		t.Errorf("command words: exit %d: %q", code, stdout)
+	}
+	stdout, code = completeCLI(t, "report", "-", "--generate-bash-completion")
+	if code != 0 || !strings.Contains(stdout, "--std-threshold") {
+		t.Errorf("report flags: exit %d: %q", code, stdout)
+	}
+	for _, shell := range []string{"bash", "zsh"} {
+		script, _, code := runCLI(t, "completion", shell)
+		if code != 0 || !strings.Contains(script, "complete -o bashdefault -o default -F _rftpipe_complete rftpipe") {
+			t.Errorf("completion %s: exit %d: %s", shell, code, script)
+		}
+		if shell == "bash" {
+			if _, err := exec.LookPath("bash"); err == nil {
+				cmd := exec.Command("bash", "-n")
+				cmd.Stdin = strings.NewReader(script)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("bash -n: %v: %s", err, out)
+				}
+			}
+		}
+	}
+	if _, stderr, code := runCLI(t, "completion", "fish"); code != 2 || !strings.Contains(stderr, `unknown shell "fish"`) {
+		t.Errorf("fish: exit %d: %s", code, stderr)
+	}
+}
+
+func TestReportPositional(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.html"), filepath.Join(dir, "b.html")
+	if _, stderr, code := runCLI(t, "report", demoStore, "--out", a); code != 0 {
+		t.Fatalf("report STORE: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "report", "--in", demoStore, "--out", b); code != 0 {
+		t.Fatalf("report --in: exit %d: %s", code, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", "--out", a}, "report needs a STORE"},
+		{[]string{"report", demoStore, "--in", demoStore, "--out", a}, "give the store once"},
+		{[]string{"report", demoStore, demoStore, "--out", a}, "report takes one STORE"},
+	} {
+		if _, stderr, code := runCLI(t, c.args...); code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d: %s", c.args, code, stderr)
+		}
+	}
+}
+
+func TestInspectValidatesAndKeepsBrackets(t *testing.T) {
+	_, stderr, code := runCLI(t, "inspect", "../../fixtures/bad/ragged.jsonl")
+	if code != 2 || !strings.Contains(stderr, `ragged.jsonl: row 1: column "action_mask": ragged row`) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("ragged: exit %d: %q", code, stderr)
+	}
+	stdout, _, code := runCLI(t, "inspect", demoStore, "--format", "json")
+	if code != 0 || strings.Contains(stdout, `\u003c`) || !strings.Contains(stdout, `"list<`) {
+		t.Errorf("json: exit %d: %s", code, stdout)
+	}
+}
+
+func TestGenWith(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "full.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "4", "--runs", "2", "--resp-len", "4:8", "--with", "all", "--out", out); code != 0 {
+		t.Fatalf("gen --with all: exit %d: %s", code, stderr)
+	}
+	cols, rows := storeShape(t, out)
+	if rows != 8 || !strings.Contains(strings.Join(cols, ","), "logprob,old_logprob,ref_logprob,values,entropy,expert_mask") {
+		t.Errorf("%d rows, columns %v", rows, cols)
+	}
+	pairs := filepath.Join(dir, "pairs.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--kind", "pairs", "--tasks", "4", "--resp-len", "4:8", "--with", "logprob,ref_logprob", "--out", pairs); code != 0 {
+		t.Fatalf("gen --kind pairs: exit %d: %s", code, stderr)
+	}
+	stdout, stderr, code := runCLI(t, "loss", "--fn", "dpo", "--in", pairs, "--format", "json")
+	if code != 0 || !strings.Contains(stdout, "dpo_loss") {
+		t.Errorf("loss --fn dpo on pairs: exit %d: %s %s", code, stdout, stderr)
+	}
+	if _, stderr, code := runCLI(t, "gen", "--with", "bogus", "--out", filepath.Join(dir, "x.parquet")); code != 2 || !strings.Contains(stderr, `unknown column "bogus"`) {
+		t.Errorf("bad --with: exit %d: %s", code, stderr)
+	}
+}
