@@ -58,12 +58,8 @@ func Stages(res *algorithm.Resolved, kvs []string) ([]pipeline.Stage, error) {
 		if len(kvs) > 0 {
 			return nil, schema.BadInputf("algorithm %s has no advantage fn to take --arg", res.Config.AlgorithmType)
 		}
-		cols := shapeColumns[f.Schema]
-		var nonEmpty []string
-		if f.Schema == algorithm.DPO {
-			cols, nonEmpty = cols[:1], cols[1:]
-		}
-		return []pipeline.Stage{pipeline.Check(string(f.Schema)+" algorithm", cols, nonEmpty)}, nil
+		return []pipeline.Stage{pipeline.Check(string(f.Schema)+" algorithm", shapeColumns[f.Schema],
+			[]string{schema.Chosen, schema.Rejected})}, nil
 	}
 	user, err := overlayArgs(adv, res.Config.Args(algorithm.AdvantageFn), kvs)
 	if err != nil {
@@ -170,9 +166,11 @@ func Run(ctx context.Context, j *Job, res *algorithm.Resolved, opt RunOptions) (
 	})
 }
 
-// shapeColumns are the columns each non-experience schema requires.
-var shapeColumns = map[algorithm.Schema][]string{
-	algorithm.SFT:        {schema.Tokens, schema.PromptLength},
-	algorithm.DPO:        {schema.Tokens, schema.Chosen, schema.Rejected},
-	algorithm.Experience: {schema.Tokens, schema.PromptLength, schema.ActionMask},
+// shapeColumns are the column layouts each schema accepts when nothing is
+// computed: a DPO store holds Trinity's records (both answers per row) or
+// the trainer's rows (chosen and rejected rows of each pair adjacent).
+var shapeColumns = map[algorithm.Schema][][]string{
+	algorithm.SFT:        {{schema.Tokens, schema.PromptLength}},
+	algorithm.DPO:        {{schema.Tokens, schema.Chosen, schema.Rejected}, {schema.Tokens, schema.ActionMask}},
+	algorithm.Experience: {{schema.Tokens, schema.PromptLength, schema.ActionMask}},
 }
