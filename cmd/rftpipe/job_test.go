@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/pipeline/job"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
@@ -43,9 +44,9 @@ func storeShape(t *testing.T, path string) ([]string, int64) {
 // promLine is one sample of the Prometheus text format.
 var promLine = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*\{algorithm="[^"]*",input="[^"]*",rows="[0-9]+"\} \S+$`)
 
-// needsColumns are the trainer-side inputs the bundled stores lack, per
-// algorithm: the fixture run must fail naming them, then run with the
-// columns section mapping a stand-in (the rollout logprobs).
+// needsColumns are the trainer-side inputs the demo store lacks, per
+// algorithm: a run over it must fail naming them (the job files name
+// full.parquet, which has them).
 var needsColumns = map[string]string{
 	"ppo":               "values",
 	"on_policy_distill": "teacher_logprobs",
@@ -74,26 +75,11 @@ func TestFixtureConfigsRun(t *testing.T) {
 			out, metrics, prom := filepath.Join(dir, "out.parquet"), filepath.Join(dir, "m.json"), filepath.Join(dir, "m.prom")
 			run := []string{"run", "--config", cfg, "--out", out, "--metrics", metrics, "--prom", prom, "--progress", "never"}
 			if col, ok := needsColumns[name]; ok {
-				_, stderr, code := runCLI(t, run...)
+				bare := append(append([]string{}, run...), "--in", "fixtures/stores/demo.parquet")
+				_, stderr, code := runCLI(t, bare...)
 				if code != 2 || !strings.Contains(stderr, "missing column "+col) {
 					t.Fatalf("without %s: exit %d, %s; want exit 2 naming the column", col, code, stderr)
 				}
-				src, err := os.ReadFile(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				mapped := filepath.Join(dir, "job.yaml")
-				// The copy lives elsewhere: its input path is made absolute.
-				abs, err := filepath.Abs(filepath.Dir(cfg))
-				if err != nil {
-					t.Fatal(err)
-				}
-				src = []byte(strings.Replace(string(src), "\ninput: ", "\ninput: "+abs+"/", 1))
-				src = append(src, "columns: {"+col+": logprobs}\n"...)
-				if err := os.WriteFile(mapped, src, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				run[2] = mapped
 			}
 			_, stderr, code := runCLI(t, run...)
 			if code != 0 {
@@ -113,16 +99,11 @@ func TestFixtureConfigsRun(t *testing.T) {
 			}
 
 			cols, rows := storeShape(t, out)
-			in := "fixtures/stores/demo.parquet"
-			switch typ.Flags().Schema {
-			case algorithm.DPO:
-				in = "fixtures/stores/dpo.parquet"
-			default:
-				if name == "multi_step_grpo" {
-					in = "fixtures/stores/multi.parquet"
-				}
+			j, err := job.Load(cfg)
+			if err != nil {
+				t.Fatal(err)
 			}
-			inCols, inRows := storeShape(t, in)
+			inCols, inRows := storeShape(t, j.Input)
 			res, err := algorithm.Resolve(algorithm.Config{AlgorithmType: name}, nil, algorithm.Options{})
 			if err != nil {
 				t.Fatal(err)
