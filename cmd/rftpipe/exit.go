@@ -37,6 +37,20 @@ func (i interrupted) Error() string { return "interrupted by " + i.sig.String() 
 // report prints err in one line on w and returns the process exit code. A run
 // stopped by a signal exits 128+signal (130 for SIGINT, 143 for SIGTERM).
 func report(w io.Writer, ctx context.Context, err error) int {
+	code := exitStatus(ctx, err)
+	var quiet exitCode
+	switch {
+	case err == nil || errors.As(err, &quiet):
+	case code > 128:
+		fmt.Fprintln(w, "rftpipe: "+context.Cause(ctx).Error())
+	default:
+		fmt.Fprintln(w, "rftpipe: "+strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " "))
+	}
+	return code
+}
+
+// exitStatus returns the process exit code for err.
+func exitStatus(ctx context.Context, err error) int {
 	if err == nil {
 		return exitOK
 	}
@@ -46,11 +60,8 @@ func report(w io.Writer, ctx context.Context, err error) int {
 	}
 	var sig interrupted
 	if errors.As(context.Cause(ctx), &sig) {
-		fmt.Fprintln(w, "rftpipe: "+sig.Error())
 		return 128 + int(sig.sig)
 	}
-	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
-	fmt.Fprintln(w, "rftpipe: "+msg)
 	if errors.Is(err, schema.ErrBadInput) || errors.Is(err, schema.ErrUsage) || isCLIUsage(err) {
 		return exitBadInput
 	}

@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"time"
-
+	
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/pipeline/job"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/objective"
 )
 
@@ -21,13 +21,6 @@ func algorithmFlags() []cli.Flag {
 		&cli.StringFlag{Name: "config", Usage: "YAML job `FILE`: Trinity-RFT's algorithm section plus input, output, metrics, prom, seed, columns, quirks (flags override it)"},
 		&cli.StringFlag{Name: "algorithm", Usage: "algorithm type `NAME` (rftpipe algorithms lists them), with its default config"},
 	}
-}
-
-// runJobFlags are the extra flags of `run` for algorithm jobs.
-func runJobFlags() []cli.Flag {
-	return append(algorithmFlags(),
-		&cli.StringFlag{Name: "prom", Usage: "write the metrics in the Prometheus text format to `FILE` (node_exporter textfile collector; algorithm jobs)"},
-	)
 }
 
 // isAlgorithmJob reports whether the command line selects an algorithm job.
@@ -79,35 +72,27 @@ func runAlgorithmJob(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := resolveJob(c, j)
-	if err != nil {
-		return err
-	}
-	bar := newProgress(c, "run", -1)
-	out, err := job.Run(c.Context, j, res, job.RunOptions{
-		OnInvalidReward: c.String("on-invalid-reward"),
-		Parquet:         store.ParquetOptions{Codec: c.String("codec")},
-		Progress:        bar.Add,
-		Args:            c.StringSlice("arg"),
+	label := jobLabel(j.File, j.Algorithm.AlgorithmType)
+	return monitored(c, label, j.Metrics, j.Prom, func() (agg.Metrics, error) {
+		res, err := resolveJob(c, j)
+		if err != nil {
+			return nil, err
+		}
+		bar := newProgress(c, "run", -1)
+		out, err := job.Run(c.Context, j, res, job.RunOptions{
+			OnInvalidReward: c.String("on-invalid-reward"),
+			Parquet:         store.ParquetOptions{Codec: c.String("codec")},
+			Progress:        bar.Add,
+			Args:            c.StringSlice("arg"),
+		})
+		bar.Done()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(c.App.ErrWriter, "run: algorithm %s (%s): %d experiences -> %d written to %s in %.1fs\n",
+			res.Config.AlgorithmType, job.What(res), out.In, out.Out, j.Output, out.Elapsed.Seconds())
+		return out.Metrics, nil
 	})
-	bar.Done()
-	if err != nil {
-		return err
-	}
-	if j.Metrics != "" {
-		if err := writeMetrics(j.Metrics, out.Metrics); err != nil {
-			return err
-		}
-	}
-	if j.Prom != "" {
-		l := job.PromLabels{Algorithm: res.Config.AlgorithmType, Input: j.Input, Rows: out.In}
-		if err := job.WriteProm(j.Prom, out.Metrics, l, float64(time.Now().Unix())); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(c.App.ErrWriter, "run: algorithm %s (%s): %d experiences -> %d written to %s in %.1fs\n",
-		res.Config.AlgorithmType, job.What(res), out.In, out.Out, j.Output, out.Elapsed.Seconds())
-	return nil
 }
 
 // algorithmObjective is the objective of `rftpipe loss --algorithm NAME` /

@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/pipeline/job"
@@ -42,7 +45,6 @@ func storeShape(t *testing.T, path string) ([]string, int64) {
 }
 
 // promLine is one sample of the Prometheus text format.
-var promLine = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*\{algorithm="[^"]*",input="[^"]*",rows="[0-9]+"\} \S+$`)
 
 // needsColumns are the trainer-side inputs the demo store lacks, per
 // algorithm: a run over it must fail naming them (the job files name
@@ -137,22 +139,19 @@ func TestFixtureConfigsRun(t *testing.T) {
 			if computes && !typ.Flags().ComputeAdvantageInTrainer && m["experience_pipeline/group_advantages/reward_mean/mean"] == nil {
 				t.Errorf("pipeline-side run lacks group metrics: %v", m)
 			}
-			promText, err := os.ReadFile(prom)
-			if err != nil {
-				t.Fatal(err)
+			fams := parseProm(t, prom)
+			if len(fams) != len(m) {
+				t.Errorf("%d Prometheus families for %d metrics", len(fams), len(m))
 			}
-			samples := 0
-			for _, line := range strings.Split(strings.TrimSpace(string(promText)), "\n") {
-				if strings.HasPrefix(line, "# TYPE ") {
-					continue
-				}
-				samples++
-				if !promLine.MatchString(line) || !strings.Contains(line, `algorithm="`+name+`"`) {
-					t.Errorf("bad Prometheus line %q", line)
+			for name, f := range fams {
+				for _, mt := range f.GetMetric() {
+					if l := mt.GetLabel(); len(l) != 1 || l[0].GetName() != "job" || l[0].GetValue() != filepath.Base(name) && l[0].GetValue() != strings.TrimSuffix(filepath.Base(cfg), ".yaml") {
+						t.Errorf("%s: labels %v, want job=%s only", name, l, name)
+					}
 				}
 			}
-			if samples != len(m)+1 { // + rftpipe_last_run_timestamp_seconds
-				t.Errorf("%d Prometheus samples for %d metrics", samples, len(m))
+			if v := fams["rftpipe_success"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+				t.Errorf("rftpipe_success %v, want 1", v)
 			}
 
 			// The loss needs per-token log-probs (dpo's store has none) and,
@@ -269,5 +268,58 @@ func TestRunAlgorithmFlags(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// parseProm parses a Prometheus textfile with the Prometheus text parser.
+func parseProm(t *testing.T, path string) map[string]*dto.MetricFamily {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := expfmt.NewTextParser(model.LegacyValidation) // Prometheus's classic names: what node_exporter accepts
+	fams, err := p.TextToMetricFamilies(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return fams
+}
+
+// TestMonitoredFailure: a job that fails still leaves its metrics and
+// Prometheus files, with the success gauge at 0 and the exit code; an
+// unwritable metrics path is refused before any work.
+func TestMonitoredFailure(t *testing.T) {
+	dir := t.TempDir()
+	out, metrics, prom := filepath.Join(dir, "out.parquet"), filepath.Join(dir, "m.json"), filepath.Join(dir, "m.prom")
+	_, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/ragged.jsonl", "--out", out,
+		"--metrics", metrics, "--prom", prom, "--job-label", "nightly", "--progress", "never")
+	if code != 2 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	fams := parseProm(t, prom)
+	gauge := func(name string) float64 { return fams[name].GetMetric()[0].GetGauge().GetValue() }
+	if gauge("rftpipe_success") != 0 || gauge("rftpipe_exit_code") != 2 || gauge("rftpipe_last_run_timestamp_seconds") == 0 {
+		t.Errorf("status gauges %v", fams)
+	}
+	if l := fams["rftpipe_success"].GetMetric()[0].GetLabel(); len(l) != 1 || l[0].GetValue() != "nightly" {
+		t.Errorf("labels %v, want job=nightly", l)
+	}
+	raw, err := os.ReadFile(metrics)
+	if err != nil || !strings.Contains(string(raw), `"rftpipe/success": 0`) {
+		t.Errorf("metrics file: %v %s", err, raw)
+	}
+	for _, cmd := range [][]string{
+		{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/stores/demo.parquet", "--out", out, "--metrics", filepath.Join(dir, "no", "m.json")},
+		{"loss", "--fn", "ppo", "--in", "../../fixtures/stores/full.parquet", "--prom", filepath.Join(dir, "no", "m.prom")},
+	} {
+		_, stderr, code = runCLI(t, cmd...)
+		if code != 2 || !strings.Contains(stderr, "cannot write the output here") {
+			t.Errorf("%s with an unwritable path: exit %d, %s", cmd[0], code, stderr)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the job ran although its metrics path was unwritable")
 	}
 }

@@ -73,7 +73,7 @@ func lossCommand() *cli.Command {
 			&cli.StringFlag{Name: "grad-out", Usage: "write grad_logprob list<float32> (+ id columns) aligned with the input rows to `FILE`"},
 			deviceFlag(),
 			formatFlag(),
-		}, algorithmFlags()...),
+		}, append(monitorFlags(), algorithmFlags()...)...),
 		Action: runLoss,
 	}
 }
@@ -105,22 +105,28 @@ func runLoss(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st := pipeline.NewLoss(o, ev, cols, c.Int64("step"))
-	res, err := pipeline.Run(c.Context, pipeline.Job{
-		In: in, Out: c.String("grad-out"), Stages: []pipeline.Stage{st}, Keep: idColumns,
+	label := o.Policy.Name()
+	if c.IsSet("config") {
+		label = jobLabel(c.String("config"), label)
+	}
+	return monitored(c, label, c.String("metrics"), c.String("prom"), func() (agg.Metrics, error) {
+		st := pipeline.NewLoss(o, ev, cols, c.Int64("step"))
+		res, err := pipeline.Run(c.Context, pipeline.Job{
+			In: in, Out: c.String("grad-out"), Stages: []pipeline.Stage{st}, Keep: idColumns,
+		})
+		if err != nil {
+			return nil, err
+		}
+		r := st.Result()
+		w := c.App.Writer
+		if format == "json" {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return r.Metrics, enc.Encode(lossOutput{Fn: o.Policy.Name(), Args: o.Policy.Args, Rows: int(res.In), Tokens: st.Tokens(),
+				Loss: jsonFloat(r.Loss), Metrics: jsonMetrics(r.Metrics)})
+		}
+		return r.Metrics, lossTable(w, r.Metrics)
 	})
-	if err != nil {
-		return err
-	}
-	r := st.Result()
-	w := c.App.Writer
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(lossOutput{Fn: o.Policy.Name(), Args: o.Policy.Args, Rows: int(res.In), Tokens: st.Tokens(),
-			Loss: jsonFloat(r.Loss), Metrics: jsonMetrics(r.Metrics)})
-	}
-	return lossTable(w, r.Metrics)
 }
 
 // flagObjective configures the objective from --fn, --arg, --loss-agg-mode,

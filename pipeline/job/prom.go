@@ -7,24 +7,54 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
-// PromLabels are the labels of every sample of a job's Prometheus file.
-type PromLabels struct {
-	Algorithm, Input string
-	Rows             int64 // input rows
+// Outcome is how a job ended, for its monitoring files: a nightly job's
+// files exist after every run, failed or not, with the status gauges.
+type Outcome struct {
+	// Label names the job (job file name, algorithm or fn, or --job-label):
+	// the only label, so every night's run adds to the same series.
+	Label string
+	// Metrics are the job's metrics (none when it failed early).
+	Metrics map[string]float64
+	// ExitCode is the process's exit status (0: success).
+	ExitCode int
+	// Start and Duration time the job.
+	Start    time.Time
+	Duration time.Duration
 }
 
-// WriteProm writes metrics in the Prometheus text exposition format, as the
-// node_exporter textfile collector reads it: one gauge per metric, named
-// rftpipe_<metric> with every character outside [a-zA-Z0-9_:] replaced by
-// '_', labelled algorithm, input and rows; plus rftpipe_last_run_timestamp_seconds.
-// The file is written atomically (temporary file in the same directory,
-// then rename), so the collector never reads half a file.
-func WriteProm(path string, metrics map[string]float64, l PromLabels, now float64) error {
-	labels := fmt.Sprintf(`{algorithm=%s,input=%s,rows="%d"}`, promQuote(l.Algorithm), promQuote(l.Input), l.Rows)
+// Status returns the metrics with the status gauges: rftpipe/success (1 or
+// 0), rftpipe/exit_code, rftpipe/duration_seconds and
+// rftpipe/last_run_timestamp_seconds.
+func (o Outcome) Status() map[string]float64 {
+	m := make(map[string]float64, len(o.Metrics)+4)
+	for k, v := range o.Metrics {
+		m[k] = v
+	}
+	m["rftpipe/success"] = 0
+	if o.ExitCode == 0 {
+		m["rftpipe/success"] = 1
+	}
+	m["rftpipe/exit_code"] = float64(o.ExitCode)
+	m["rftpipe/duration_seconds"] = o.Duration.Seconds()
+	m["rftpipe/last_run_timestamp_seconds"] = float64(o.Start.Unix())
+	return m
+}
+
+// WriteProm writes the outcome in the Prometheus text exposition format, as
+// the node_exporter textfile collector reads it: one gauge per metric (and
+// status gauge), named rftpipe_<metric> with every character outside
+// [a-zA-Z0-9_:] replaced by '_' (rftpipe/success → rftpipe_success), with
+// the one label job. The file is written atomically, so the collector never
+// reads half a file.
+func WriteProm(path string, o Outcome) error {
+	labels := fmt.Sprintf(`{job=%s}`, promQuote(o.Label))
+	metrics := o.Status()
 	keys := make([]string, 0, len(metrics))
 	for k := range metrics {
 		keys = append(keys, k)
@@ -42,7 +72,6 @@ func WriteProm(path string, metrics map[string]float64, l PromLabels, now float6
 		}
 		samples[name] = v
 	}
-	samples["rftpipe_last_run_timestamp_seconds"] = now
 	names := make([]string, 0, len(samples))
 	for n := range samples {
 		names = append(names, n)
@@ -58,10 +87,17 @@ func WriteProm(path string, metrics map[string]float64, l PromLabels, now float6
 	})
 }
 
+// WriteMetricsFile writes the outcome's metrics and status gauges as JSON
+// (pipeline.WriteMetrics), atomically.
+func WriteMetricsFile(path string, o Outcome) error {
+	return store.WriteFile(path, func(w io.Writer) error { return pipeline.WriteMetrics(w, o.Status()) })
+}
+
 // promName maps a metric name to a valid Prometheus name.
 func promName(metric string) string {
 	var b strings.Builder
 	b.WriteString("rftpipe_")
+	metric = strings.TrimPrefix(metric, "rftpipe/") // the status gauges
 	for _, r := range metric {
 		if r == '_' || r == ':' || r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
 			b.WriteRune(r)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -115,14 +116,15 @@ func TestWriteProm(t *testing.T) {
 		"actor/pg-loss":                                         math.NaN(),
 		"actor/pg loss":                                         math.Inf(1),
 	}
-	if err := WriteProm(path, m, PromLabels{Algorithm: "grpo", Input: `a "b"\c`, Rows: 7}, 100); err != nil {
+	o := Outcome{Label: `nightly "grpo"\c`, Metrics: m, ExitCode: 2, Start: time.Unix(100, 0), Duration: 1500 * time.Millisecond}
+	if err := WriteProm(path, o); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := `{algorithm="grpo",input="a \"b\"\\c",rows="7"}`
+	labels := `{job="nightly \"grpo\"\\c"}`
 	for _, want := range []string{
 		"# TYPE rftpipe_experience_pipeline_group_advantages_reward_mean_mean gauge\n",
 		"rftpipe_experience_pipeline_group_advantages_reward_mean_mean" + labels + " 0.5\n",
@@ -130,6 +132,9 @@ func TestWriteProm(t *testing.T) {
 		"rftpipe_actor_pg_loss" + labels + " +Inf\n",
 		"rftpipe_actor_pg_loss_2" + labels + " NaN\n",
 		"rftpipe_last_run_timestamp_seconds" + labels + " 100\n",
+		"rftpipe_success" + labels + " 0\n",
+		"rftpipe_exit_code" + labels + " 2\n",
+		"rftpipe_duration_seconds" + labels + " 1.5\n",
 	} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("missing %q in\n%s", want, got)
@@ -138,7 +143,7 @@ func TestWriteProm(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*tmp*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
-	if err := WriteProm(filepath.Join(t.TempDir(), "no", "dir.prom"), m, PromLabels{}, 0); err == nil {
+	if err := WriteProm(filepath.Join(t.TempDir(), "no", "dir.prom"), Outcome{Metrics: m}); err == nil {
 		t.Error("write into a missing directory: no error")
 	}
 }

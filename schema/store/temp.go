@@ -128,3 +128,15 @@ func WriteFile(path string, write func(w io.Writer) error) error {
 	}
 	return err
 }
+
+// CheckWritable reports whether an output can be written at path (its
+// directory exists and takes a temp file), so a job can refuse a bad output
+// path before it starts its work.
+func CheckWritable(path string) error {
+	tmp, err := CreateTemp(path)
+	if err != nil {
+		return schema.Errorf(path, -1, "", "cannot write the output here: %v", err)
+	}
+	tmp.Close()
+	return os.Remove(tmp.Name())
+}
