@@ -1,0 +1,179 @@
+package trinity
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Tensor is one tensor of a safetensors block: its dtype name (e.g. "I32",
+// "F32", "BOOL"), shape and little-endian C-order data (a slice of the
+// block it was read from).
+type Tensor struct {
+	Dtype string
+	Shape []int64
+	Data  []byte
+}
+
+// dtypeRank orders dtypes as the reference implementation's Dtype enum
+// (ascending); tensors are laid out by descending rank, then by name.
+var dtypeRank = map[string]int{
+	"BOOL": 0, "F4": 1, "F6_E2M3": 2, "F6_E3M2": 3, "U8": 4, "I8": 5, "F8_E5M2": 6,
+	"F8_E4M3": 7, "F8_E8M0": 8, "I16": 9, "U16": 10, "F16": 11, "BF16": 12, "I32": 13,
+	"U32": 14, "F32": 15, "C64": 16, "F64": 17, "I64": 18, "U64": 19,
+}
+
+// dtypeSize is the element size in bytes of the dtypes a reader can convert.
+var dtypeSize = map[string]int64{
+	"BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+	"I32": 4, "U32": 4, "F32": 4, "F64": 8, "I64": 8, "U64": 8, "C64": 8,
+}
+
+// maxHeader is the reference reader's limit on the JSON header length.
+const maxHeader = 100_000_000
+
+type tensorInfo struct {
+	Dtype   string   `json:"dtype"`
+	Shape   []int64  `json:"shape"`
+	Offsets [2]int64 `json:"data_offsets"`
+}
+
+// readSafetensors parses a safetensors block with the reference reader's
+// checks: the header lies within the block, the tensors are contiguous from
+// offset 0, each holds exactly numel × dtype size bytes and the last ends at
+// the end of the block. Tensor data slices b (no copy).
+func readSafetensors(b []byte) (map[string]Tensor, error) {
+	if len(b) < 8 {
+		return nil, fmt.Errorf("tensor block of %d bytes: shorter than its 8-byte header length", len(b))
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n > maxHeader {
+		return nil, fmt.Errorf("tensor header length %d over the limit", n)
+	}
+	if 8+n > uint64(len(b)) {
+		return nil, fmt.Errorf("tensor header length %d runs past the end of the block (%d bytes): truncated", n, len(b))
+	}
+	var hdr map[string]json.RawMessage
+	if err := json.Unmarshal(b[8:8+n], &hdr); err != nil {
+		return nil, fmt.Errorf("tensor header is not a JSON object: %v", err)
+	}
+	data := b[8+n:]
+	out := make(map[string]Tensor, len(hdr))
+	type span struct {
+		name   string
+		lo, hi int64
+	}
+	spans := make([]span, 0, len(hdr))
+	for name, raw := range hdr {
+		if name == "__metadata__" {
+			continue
+		}
+		var ti tensorInfo
+		if err := json.Unmarshal(raw, &ti); err != nil {
+			return nil, fmt.Errorf("tensor %q: bad header entry: %v", name, err)
+		}
+		size, ok := dtypeSize[ti.Dtype]
+		if !ok {
+			return nil, fmt.Errorf("tensor %q: unsupported dtype %q", name, ti.Dtype)
+		}
+		numel := int64(1)
+		for _, d := range ti.Shape {
+			if d < 0 || (d > 0 && numel > (1<<62)/d) {
+				return nil, fmt.Errorf("tensor %q: bad shape %v", name, ti.Shape)
+			}
+			numel *= d
+		}
+		lo, hi := ti.Offsets[0], ti.Offsets[1]
+		if lo < 0 || hi < lo || hi-lo != numel*size {
+			return nil, fmt.Errorf("tensor %q: offsets [%d, %d] do not hold %d × %s", name, lo, hi, numel, ti.Dtype)
+		}
+		spans = append(spans, span{name, lo, hi})
+		out[name] = Tensor{Dtype: ti.Dtype, Shape: ti.Shape}
+	}
+	sort.Slice(spans, func(i, j int) bool {
+		if spans[i].lo != spans[j].lo {
+			return spans[i].lo < spans[j].lo
+		}
+		return spans[i].hi < spans[j].hi
+	})
+	var at int64
+	for _, s := range spans {
+		if s.lo != at {
+			return nil, fmt.Errorf("tensor %q starts at %d, want %d: tensors not contiguous", s.name, s.lo, at)
+		}
+		at = s.hi
+	}
+	if at != int64(len(data)) {
+		if at > int64(len(data)) {
+			return nil, fmt.Errorf("tensors need %d data bytes, the block holds %d: truncated", at, len(data))
+		}
+		return nil, fmt.Errorf("tensors end at %d, the block holds %d data bytes", at, len(data))
+	}
+	for _, s := range spans {
+		t := out[s.name]
+		t.Data = data[s.lo:s.hi:s.hi]
+		out[s.name] = t
+	}
+	return out, nil
+}
+
+// namedTensor is a tensor to write under a name.
+type namedTensor struct {
+	name string
+	Tensor
+}
+
+// appendSafetensors appends a safetensors block of ts in the reference
+// layout: tensors by descending dtype rank, then by name; compact JSON with
+// the keys of a tensor in the order dtype, shape, data_offsets; the header
+// padded with spaces to a multiple of 8.
+func appendSafetensors(dst []byte, ts []namedTensor) ([]byte, error) {
+	for _, t := range ts {
+		if _, ok := dtypeRank[t.Dtype]; !ok {
+			return nil, errors.New("unknown dtype " + t.Dtype)
+		}
+	}
+	sort.SliceStable(ts, func(i, j int) bool {
+		ri, rj := dtypeRank[ts[i].Dtype], dtypeRank[ts[j].Dtype]
+		if ri != rj {
+			return ri > rj
+		}
+		return ts[i].name < ts[j].name
+	})
+	hdr := []byte{'{'}
+	var off int64
+	for i, t := range ts {
+		if i > 0 {
+			hdr = append(hdr, ',')
+		}
+		hdr = appendJSONString(hdr, t.name, false)
+		hdr = append(hdr, `:{"dtype":`...)
+		hdr = appendJSONString(hdr, t.Dtype, false)
+		hdr = append(hdr, `,"shape":[`...)
+		for k, d := range t.Shape {
+			if k > 0 {
+				hdr = append(hdr, ',')
+			}
+			hdr = strconv.AppendInt(hdr, d, 10)
+		}
+		hdr = append(hdr, `],"data_offsets":[`...)
+		hdr = strconv.AppendInt(hdr, off, 10)
+		hdr = append(hdr, ',')
+		off += int64(len(t.Data))
+		hdr = strconv.AppendInt(hdr, off, 10)
+		hdr = append(hdr, "]}"...)
+	}
+	hdr = append(hdr, '}')
+	for len(hdr)%8 != 0 {
+		hdr = append(hdr, ' ')
+	}
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(len(hdr)))
+	dst = append(dst, hdr...)
+	for _, t := range ts {
+		dst = append(dst, t.Data...)
+	}
+	return dst, nil
+}
