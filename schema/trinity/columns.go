@@ -99,8 +99,14 @@ func (k Kind) storeSchema(strBatch, strTask bool, wanted []string) *arrow.Schema
 		}
 		fields = append(fields, f)
 	}
-	return arrow.NewSchema(fields, nil)
+	md := arrow.NewMetadata([]string{MetaSchemaType}, []string{string(k)})
+	return arrow.NewSchema(fields, &md)
 }
+
+// MetaSchemaType is the schema metadata key under which a store read from a
+// buffer records the table's layout, so that writing it to a new table
+// without schema_type keeps the layout.
+const MetaSchemaType = "trinity.schema_type"
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

@@ -365,3 +365,19 @@ func writeFile(t *testing.T, path string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+func storeBatch(n int) store.ReadOption { return store.BatchRows(n) }
+
+func openStore(t *testing.T, path string) *store.Reader {
+	t.Helper()
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// copyErr copies r into out, refusing to write over the given inputs.
+func copyErr(r *store.Reader, out string, notOver ...string) (int64, error) {
+	return store.Copy(context.Background(), r, out, nil, store.NotOver(notOver...))
+}

@@ -168,7 +168,8 @@ func unpickle(b []byte) (any, error) {
 	popMark := func() ([]any, error) {
 		for i := len(stack) - 1; i >= 0; i-- {
 			if _, ok := stack[i].(markObj); ok {
-				items := append([]any(nil), stack[i+1:]...)
+				items := make([]any, len(stack)-i-1)
+				copy(items, stack[i+1:])
 				stack = stack[:i]
 				return items, nil
 			}

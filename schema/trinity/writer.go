@@ -29,7 +29,8 @@ type Writer struct {
 
 // Create opens a writer for the buffer table at rawURL for rows of store
 // schema s. The table's layout is the existing table's, else schema_type
-// from the URL, else dpo when s has chosen and rejected, experience
+// from the URL, else the layout of the buffer s was read from
+// (MetaSchemaType), else dpo when s has chosen and rejected, experience
 // otherwise. A table that already holds rows is refused unless the URL says
 // if_exists=append or if_exists=replace.
 func Create(rawURL string, s *arrow.Schema) (*Writer, error) {
@@ -68,6 +69,11 @@ func (w *Writer) begin(s *arrow.Schema) error {
 		kind = KindExperience
 		if len(s.FieldIndices(schema.Chosen)) > 0 && len(s.FieldIndices(schema.Rejected)) > 0 {
 			kind = KindDPO
+		}
+		if md := s.Metadata(); md.FindKey(MetaSchemaType) >= 0 {
+			if k, err := ParseKind(md.Values()[md.FindKey(MetaSchemaType)]); err == nil {
+				kind = k
+			}
 		}
 	}
 	w.kind = kind
