@@ -316,6 +316,14 @@ func isRangeErr(err error) bool {
 
 func (p *jsonParser) str() (string, error) {
 	p.i++ // opening quote
+	// Fast path: no escapes.
+	for k := p.i; k < len(p.s) && p.s[k] != '\\'; k++ {
+		if p.s[k] == '"' {
+			s := p.s[p.i:k]
+			p.i = k + 1
+			return s, nil
+		}
+	}
 	var b strings.Builder
 	for {
 		if p.i >= len(p.s) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 )
 
 // Values a payload's metadata holds, as decoded from its pickle: nil (None),
@@ -134,6 +135,26 @@ func pendingKey(stack []any) string {
 	return key
 }
 
+// interned are the strings every payload repeats (keys and common values):
+// decoding them allocates nothing.
+var interned = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range append(append(itemKeyOrder[:len(itemKeyOrder):len(itemKeyOrder)],
+		"version", "num_items", "items", "batch", "task", "run", "step", "suffix",
+		"model_version", "use_count", "task_index", "taskset_id", "index",
+		"prompt_truncated", "response_truncated", "role", "content", "system", "user", "assistant", "tool"), tensorFields...) {
+		m[s] = s
+	}
+	return m
+}()
+
+func intern(b []byte) string {
+	if s, ok := interned[string(b)]; ok {
+		return s
+	}
+	return string(b)
+}
+
 // markObj is the stack's MARK sentinel.
 type markObj struct{}
 
@@ -142,8 +163,8 @@ type markObj struct{}
 // is refused with its name.
 func unpickle(b []byte) (any, error) {
 	var (
-		stack []any
-		memo  []any
+		stack = make([]any, 0, 64)
+		memo  = make([]any, 0, 64)
 		pos   int
 	)
 	need := func(n int) ([]byte, error) {
@@ -208,6 +229,8 @@ func unpickle(b []byte) (any, error) {
 		if !ok || len(kv)%2 != 0 {
 			return fmt.Errorf("pickle: SETITEMS on %T", d)
 		}
+		dict.Keys = slices.Grow(dict.Keys, len(kv)/2)
+		dict.Vals = slices.Grow(dict.Vals, len(kv)/2)
 		for i := 0; i < len(kv); i += 2 {
 			if err := dictSet(dict, kv[i], kv[i+1]); err != nil {
 				return err
@@ -318,7 +341,7 @@ func unpickle(b []byte) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			stack = append(stack, string(s))
+			stack = append(stack, intern(s))
 		case opEmptyList:
 			stack = append(stack, &List{})
 		case opEmptyDict:

@@ -2,7 +2,6 @@ package trinity
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -36,9 +35,159 @@ var dtypeSize = map[string]int64{
 const maxHeader = 100_000_000
 
 type tensorInfo struct {
-	Dtype   string   `json:"dtype"`
-	Shape   []int64  `json:"shape"`
-	Offsets [2]int64 `json:"data_offsets"`
+	name    string
+	Dtype   string
+	Shape   []int64
+	Offsets [2]int64
+}
+
+// parseHeader parses the JSON header: an object of tensor entries
+// {"dtype": str, "shape": [int, ...], "data_offsets": [int, int]}, plus an
+// optional "__metadata__" object (skipped).
+func parseHeader(s string) ([]tensorInfo, error) {
+	p := jsonParser{s: s}
+	var out []tensorInfo
+	p.space()
+	if !p.word("{") {
+		return nil, p.errf("want an object")
+	}
+	p.space()
+	if p.word("}") {
+		return out, p.end()
+	}
+	for {
+		p.space()
+		if p.i >= len(p.s) || p.s[p.i] != '"' {
+			return nil, p.errf("want a tensor name")
+		}
+		name, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		p.space()
+		if !p.word(":") {
+			return nil, p.errf("want ':'")
+		}
+		p.space()
+		if name == "__metadata__" {
+			if _, err := p.value(0); err != nil {
+				return nil, err
+			}
+		} else {
+			ti, err := p.tensorEntry()
+			if err != nil {
+				return nil, fmt.Errorf("tensor %q: %v", name, err)
+			}
+			ti.name = name
+			out = append(out, ti)
+		}
+		p.space()
+		if p.word("}") {
+			return out, p.end()
+		}
+		if !p.word(",") {
+			return nil, p.errf("want ',' or '}'")
+		}
+	}
+}
+
+func (p *jsonParser) end() error {
+	p.space()
+	if p.i != len(p.s) {
+		return p.errf("unexpected text after the header")
+	}
+	return nil
+}
+
+func (p *jsonParser) tensorEntry() (tensorInfo, error) {
+	var ti tensorInfo
+	if !p.word("{") {
+		return ti, p.errf("want an object")
+	}
+	seen := 0
+	for {
+		p.space()
+		if p.word("}") {
+			break
+		}
+		if seen > 0 && !p.word(",") {
+			return ti, p.errf("want ',' or '}'")
+		}
+		p.space()
+		if p.i >= len(p.s) || p.s[p.i] != '"' {
+			return ti, p.errf("want a key")
+		}
+		k, err := p.str()
+		if err != nil {
+			return ti, err
+		}
+		p.space()
+		if !p.word(":") {
+			return ti, p.errf("want ':'")
+		}
+		p.space()
+		switch k {
+		case "dtype":
+			if p.i >= len(p.s) || p.s[p.i] != '"' {
+				return ti, p.errf("dtype is not a string")
+			}
+			if ti.Dtype, err = p.str(); err != nil {
+				return ti, err
+			}
+		case "shape":
+			if ti.Shape, err = p.ints(); err != nil {
+				return ti, err
+			}
+			if ti.Shape == nil {
+				ti.Shape = []int64{}
+			}
+		case "data_offsets":
+			offs, err := p.ints()
+			if err != nil {
+				return ti, err
+			}
+			if len(offs) != 2 {
+				return ti, p.errf("data_offsets of %d values", len(offs))
+			}
+			ti.Offsets = [2]int64{offs[0], offs[1]}
+		default:
+			return ti, p.errf("unknown key %q", k)
+		}
+		seen++
+	}
+	if seen != 3 || ti.Shape == nil {
+		return ti, p.errf("want dtype, shape and data_offsets")
+	}
+	return ti, nil
+}
+
+// ints parses an array of non-negative integers.
+func (p *jsonParser) ints() ([]int64, error) {
+	if !p.word("[") {
+		return nil, p.errf("want an array")
+	}
+	var out []int64
+	for {
+		p.space()
+		if p.word("]") {
+			return out, nil
+		}
+		if len(out) > 0 {
+			if !p.word(",") {
+				return nil, p.errf("want ',' or ']'")
+			}
+			p.space()
+		}
+		start := p.i
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+		}
+		n, err := strconv.ParseInt(p.s[start:p.i], 10, 64)
+		if err != nil {
+			return nil, p.errf("want a non-negative integer")
+		}
+		out = append(out, n)
+	}
 }
 
 // readSafetensors parses a safetensors block with the reference reader's
@@ -56,9 +205,9 @@ func readSafetensors(b []byte) (map[string]Tensor, error) {
 	if 8+n > uint64(len(b)) {
 		return nil, fmt.Errorf("tensor header length %d runs past the end of the block (%d bytes): truncated", n, len(b))
 	}
-	var hdr map[string]json.RawMessage
-	if err := json.Unmarshal(b[8:8+n], &hdr); err != nil {
-		return nil, fmt.Errorf("tensor header is not a JSON object: %v", err)
+	hdr, err := parseHeader(string(b[8 : 8+n]))
+	if err != nil {
+		return nil, fmt.Errorf("tensor header: %v", err)
 	}
 	data := b[8+n:]
 	out := make(map[string]Tensor, len(hdr))
@@ -67,14 +216,8 @@ func readSafetensors(b []byte) (map[string]Tensor, error) {
 		lo, hi int64
 	}
 	spans := make([]span, 0, len(hdr))
-	for name, raw := range hdr {
-		if name == "__metadata__" {
-			continue
-		}
-		var ti tensorInfo
-		if err := json.Unmarshal(raw, &ti); err != nil {
-			return nil, fmt.Errorf("tensor %q: bad header entry: %v", name, err)
-		}
+	for _, ti := range hdr {
+		name := ti.name
 		size, ok := dtypeSize[ti.Dtype]
 		if !ok {
 			return nil, fmt.Errorf("tensor %q: unsupported dtype %q", name, ti.Dtype)
