@@ -241,14 +241,18 @@ func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 	} else if e := r.construct(); e != nil {
 		return row, e
 	}
+	// info["model_version"]: upstream's experience writer needs it, and it
+	// is where dpo and sft rows keep the model version.
 	info := r.info
-	if k == KindExperience {
+	if k == KindExperience || r.modelVersion != nil {
 		info = &Dict{}
 		if r.info != nil {
 			info.Keys = append(info.Keys, r.info.Keys...)
 			info.Vals = append(info.Vals, r.info.Vals...)
 		}
 		info.Set("model_version", r.modelVersion)
+	}
+	if k == KindExperience {
 		mv, _ := r.modelVersion.(int64)
 		row.cols.modelVersion = ptr(r.modelVersion != nil, mv)
 		row.cols.taskID, row.cols.msgID = idText(r.task), idText(r.suffix)
