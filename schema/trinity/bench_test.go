@@ -35,21 +35,7 @@ func BenchmarkImportSQLite(b *testing.B) {
 		}
 		rows = n
 	}
-	url := sqliteURL(filepath.Join(b.TempDir(), "buffer.db"), "experience_buffer")
-	cfg := synth.Default()
-	cfg.Runs, cfg.Tasks, cfg.PromptLen, cfg.RespMin, cfg.RespMax = 8, rows/8, 128, 128, 128
-	start := time.Now()
-	w, err := trinity.Create(url, cfg.Schema())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := synth.Generate(context.Background(), cfg, w.Write); err != nil {
-		b.Fatal(err)
-	}
-	if err := w.Commit(); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("wrote %d experiences in %.1fs (%.0f/s)", w.Rows(), time.Since(start).Seconds(), float64(w.Rows())/time.Since(start).Seconds())
+	url := benchBuffer(b, rows)
 	resetPeakRSS()
 	b.ResetTimer()
 	var n int64
@@ -75,6 +61,38 @@ func BenchmarkImportSQLite(b *testing.B) {
 	if kb := peakRSSKiB(); kb > 0 {
 		b.ReportMetric(float64(kb)/1024, "peak-RSS-MiB")
 	}
+}
+
+// benchBuffers caches the generated buffers by size: the benchmark
+// function runs more than once per benchmark.
+var benchBuffers = map[int]string{}
+
+func benchBuffer(b *testing.B, rows int) string {
+	if url, ok := benchBuffers[rows]; ok {
+		return url
+	}
+	dir, err := os.MkdirTemp("", "rftpipe-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchCleanup = append(benchCleanup, func() { os.RemoveAll(dir) })
+	url := sqliteURL(filepath.Join(dir, "buffer.db"), "experience_buffer")
+	cfg := synth.Default()
+	cfg.Runs, cfg.Tasks, cfg.PromptLen, cfg.RespMin, cfg.RespMax = 8, rows/8, 128, 128, 128
+	start := time.Now()
+	w, err := trinity.Create(url, cfg.Schema())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := synth.Generate(context.Background(), cfg, w.Write); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("wrote %d experiences in %.1fs (%.0f/s)", w.Rows(), time.Since(start).Seconds(), float64(w.Rows())/time.Since(start).Seconds())
+	benchBuffers[rows] = url
+	return url
 }
 
 // resetPeakRSS resets the process's RSS high-water mark (Linux).

@@ -19,6 +19,9 @@ import (
 // listening on a free port of 127.0.0.1, stopped when the tests end. Tests
 // that need it skip, saying why, when the binaries are missing.
 
+// benchCleanup removes the benchmarks' generated buffers at the end.
+var benchCleanup []func()
+
 var pg struct {
 	once sync.Once
 	url  string // postgresql://…/postgres?sslmode=disable, without table
@@ -30,6 +33,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if pg.stop != nil {
 		pg.stop()
+	}
+	for _, f := range benchCleanup {
+		f()
 	}
 	os.Exit(code)
 }

@@ -51,38 +51,38 @@ func (d *Dict) Set(k string, v any) {
 
 // Pickle opcodes: the subset plain values use (protocols 2 to 5).
 const (
-	opMark           = '('
-	opStop           = '.'
-	opBinInt         = 'J'
-	opBinInt1        = 'K'
-	opBinInt2        = 'M'
-	opNone           = 'N'
-	opBinUnicode     = 'X'
-	opAppend         = 'a'
-	opEmptyDict      = '}'
-	opAppends        = 'e'
-	opBinGet         = 'h'
-	opLongBinGet     = 'j'
-	opEmptyList      = ']'
-	opBinPut         = 'q'
-	opLongBinPut     = 'r'
-	opSetItem        = 's'
-	opTuple          = 't'
-	opEmptyTuple     = ')'
-	opSetItems       = 'u'
-	opBinFloat       = 'G'
-	opProto          = 0x80
-	opTuple1         = 0x85
-	opTuple2         = 0x86
-	opTuple3         = 0x87
-	opNewTrue        = 0x88
-	opNewFalse       = 0x89
-	opLong1          = 0x8a
-	opLong4          = 0x8b
-	opShortBinUnicde = 0x8c
-	opBinUnicode8    = 0x8d
-	opFrame          = 0x95
-	opMemoize        = 0x94
+	opMark            = '('
+	opStop            = '.'
+	opBinInt          = 'J'
+	opBinInt1         = 'K'
+	opBinInt2         = 'M'
+	opNone            = 'N'
+	opBinUnicode      = 'X'
+	opAppend          = 'a'
+	opEmptyDict       = '}'
+	opAppends         = 'e'
+	opBinGet          = 'h'
+	opLongBinGet      = 'j'
+	opEmptyList       = ']'
+	opBinPut          = 'q'
+	opLongBinPut      = 'r'
+	opSetItem         = 's'
+	opTuple           = 't'
+	opEmptyTuple      = ')'
+	opSetItems        = 'u'
+	opBinFloat        = 'G'
+	opProto           = 0x80
+	opTuple1          = 0x85
+	opTuple2          = 0x86
+	opTuple3          = 0x87
+	opNewTrue         = 0x88
+	opNewFalse        = 0x89
+	opLong1           = 0x8a
+	opLong4           = 0x8b
+	opShortBinUnicode = 0x8c
+	opBinUnicode8     = 0x8d
+	opFrame           = 0x95
+	opMemoize         = 0x94
 )
 
 // opNames names the opcodes that mean a class reference or another object
@@ -312,10 +312,10 @@ func unpickle(b []byte) (any, error) {
 				return nil, err
 			}
 			stack = append(stack, math.Float64frombits(binary.BigEndian.Uint64(s)))
-		case opShortBinUnicde, opBinUnicode, opBinUnicode8:
+		case opShortBinUnicode, opBinUnicode, opBinUnicode8:
 			var n uint64
 			switch op {
-			case opShortBinUnicde:
+			case opShortBinUnicode:
 				s, err := need(1)
 				if err != nil {
 					return nil, err

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -26,7 +27,12 @@ type Reader struct {
 	loc     Location
 	kind    Kind
 	db      *sql.DB
-	rows    *sql.Rows
+	ch      <-chan chunk  // rows scanned ahead
+	free    chan chunk    // decoded chunks, for the scanner to reuse
+	done    chan struct{} // closed by Close: the scanner stops
+	wg      sync.WaitGroup
+	chunk   chunk
+	ci      int // next row of chunk
 	schema  *arrow.Schema
 	bld     *array.RecordBuilder
 	app     []appender
@@ -74,9 +80,14 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 	if kind == KindExperience {
 		q = "SELECT id, experience_bytes, task_id, run_id, msg_id, model_version, reward FROM " + quoteIdent(loc.Table) + " ORDER BY id"
 	}
-	if r.rows, err = db.Query(q); err != nil {
+	rows, err := db.Query(q)
+	if err != nil {
 		return nil, locErr(loc, "cannot read table %s: %v", loc.Table, err)
 	}
+	ch := make(chan chunk, 1)
+	r.ch, r.done, r.free = ch, make(chan struct{}), make(chan chunk, 2)
+	r.wg.Add(1)
+	go r.scan(rows, ch, r.done)
 	// The first row fixes the types of batch and task, as in a JSONL store.
 	more, err := r.decodeNext()
 	if err != nil {
@@ -105,49 +116,134 @@ func (r *Reader) Kind() Kind { return r.kind }
 // Schema returns the store schema the batches have.
 func (r *Reader) Schema() *arrow.Schema { return r.schema }
 
-// decodeNext scans and decodes the next row into r.rec.
-func (r *Reader) decodeNext() (bool, error) {
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
-			return false, locErr(r.loc, "reading table %s near row %d: %v", r.loc.Table, r.row, err)
+// rawRow is a table row as scanned, before decoding.
+type rawRow struct {
+	id   int64
+	blob []byte // nil when NULL
+	cols tableCols
+	vals struct {
+		task, msg string
+		run, mv   int64
+		reward    float64
+	}
+}
+
+// chunk is a run of rows the scanning goroutine read ahead; err ends the
+// table after them.
+type chunk struct {
+	rows  []rawRow
+	arena []byte // holds the blobs
+	err   error
+}
+
+const chunkRows = 256
+
+// scan reads the query's rows on its own goroutine, so that SQLite's (or
+// the network's) work overlaps decoding; at most two chunks wait.
+func (r *Reader) scan(rows *sql.Rows, out chan<- chunk, done <-chan struct{}) {
+	defer r.wg.Done()
+	defer close(out)
+	defer rows.Close()
+	var n int64
+	for {
+		var c chunk
+		var arena []byte
+		select {
+		case old := <-r.free: // a chunk the decoder is done with
+			c.rows, arena = old.rows[:0], old.arena[:0]
+		default:
+			c.rows, arena = make([]rawRow, 0, chunkRows), make([]byte, 0, 1<<20)
 		}
-		return false, nil
+		for len(c.rows) < chunkRows && rows.Next() {
+			var (
+				blob sql.RawBytes
+				task sql.NullString
+				msg  sql.NullString
+				run  sql.NullInt64
+				mv   sql.NullInt64
+				rw   sql.NullFloat64
+				err  error
+			)
+			c.rows = append(c.rows, rawRow{})
+			raw := &c.rows[len(c.rows)-1]
+			if r.kind == KindExperience {
+				err = rows.Scan(&raw.id, &blob, &task, &run, &msg, &mv, &rw)
+			} else {
+				err = rows.Scan(&raw.id, &blob)
+			}
+			if err != nil {
+				c.rows = c.rows[:len(c.rows)-1]
+				c.err = schema.Errorf(r.loc.String(), n, "", "table %s: cannot read the row: %v", r.loc.Table, err)
+				break
+			}
+			n++
+			if blob != nil {
+				if len(arena)+len(blob) > cap(arena) {
+					arena = make([]byte, 0, max(2*cap(arena), len(blob)))
+				}
+				arena = append(arena, blob...)
+				raw.blob = arena[len(arena)-len(blob) : len(arena) : len(arena)]
+			}
+			v := &raw.vals
+			v.task, v.msg, v.run, v.mv, v.reward = task.String, msg.String, run.Int64, mv.Int64, rw.Float64
+			raw.cols = tableCols{
+				taskID: ptrTo(task.Valid, &v.task), msgID: ptrTo(msg.Valid, &v.msg),
+				runID: ptrTo(run.Valid, &v.run), modelVersion: ptrTo(mv.Valid, &v.mv), reward: ptrTo(rw.Valid, &v.reward),
+			}
+		}
+		if c.err == nil {
+			if err := rows.Err(); err != nil {
+				c.err = locErr(r.loc, "reading table %s near row %d: %v", r.loc.Table, n, err)
+			}
+		}
+		c.arena = arena
+		if len(c.rows) == 0 && c.err == nil {
+			return
+		}
+		select {
+		case out <- c:
+		case <-done:
+			return
+		}
+		if c.err != nil || len(c.rows) < chunkRows {
+			return
+		}
 	}
-	var (
-		blob sql.RawBytes
-		task sql.NullString
-		msg  sql.NullString
-		run  sql.NullInt64
-		mv   sql.NullInt64
-		rw   sql.NullFloat64
-		err  error
-	)
-	if r.kind == KindExperience {
-		err = r.rows.Scan(&r.id, &blob, &task, &run, &msg, &mv, &rw)
-	} else {
-		err = r.rows.Scan(&r.id, &blob)
+}
+
+func ptrTo[T any](ok bool, p *T) *T {
+	if !ok {
+		return nil
 	}
-	if err != nil {
-		return false, schema.Errorf(r.loc.String(), r.row, "", "table %s: cannot read the row: %v", r.loc.Table, err)
+	return p
+}
+
+// decodeNext decodes the next row into r.rec.
+func (r *Reader) decodeNext() (bool, error) {
+	for r.ci >= len(r.chunk.rows) {
+		if r.chunk.err != nil {
+			return false, r.chunk.err
+		}
+		if r.chunk.rows != nil {
+			select { // hand the buffers back for reuse
+			case r.free <- r.chunk:
+			default:
+			}
+		}
+		c, ok := <-r.ch
+		if !ok {
+			r.chunk = chunk{}
+			return false, nil
+		}
+		r.chunk, r.ci = c, 0
 	}
+	raw := &r.chunk.rows[r.ci]
+	r.ci++
+	r.id = raw.id
+	blob := raw.blob
 	var cols *tableCols
 	if r.kind == KindExperience {
-		cols = &tableCols{}
-		if task.Valid {
-			cols.taskID = &task.String
-		}
-		if msg.Valid {
-			cols.msgID = &msg.String
-		}
-		if run.Valid {
-			cols.runID = &run.Int64
-		}
-		if mv.Valid {
-			cols.modelVersion = &mv.Int64
-		}
-		if rw.Valid {
-			cols.reward = &rw.Float64
-		}
+		cols = &raw.cols
 	}
 	p, fe := decodePayload(blob)
 	if fe == nil {
@@ -209,11 +305,12 @@ func (r *Reader) Close() error {
 		r.bld.Release()
 		r.bld = nil
 	}
-	var err error
-	if r.rows != nil {
-		err = r.rows.Close()
-		r.rows = nil
+	if r.done != nil {
+		close(r.done)
+		r.wg.Wait()
+		r.done = nil
 	}
+	var err error
 	if r.db != nil {
 		if cerr := r.db.Close(); err == nil {
 			err = cerr
