@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 // Format is an on-disk store format.
@@ -21,13 +22,14 @@ type Format int
 
 // Supported formats.
 const (
-	Parquet     Format = iota // .parquet, .pq
-	ArrowFile                 // .arrow, .feather, .ipc (Arrow IPC file format)
-	ArrowStream               // .arrows (Arrow IPC stream format)
-	JSONL                     // .jsonl, .ndjson, .json (one experience per line)
+	Parquet       Format = iota // .parquet, .pq
+	ArrowFile                   // .arrow, .feather, .ipc (Arrow IPC file format)
+	ArrowStream                 // .arrows (Arrow IPC stream format)
+	JSONL                       // .jsonl, .ndjson, .json (one experience per line)
+	TrinityBuffer               // sqlite:// or postgresql:// URL with ?table=NAME (Trinity-RFT's SQL buffer)
 )
 
-var formatNames = [...]string{"parquet", "arrow", "arrows", "jsonl"}
+var formatNames = [...]string{"parquet", "arrow", "arrows", "jsonl", "trinity"}
 
 func (f Format) String() string { return formatNames[f] }
 
@@ -43,6 +45,9 @@ func ParseFormat(s string) (Format, error) {
 
 // FormatOf infers a store's format from its file name.
 func FormatOf(path string) (Format, error) {
+	if trinity.IsURL(path) {
+		return TrinityBuffer, nil
+	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".parquet", ".pq":
 		return Parquet, nil
@@ -53,7 +58,7 @@ func FormatOf(path string) (Format, error) {
 	case ".jsonl", ".ndjson", ".json":
 		return JSONL, nil
 	}
-	return 0, schema.Errorf(path, -1, "", "cannot tell the store format from the file name (use .parquet, .arrow, .arrows or .jsonl)")
+	return 0, schema.Errorf(path, -1, "", "cannot tell the store format from the file name (use .parquet, .arrow, .arrows or .jsonl, or a sqlite:// or postgresql:// URL)")
 }
 
 // DefaultBatchRows is the number of rows per record batch when reading.

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 // source streams the record batches of one file.
@@ -66,6 +67,9 @@ type Reader struct {
 // Expand resolves a store path into its files: a file, a directory (every
 // *.parquet file in it, sorted) or a glob (sorted matches).
 func Expand(path string) ([]string, error) {
+	if trinity.IsURL(path) {
+		return []string{path}, nil
+	}
 	if strings.ContainsAny(path, "*?[") {
 		m, err := filepath.Glob(path)
 		if err != nil {
@@ -155,6 +159,8 @@ func (r *Reader) openNext() (err error) {
 		s, err = openIPC(file, f, r.cfg)
 	case JSONL:
 		s, err = openJSONL(file, r.cfg)
+	case TrinityBuffer:
+		s, err = openBuffer(file, r.cfg)
 	}
 	if err != nil {
 		return err

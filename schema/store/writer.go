@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/array"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 // sink encodes record batches into one output file.
@@ -48,8 +49,10 @@ type Writer struct {
 	tmp  *os.File
 	buf  *bufio.Writer
 	sink sink
-	rows int64
-	done bool
+	// table is the transaction of a TrinityBuffer target (no temp file).
+	table *trinity.Writer
+	rows  int64
+	done  bool
 }
 
 // Create opens a writer for path. The target directory must exist.
@@ -69,6 +72,9 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 		if f, err = FormatOf(path); err != nil {
 			return nil, err
 		}
+	}
+	if f == TrinityBuffer {
+		return createBuffer(path, s)
 	}
 	dir := filepath.Dir(path)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -111,6 +117,10 @@ func (w *Writer) Commit() error {
 	if w.done {
 		return errors.New("store: writer already closed")
 	}
+	if w.table != nil {
+		w.done = true
+		return w.table.Commit()
+	}
 	err := w.sink.Close()
 	if err == nil {
 		err = w.buf.Flush()
@@ -144,6 +154,10 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.done = true
+	if w.table != nil {
+		w.table.Abort()
+		return
+	}
 	if w.sink != nil {
 		w.sink.Close()
 	}
@@ -177,7 +191,12 @@ func Copy(ctx context.Context, r *Reader, path string, each func(arrow.Record) e
 
 // TempName returns the temp file being written (for signal handlers that must
 // clean up).
-func (w *Writer) TempName() string { return w.tmp.Name() }
+func (w *Writer) TempName() string {
+	if w.tmp == nil {
+		return ""
+	}
+	return w.tmp.Name()
+}
 
 func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
@@ -188,6 +207,14 @@ func syncDir(dir string) {
 
 // checkNotInput refuses an output that is one of the input files.
 func checkNotInput(out string, inputs []string) error {
+	if trinity.IsURL(out) {
+		for _, in := range inputs {
+			if trinity.SameTable(out, in) {
+				return schema.Errorf(out, -1, "", "output would write into the table being read, %s", in)
+			}
+		}
+		return nil
+	}
 	outAbs, _ := filepath.Abs(out)
 	outSt, outErr := os.Stat(out)
 	for _, in := range inputs {

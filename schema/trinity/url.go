@@ -1,0 +1,215 @@
+package trinity
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// A buffer is named by an SQLAlchemy-style database URL plus the table:
+//
+//	sqlite:///relative/buffer.db?table=NAME
+//	sqlite:////absolute/buffer.db?table=NAME
+//	postgresql://user@host:5432/db?table=NAME
+//
+// Query parameters read here: table (required), schema_type (experience,
+// dpo or sft: the layout of a table to create; read from an existing
+// table's columns otherwise) and if_exists (error, append or replace: what
+// writing into a table that already holds rows does). Other parameters of a
+// PostgreSQL URL (sslmode, …) go to the driver. A driver suffix as
+// SQLAlchemy spells it (postgresql+psycopg2://) is accepted.
+
+// Location is a parsed buffer URL.
+type Location struct {
+	URL      string // as given
+	Driver   string // "sqlite" or "pgx"
+	DSN      string // what the driver opens: a file path or a PostgreSQL URL
+	Table    string
+	Kind     Kind   // from schema_type; "" when not given
+	IfExists string // error, append or replace
+}
+
+// IsURL reports whether a store argument names a database buffer.
+func IsURL(s string) bool {
+	scheme, _, ok := strings.Cut(s, "://")
+	if !ok {
+		return false
+	}
+	scheme, _, _ = strings.Cut(scheme, "+")
+	return scheme == "sqlite" || scheme == "postgresql" || scheme == "postgres"
+}
+
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParseURL parses a buffer URL.
+func ParseURL(s string) (Location, error) {
+	loc := Location{URL: s, IfExists: "error"}
+	bad := func(format string, args ...any) (Location, error) {
+		return Location{}, schema.Errorf(redact(s), -1, "", format, args...)
+	}
+	scheme, rest, _ := strings.Cut(s, "://")
+	scheme, _, _ = strings.Cut(scheme, "+")
+	var q url.Values
+	switch scheme {
+	case "sqlite":
+		path, query, _ := strings.Cut(rest, "?")
+		if !strings.HasPrefix(path, "/") || len(path) < 2 {
+			return bad("want sqlite:///relative/path.db or sqlite:////absolute/path.db")
+		}
+		var err error
+		if q, err = url.ParseQuery(query); err != nil {
+			return bad("bad query: %v", err)
+		}
+		loc.Driver, loc.DSN = "sqlite", path[1:]
+	case "postgresql", "postgres":
+		u, err := url.Parse("postgresql://" + rest)
+		if err != nil {
+			return bad("bad URL: %v", err)
+		}
+		q = u.Query()
+		pass := url.Values{}
+		for k, v := range q {
+			if k != "table" && k != "schema_type" && k != "if_exists" {
+				pass[k] = v
+			}
+		}
+		u.RawQuery = pass.Encode()
+		loc.Driver, loc.DSN = "pgx", u.String()
+	default:
+		return bad("unknown database scheme %q (use sqlite:// or postgresql://)", scheme)
+	}
+	for k := range q {
+		switch k {
+		case "table", "schema_type", "if_exists":
+		default:
+			if loc.Driver == "sqlite" {
+				return bad("unknown parameter %q (known: table, schema_type, if_exists)", k)
+			}
+		}
+	}
+	loc.Table = q.Get("table")
+	if loc.Table == "" {
+		return bad("names no table: add ?table=NAME (the buffer's `name` in the Trinity config)")
+	}
+	if !tableName.MatchString(loc.Table) {
+		return bad("table name %q: want letters, digits and underscores", loc.Table)
+	}
+	if st := q.Get("schema_type"); st != "" {
+		k, err := ParseKind(st)
+		if err != nil {
+			return bad("%v", err)
+		}
+		loc.Kind = k
+	}
+	if m := q.Get("if_exists"); m != "" {
+		if m != "error" && m != "append" && m != "replace" {
+			return bad("if_exists=%q: want error, append or replace", m)
+		}
+		loc.IfExists = m
+	}
+	return loc, nil
+}
+
+// String returns the URL with any password replaced by "xxxxx".
+func (l Location) String() string { return redact(l.URL) }
+
+func redact(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	at := strings.LastIndex(strings.SplitN(rest, "/", 2)[0], "@")
+	if at < 0 {
+		return s
+	}
+	userinfo := rest[:at]
+	if user, _, ok := strings.Cut(userinfo, ":"); ok {
+		return scheme + "://" + user + ":xxxxx" + rest[at:]
+	}
+	return s
+}
+
+// SameTable reports whether two buffer URLs name the same table of the
+// same database (an SQLite file compared as a file, a PostgreSQL database
+// by host, port and name).
+func SameTable(a, b string) bool {
+	la, err1 := ParseURL(a)
+	lb, err2 := ParseURL(b)
+	if err1 != nil || err2 != nil || la.Driver != lb.Driver || la.Table != lb.Table {
+		return false
+	}
+	if la.Driver == "sqlite" {
+		pa, _ := filepath.Abs(la.DSN)
+		pb, _ := filepath.Abs(lb.DSN)
+		if pa == pb {
+			return true
+		}
+		sa, errA := os.Stat(la.DSN)
+		sb, errB := os.Stat(lb.DSN)
+		return errA == nil && errB == nil && os.SameFile(sa, sb)
+	}
+	ua, _ := url.Parse(la.DSN)
+	ub, _ := url.Parse(lb.DSN)
+	return ua.Hostname() == ub.Hostname() && port(ua) == port(ub) && ua.Path == ub.Path
+}
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return "5432"
+}
+
+// BufferURL returns the store URL of a Trinity config's buffer section
+// (buffer.trainer_input.experience_buffer): its path (an SQLAlchemy URL),
+// storage_type and name (the table). A path without a scheme is taken as
+// an SQLite file; an empty path of an sql buffer is upstream's default,
+// sqlite:///<cacheDir>/<name>.db. A queue buffer is readable only when its
+// path is a database URL (Trinity then records every batch there).
+func BufferURL(path, storageType, name, cacheDir string) (string, error) {
+	if name == "" {
+		return "", schema.BadInputf("trinity buffer: no name (the table)")
+	}
+	st := strings.ToLower(storageType)
+	if st == "" {
+		st = "queue"
+	}
+	switch st {
+	case "sql", "queue":
+	default:
+		return "", schema.BadInputf("trinity buffer %q: storage_type %q keeps no table rftpipe can read (want sql, or queue with a database path)", name, storageType)
+	}
+	if path == "" {
+		if st != "sql" {
+			return "", schema.BadInputf("trinity buffer %q: a queue buffer without a database path keeps no record", name)
+		}
+		if cacheDir == "" {
+			return "", schema.BadInputf("trinity buffer %q: no path and no buffer.cache_dir", name)
+		}
+		path = "sqlite:///" + filepath.Join(cacheDir, name+".db")
+	}
+	if !IsURL(path) {
+		if st == "queue" {
+			return "", schema.BadInputf("trinity buffer %q: queue path %q is not a database URL", name, path)
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", fmt.Errorf("trinity buffer %q: %w", name, err)
+		}
+		path = "sqlite:///" + abs
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	u := path + sep + "table=" + url.QueryEscape(name)
+	if _, err := ParseURL(u); err != nil {
+		return "", err
+	}
+	return u, nil
+}
