@@ -111,8 +111,10 @@ func algorithmObjective(c *cli.Context) (*objective.Objective, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !c.IsSet("in") && j.Input != "" {
-		if err := c.Set("in", j.Input); err != nil {
+	if in, err := j.InputStore(); err != nil {
+		return nil, err
+	} else if !c.IsSet("in") && in != "" {
+		if err := c.Set("in", in); err != nil {
 			return nil, err
 		}
 	}

@@ -231,7 +231,7 @@ func TestJobErrors(t *testing.T) {
 			[]string{"line 3", "algorithm.advantage_fn_args.std_treshold", `did you mean "std_threshold"?`}},
 		{"unknown algorithm flag", []string{"run", "--algorithm", "gpro", "--in", demo, "--out", out}, []string{`unknown algorithm type "gpro"`, `did you mean "grpo"?`}},
 		{"no input", []string{"run", "--algorithm", "grpo", "--out", out}, []string{"needs an input and an output store"}},
-		{"dpo on an experience store", []string{"run", "--algorithm", "dpo", "--in", demo, "--out", out}, []string{"chosen", "missing required column"}},
+		{"dpo on an experience store", []string{"run", "--algorithm", "dpo", "--in", demo, "--out", out}, []string{"chosen", "the store needs the columns"}},
 		{"mixing flag styles", []string{"run", "--algorithm", "grpo", "--advantage-fn", "grpo", "--in", demo, "--out", out}, []string{"do not mix"}},
 		{"loss flags mixed", []string{"loss", "--algorithm", "grpo", "--fn", "ppo", "--in", demo}, []string{"--fn does not mix"}},
 		{"loss without fn", []string{"loss", "--in", demo}, []string{"give --fn, --algorithm or --config"}},
@@ -321,5 +321,45 @@ func TestMonitoredFailure(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("the job ran although its metrics path was unwritable")
+	}
+}
+
+// TestTrinityConfigReadsItsBuffer: a whole Trinity-RFT config whose
+// experience buffer is a SQLite table runs with no --in.
+func TestTrinityConfigReadsItsBuffer(t *testing.T) {
+	dir := t.TempDir()
+	db, err := filepath.Abs("../../fixtures/trinity/experience.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "trinity.yaml")
+	src := `project: rft
+name: nightly
+mode: train
+algorithm:
+  algorithm_type: grpo
+  repeat_times: 8
+model:
+  model_path: /models/qwen
+buffer:
+  batch_size: 8
+  trainer_input:
+    experience_buffer:
+      name: experience_buffer
+      storage_type: sql
+      path: sqlite:///` + db + `
+trainer:
+  save_interval: 10
+`
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.parquet")
+	_, stderr, code := runCLI(t, "run", "--config", cfg, "--out", out, "--on-invalid-reward", "drop", "--progress", "never")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, rows := storeShape(t, out); rows != 60 { // 64 rows, 4 with a NULL reward
+		t.Errorf("%d rows written, want 60", rows)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -153,24 +154,43 @@ func FnStages(name string, kvs []string) ([]pipeline.Stage, error) {
 // Run runs the algorithm's stages over the job's input store, writing the
 // job's output store. Metrics use upstream's names.
 func Run(ctx context.Context, j *Job, res *algorithm.Resolved, opt RunOptions) (*pipeline.Result, error) {
-	if j.Input == "" || j.Output == "" {
-		return nil, schema.BadInputf("a job needs an input and an output store (input:, output: or --in, --out)")
+	in, err := j.InputStore()
+	if err != nil {
+		return nil, err
+	}
+	if in == "" || j.Output == "" {
+		return nil, schema.BadInputf("a job needs an input and an output store (input:, output: or --in, --out; or a Trinity config's buffer.trainer_input.experience_buffer)")
 	}
 	stages, err := Stages(res, opt.Args)
 	if err != nil {
 		return nil, err
 	}
 	return pipeline.Run(ctx, pipeline.Job{
-		In: j.Input, Out: j.Output, Stages: stages, Columns: j.Columns, Seed: j.Seed,
+		In: in, Out: j.Output, Stages: stages, Columns: j.Columns, Seed: j.Seed,
 		OnInvalidReward: opt.OnInvalidReward, Parquet: opt.Parquet, Progress: opt.Progress,
 	})
 }
 
 // shapeColumns are the column layouts each schema accepts when nothing is
 // computed: a DPO store holds Trinity's records (both answers per row) or
-// the trainer's rows (chosen and rejected rows of each pair adjacent).
+// the trainer's rows (chosen and rejected rows of each pair adjacent, with
+// the reference model's log-probs the DPO loss reads).
 var shapeColumns = map[algorithm.Schema][][]string{
 	algorithm.SFT:        {{schema.Tokens, schema.PromptLength}},
-	algorithm.DPO:        {{schema.Tokens, schema.Chosen, schema.Rejected}, {schema.Tokens, schema.ActionMask}},
+	algorithm.DPO:        {{schema.Tokens, schema.Chosen, schema.Rejected}, {schema.Tokens, schema.ActionMask, schema.RefLogprob}},
 	algorithm.Experience: {{schema.Tokens, schema.PromptLength, schema.ActionMask}},
+}
+
+// InputStore returns the job's input store: its input, else the store the
+// Trinity config's experience buffer names (a file path of a file buffer,
+// the table of an sql buffer as a database URL).
+func (j *Job) InputStore() (string, error) {
+	eb := j.ExperienceBuffer
+	switch {
+	case j.Input != "" || eb == (ExperienceBuffer{}):
+		return j.Input, nil
+	case eb.StorageType == "file":
+		return eb.Path, nil
+	}
+	return trinity.BufferURL(eb.Path, eb.StorageType, eb.Name, "")
 }
