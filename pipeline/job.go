@@ -85,9 +85,10 @@ type Result struct {
 
 // Stage is one step of a job. It declares what it reads and writes
 // (Needs); the engine plans the passes over the store from the declarations
-// of all stages and calls the hooks a stage implements: Grouper after the
-// group pass, Observer in the statistics passes, Applier in the streaming
-// pass, Finisher at the end.
+// of all stages and calls the hooks a stage implements: Preparer when the
+// store is open, Grouper after the group pass, Observer in the statistics
+// passes, Applier in the streaming pass, Finisher at the end. A stage value
+// serves one Run.
 type Stage interface {
 	// Name names the stage in metrics and messages.
 	Name() string
