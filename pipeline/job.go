@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -32,6 +34,9 @@ type Job struct {
 	// store column holding it, for stores that name columns otherwise.
 	// Trinity's and verl's names (schema.Aliases) are found without it.
 	Columns map[string]string
+	// InsideInput allows an output inside the input's directory, which a
+	// later read of that directory would take for part of the store.
+	InsideInput bool
 	// Seed seeds every random choice (duplication, REC's balance drop, fresh
 	// suffixes), so the same input and seed give a byte-identical output.
 	Seed uint64
@@ -45,8 +50,10 @@ type Job struct {
 	// BatchRows is the number of rows per streamed record batch (0: default).
 	BatchRows int
 	// Progress, if set, is called with the number of rows of every batch
-	// the streaming pass reads.
+	// the streaming pass reads; Total, if set, with the number of rows of the
+	// store, once known (after the group or a statistics pass).
 	Progress func(rows int64)
+	Total    func(rows int64)
 }
 
 // Invalid-reward policies.
@@ -181,6 +188,11 @@ func (j *Job) check() error {
 	}
 	if j.BatchRows <= 0 {
 		j.BatchRows = DefaultBatchRows
+	}
+	if st, err := os.Stat(j.In); err == nil && st.IsDir() && j.Out != "" && !j.InsideInput {
+		if rel, err := filepath.Rel(j.In, j.Out); err == nil && !strings.HasPrefix(rel, "..") {
+			return schema.Errorf(j.Out, -1, "", "the output lies inside the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", j.In)
+		}
 	}
 	return nil
 }

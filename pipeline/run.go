@@ -83,10 +83,17 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 
 	// 3. Statistics passes, when a stage needs them: the store is read once
 	// per pass, only the columns the observing stages read.
+	total := int64(-1)
+	if g != nil {
+		total = g.Rows
+	}
 	for p := 0; p < observePasses(job.Stages); p++ {
-		if err := observe(ctx, &job, p, g); err != nil {
+		if total, err = observe(ctx, &job, p, g); err != nil {
 			return nil, err
 		}
+	}
+	if job.Total != nil && total >= 0 {
+		job.Total(total)
 	}
 
 	// 4. The streaming pass: every batch through every stage, into the
@@ -105,8 +112,8 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, err
 	}
 	res.In, res.Out, res.Duplicated = s.rows, s.written, s.copied
-	if g != nil && s.rows != g.Rows {
-		return nil, schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", g.Rows, s.rows)
+	if total >= 0 && s.rows != total {
+		return nil, schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", total, s.rows)
 	}
 
 	// 5. Results.
@@ -165,8 +172,8 @@ func observing(st Stage, p int) (Observer, bool) {
 }
 
 // observe runs statistics pass p: the observing stages see every batch,
-// read with only the columns they declare.
-func observe(ctx context.Context, job *Job, p int, g *Grouping) error {
+// read with only the columns they declare. It returns the rows read.
+func observe(ctx context.Context, job *Job, p int, g *Grouping) (int64, error) {
 	var want []string
 	for _, st := range job.Stages {
 		if _, ok := observing(st, p); ok {
@@ -177,7 +184,7 @@ func observe(ctx context.Context, job *Job, p int, g *Grouping) error {
 	want = append(want, schema.ActionMask, schema.Logprobs) // the response layout
 	r, err := store.Open(job.In, store.BatchRows(job.BatchRows))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	cols := newColumns(r.Files()[0], r.Schema(), job.Columns)
 	var names []string
@@ -188,7 +195,7 @@ func observe(ctx context.Context, job *Job, p int, g *Grouping) error {
 	}
 	r.Close()
 	if r, err = store.Open(job.In, store.BatchRows(job.BatchRows), store.Columns(names...)); err != nil {
-		return err
+		return 0, err
 	}
 	defer r.Close()
 	cols = newColumns(r.Files()[0], r.Schema(), job.Columns)
@@ -213,7 +220,7 @@ func observe(ctx context.Context, job *Job, p int, g *Grouping) error {
 	if err == nil && g != nil && rows != g.Rows {
 		err = schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", g.Rows, rows)
 	}
-	return err
+	return rows, err
 }
 
 // streamer is the streaming pass: it reads batches on one goroutine, runs

@@ -83,6 +83,8 @@ func runAlgorithmJob(c *cli.Context) error {
 			OnInvalidReward: c.String("on-invalid-reward"),
 			Parquet:         store.ParquetOptions{Codec: c.String("codec")},
 			Progress:        bar.Add,
+			Total:           bar.Total,
+			InsideInput:     c.Bool("allow-inside-input"),
 			Args:            c.StringSlice("arg"),
 		})
 		bar.Done()

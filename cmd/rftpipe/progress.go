@@ -55,6 +55,14 @@ func (p *progress) Set(done, total int) {
 	}
 }
 
+// Total sets the number of rows the bar counts to: it then shows a
+// percentage and an ETA.
+func (p *progress) Total(n int64) {
+	if p.bar != nil {
+		p.bar.ChangeMax64(n)
+	}
+}
+
 // Done removes the bar.
 func (p *progress) Done() {
 	if p.bar != nil {

@@ -31,6 +31,7 @@ func runCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the random choices (same input and seed, same output bytes)"},
 			&cli.StringFlag{Name: "on-invalid-reward", Value: pipeline.InvalidError, Usage: "null/NaN/Inf rewards: error | drop"},
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
+			&cli.BoolFlag{Name: "allow-inside-input", Usage: "write the output inside the input store's directory (refused by default: the next read would take it for part of the store)"},
 			progressFlag(),
 		}, append(monitorFlags(), algorithmFlags()...)...),
 		Action: func(c *cli.Context) error {
@@ -70,7 +71,7 @@ func runCommand() *cli.Command {
 					In: c.String("in"), Out: out, Stages: stages,
 					Seed: c.Uint64("seed"), OnInvalidReward: c.String("on-invalid-reward"),
 					Parquet:  store.ParquetOptions{Codec: c.String("codec")},
-					Progress: bar.Add,
+					Progress: bar.Add, Total: bar.Total, InsideInput: c.Bool("allow-inside-input"),
 				})
 				bar.Done()
 				if err != nil {

@@ -3,6 +3,8 @@ package job
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
@@ -17,10 +19,13 @@ import (
 
 // RunOptions are the settings of a run that are not in a job file.
 type RunOptions struct {
-	// OnInvalidReward, Parquet and Progress are passed to pipeline.Job.
+	// OnInvalidReward, Parquet, Progress and Total are passed to
+	// pipeline.Job.
 	OnInvalidReward string
 	Parquet         store.ParquetOptions
-	Progress        func(rows int64)
+	Progress, Total func(rows int64)
+	// InsideInput allows an output inside the input directory.
+	InsideInput bool
 	// Args override the advantage fn's arguments (command-line --arg).
 	Args []string
 }
@@ -165,9 +170,15 @@ func Run(ctx context.Context, j *Job, res *algorithm.Resolved, opt RunOptions) (
 	if err != nil {
 		return nil, err
 	}
+	if !trinity.IsURL(j.Output) { // a job file's output directory is made
+		if err := os.MkdirAll(filepath.Dir(j.Output), 0o755); err != nil {
+			return nil, fmt.Errorf("%s: %w", j.Output, err)
+		}
+	}
 	return pipeline.Run(ctx, pipeline.Job{
 		In: in, Out: j.Output, Stages: stages, Columns: j.Columns, Seed: j.Seed,
-		OnInvalidReward: opt.OnInvalidReward, Parquet: opt.Parquet, Progress: opt.Progress,
+		OnInvalidReward: opt.OnInvalidReward, Parquet: opt.Parquet, Progress: opt.Progress, Total: opt.Total,
+		InsideInput: opt.InsideInput,
 	})
 }
 
