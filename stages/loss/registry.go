@@ -35,12 +35,14 @@ func (r *Registry) New(name string, user args.Values) (*Loss, error) {
 	return d.New(user)
 }
 
-// RegisterPolicyLosses adds the 15 upstream policy losses to r. This is the
-// one place to add a loss.
+// RegisterPolicyLosses adds the 15 upstream policy losses of Trinity-RFT and
+// verl's gpg, geo_mean, reinforce and bypass_mode to r. This is the one
+// place to add a loss.
 func RegisterPolicyLosses(r *Registry) error {
 	for _, d := range []*Def{
 		ppoDef(), opmdDef(), dpoDef(), sftDef(), mixDef(), gspoDef(), toprDef(), cispoDef(),
 		sftISDef(), sftPhiDef(), mixChordDef(), sppoDef(), recDef(), sapoDef(), isDef(),
+		gpgDef(), geoMeanDef(), reinforceDef(), bypassDef(),
 	} {
 		if err := r.Add(d); err != nil {
 			return err

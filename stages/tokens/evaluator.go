@@ -50,6 +50,9 @@ func (b *Batch) Layout(terms []Term) (Layout, error) {
 			if t.Rows.has(b.expert, r) {
 				st.Rows++
 				st.Total += b.counts[r]
+				if b.counts[r] > 0 {
+					st.NonEmpty++
+				}
 			}
 		}
 	}
@@ -68,6 +71,11 @@ func (b *Batch) Layout(terms []Term) (Layout, error) {
 // RowScale returns Row.Scale and Row.GradScale of row r evaluated by term t
 // with statistics st.
 func (b *Batch) RowScale(t Term, st Stats, r int) (scale, gradScale float64) {
-	s := agg.Scale(t.Mode, st.Rows, st.Width, st.Total, b.counts[r])
+	var s float64
+	if t.Global != nil {
+		s = t.Global.Scale(t.Mode, st.NonEmpty, st.Width, st.Total, b.counts[r])
+	} else {
+		s = agg.Scale(t.Mode, st.Rows, st.Width, st.Total, b.counts[r])
+	}
 	return s, s * t.Coef
 }
