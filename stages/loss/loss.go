@@ -207,13 +207,14 @@ var globalParams = args.Schema{
 		Doc: "verl aggregation: seq-mean-token-sum-norm divisor (default: the batch's padded width)"},
 }
 
-// global returns the verl aggregation the arguments select (nil: none).
+// global returns the verl aggregation the arguments select (nil: none);
+// a loss's argument verl=true selects it too.
 func global(v args.Values) *agg.Global {
 	dp, hasDP := v["dp_size"].(int64)
 	n, hasN := v.OptFloat("batch_num_tokens")
 	g, hasG := v.OptFloat("global_batch_size")
 	f, hasF := v.OptFloat("loss_scale_factor")
-	if !hasDP && !hasN && !hasG && !hasF {
+	if !hasDP && !hasN && !hasG && !hasF && !v.Bool("verl") {
 		return nil
 	}
 	return &agg.Global{DPSize: int(dp), BatchNumTokens: n, GlobalBatchSize: g, LossScaleFactor: f}
@@ -236,7 +237,7 @@ func checkGlobal(v args.Values) error {
 // Trinity also has; doc lists what changes.
 func verlParam(doc string) args.Param {
 	return args.Param{Name: "verl", Kind: args.Bool, Ctor: false,
-		Doc: "compute as verl's core_algos (rollout-correction spec §6): " + doc + "; metrics pg_clipfrac, ppo_kl, pg_clipfrac_lower"}
+		Doc: "compute as verl's core_algos (rollout-correction spec §6): " + doc + "; verl's agg_loss; metrics pg_clipfrac, ppo_kl, pg_clipfrac_lower"}
 }
 
 // verlMetrics are the metrics of verl's clipped losses.
