@@ -2,6 +2,7 @@ package loss
 
 import (
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -134,7 +135,7 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		d, dd := clamp(k.logRatio(lp[t], old[t]), -20, 20)
-		ratio := expCore(d) // d is clamped to ±20
+		ratio := fastexp.Core(d) // d is clamped to ±20
 		cr, in := clamp(ratio, lo, hi)
 		l1, l2 := -a*ratio, -a*cr
 		// max(L1, L2): at a tie both derivatives are equal (a tie with the

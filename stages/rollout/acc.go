@@ -43,7 +43,7 @@ type offAcc struct {
 	trainPPL, trainLog, roPPL, roLog float64 // Σ_b exp(−μ_old), −μ_old, exp(−μ_ro), −μ_ro
 	d                                series  // d_b = μ_ro − μ_old
 	absD, pplRatio, chi2Seq          float64 // Σ_b |d_b|, exp(d_b), exp(2·clamp(S_b))
-	kl, k3, chi2                     float64 // Σ (ro − old)·m, (e^λ − λ − 1)·m, exp(clamp λ)²·m
+	kl, k3, chi2                     float64 // Σ_b −S_b = Σ (ro − old)·m, (e^λ − λ − 1)·m, exp(clamp λ)²·m
 }
 
 func (a *Acc) init(c *Corrector) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
 )
 
 const (
@@ -52,6 +53,7 @@ type Corrector struct {
 	seq        bool    // sequence-level weights
 	stats      [4]bool // statistics the rules need (index Statistic)
 	rowMaxNeed [4]bool // statistics a seq_max rule needs
+	tokenRules []int   // indices of the token-level rules
 }
 
 // New validates cfg and returns its corrector.
@@ -70,8 +72,11 @@ func New(cfg Config) (*Corrector, error) {
 		c.lHi = float64(float32(math.Log(float64(float32(c.c)))))
 		c.lLo = float64(float32(math.Log(float64(float32(c.cLo)))))
 	}
-	for _, r := range rules {
+	for i, r := range rules {
 		c.stats[r.Stat] = true
+		if r.Level == Token {
+			c.tokenRules = append(c.tokenRules, i)
+		}
 		if r.Level == SeqMax {
 			c.rowMaxNeed[r.Stat] = true
 		}
@@ -149,7 +154,11 @@ func (c *Corrector) Observe(n *Norm, in Input) error {
 			continue
 		}
 		for t, mt := range m {
-			w := math.Exp(clamp(old[t]-ro[t], -safety, safety)) * mt
+			l := clamp(old[t]-ro[t], -safety, safety)
+			w := l // NaN stays NaN
+			if l == l {
+				w = fastexp.Core(l) * mt
+			}
 			if w > c.c {
 				w = c.c
 			}

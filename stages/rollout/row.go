@@ -1,6 +1,10 @@
 package rollout
 
-import "math"
+import (
+	"math"
+
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
+)
 
 // scratch is a worker's per-row buffers.
 type scratch struct {
@@ -39,40 +43,49 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 	if w != nil {
 		wr = w[lo:hi:hi][:n]
 	}
-	if cap(sc.keep) < n {
-		sc.keep = make([]float64, n)
+	tokenRS := len(c.tokenRules) > 0
+	var keep []float64
+	if tokenRS {
+		if cap(sc.keep) < n {
+			sc.keep = make([]float64, n)
+		}
+		keep = sc.keep[:n]
+		clear(sc.rej)
 	}
-	keep := sc.keep[:n]
-	clear(sc.rej)
 	weighted, tokenIS := c.Weighted(), c.Weighted() && !c.seq
 	zero := c.cfg.ZeroMaskedWeights
 	rules := c.rules
 	is, off := &a.is, &a.off
-	var nb, S, sOld, sRo, rowW float64
+	// Row-local accumulators (registers, not the accumulator's memory).
+	var nb, S, sOld, sRo, rowW, k3, chi2, hiW, loW float64
+	var xW moments
+	extW := is.ext
 	var rowSum [4]float64
 	var rowMax [4]extrema
+	C, cLo := c.c, c.cLo
 	for t, mt := range m {
 		lam := old[t] - ro[t]
 		l := clamp(lam, -safety, safety)
-		e := math.Exp(l)
+		e := l // NaN stays NaN
+		if l == l {
+			e = fastexp.Core(l) // |l| ≤ 20
+		}
 		if tokenIS {
 			raw := e * mt // a plain product: NaN at a masked position stays (RC-06)
 			if mt != 0 {
-				x := raw * mt
-				is.sumW += x
-				rowW += x
-				if raw > c.c {
-					is.high += mt
+				rowW += raw * mt
+				if raw > C {
+					hiW += mt
 				}
-				if raw < c.cLo {
-					is.low += mt
+				if raw < cLo {
+					loW += mt
 				}
-				is.ext.add(raw)
-				is.x.add(clamp(raw, c.cLo, c.c), mt)
+				extW.add(raw)
+				xW.add(clamp(raw, cLo, C), mt)
 			}
 			if wr != nil {
-				if raw > c.c {
-					raw = c.c
+				if raw > C {
+					raw = C
 				}
 				if norm {
 					raw /= mu
@@ -89,50 +102,71 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 			S += lam * mt
 			sOld += old[t] * mt
 			sRo += ro[t] * mt
-			off.kl += (ro[t] - old[t]) * mt
 			eu := e
 			if lam != l {
 				eu = math.Exp(lam)
 			}
-			off.k3 += (eu - lam - 1) * mt
-			off.chi2 += e * e * mt
-			if len(rules) > 0 {
-				var k [4]float64
-				k[K1], k[K2], k[K3] = -l, 0.5*l*l, e-1-l
-				for s := K1; s <= K3; s++ {
-					if c.stats[s] {
-						rowSum[s] += k[s] * mt
-						if c.rowMaxNeed[s] {
-							rowMax[s].add(k[s])
-						}
-					}
+			k3 += (eu - lam - 1) * mt
+			chi2 += e * e * mt
+			if c.stats[K1] {
+				rowSum[K1] -= l * mt
+			}
+			if c.stats[K2] {
+				k2 := 0.5 * l * l
+				rowSum[K2] += k2 * mt
+				if c.rowMaxNeed[K2] {
+					rowMax[K2].add(k2)
 				}
-				for i := range rules {
-					r := &rules[i]
-					if r.Level != Token {
-						continue
-					}
-					s, ra := k[r.Stat], &a.rs[i]
-					ra.sumS += s * mt
-					ra.ext.add(s)
-					if s > r.Hi {
-						ra.high += mt
-					}
-					if s < r.Lo {
-						ra.low += mt
-					}
-					ra.x.add(clamp(s, r.floor(), r.Hi), mt)
-					if !r.keeps(s) {
-						kp = 0
-						ra.rejected += mt
-						sc.rej[i] = true
-					}
+			}
+			if c.stats[K3] {
+				k3 := e - 1 - l
+				rowSum[K3] += k3 * mt
+				if c.rowMaxNeed[K3] {
+					rowMax[K3].add(k3)
+				}
+			}
+			for _, i := range c.tokenRules {
+				r, ra := &rules[i], &a.rs[i]
+				var s float64
+				switch r.Stat {
+				case K1:
+					s = -l
+				case K2:
+					s = 0.5 * l * l
+				default:
+					s = e - 1 - l
+				}
+				ra.sumS += s * mt
+				ra.ext.add(s)
+				if s > r.Hi {
+					ra.high += mt
+				}
+				if s < r.Lo {
+					ra.low += mt
+				}
+				ra.x.add(clamp(s, r.floor(), r.Hi), mt)
+				if !r.keeps(s) {
+					kp = 0
+					ra.rejected += mt
+					sc.rej[i] = true
 				}
 			}
 		}
-		keep[t] = kp
+		if tokenRS {
+			keep[t] = kp
+		}
 	}
 	valid := nb > 0
+	off.kl -= S // Σ (rollout - old)·m
+	off.k3 += k3
+	off.chi2 += chi2
+	if tokenIS {
+		is.sumW += rowW
+		is.high += hiW
+		is.low += loW
+		is.ext = extW
+		is.x.merge(xW)
+	}
 	a.tokens += nb
 	a.rows++
 
@@ -221,7 +255,10 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 			}
 			wr[t] = v
 		}
-		f := keep[t] * rowKeep
+		f := rowKeep
+		if tokenRS {
+			f *= keep[t]
+		}
 		if mt != 0 && f == 0 {
 			a.rsMasked += mt
 			rejected = true
