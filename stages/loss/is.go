@@ -2,8 +2,8 @@ package loss
 
 import (
 	"github.com/rftpipe/rftpipe/stages/agg"
-	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 

@@ -1,8 +1,10 @@
 // Package loss holds the 15 policy loss functions of Trinity-RFT and verl's
-// gpg, geo_mean, reinforce and bypass_mode under their upstream names, with their default arguments, argument validation, metrics
-// under upstream's names, and dLoss/dlogprob for every token (respecting the
-// reference's stop-gradients), so an external trainer can back-propagate
-// through its model with these numbers.
+// gpg, geo_mean, reinforce and bypass_mode under their upstream names, with
+// their default arguments, argument validation, metrics under upstream's
+// names, and dLoss/dlogprob for every token (respecting the reference's
+// stop-gradients), so an external trainer can back-propagate through its
+// model with these numbers. The losses that take verl's rollout-correction
+// weights (Def.Weighted) read them as the optional input rollout_is_weights.
 //
 // A loss is split into a backend-neutral part and per-token kernels:
 //

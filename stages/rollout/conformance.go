@@ -3,7 +3,6 @@ package rollout
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -368,11 +367,7 @@ func VerlLoss(fn string, actor args.Values) (string, args.Values, error) {
 				case "bypass_mode":
 				case "rollout_rs_threshold":
 					if f, ok := v.(json.Number); ok {
-						x, _ := f.Float64()
-						v = pyRepr(x)
-						if !strings.ContainsAny(f.String(), ".eE") {
-							v = f.String()
-						}
+						v = f.String() // the loss argument is the threshold spec string
 					}
 					out[k] = v
 				case "rollout_is_threshold":
