@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"encoding/json"
+	"math"
+	"runtime"
 	"testing"
 
 	"github.com/rftpipe/rftpipe/stages/agg"
@@ -137,5 +139,44 @@ func TestApplyInPlace(t *testing.T) {
 	}
 	if len(met) != len(met2) {
 		t.Errorf("metric counts %d, %d", len(met), len(met2))
+	}
+}
+
+// TestDeterministic: the same batch gives bit-identical weights, mask and
+// metrics for any GOMAXPROCS (chunks are merged in a fixed order).
+func TestDeterministic(t *testing.T) {
+	cfg, err := Parse(map[string]any{"preset": "decoupled_geo_rs_token_tis", "rollout_is_batch_normalize": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := synth(1000, 37, 9)
+	var ref []float64
+	var refMet map[string]float64
+	for _, procs := range []int{1, 2, 7} {
+		old := runtime.GOMAXPROCS(procs)
+		w, m, met, err := c.Correct(in)
+		runtime.GOMAXPROCS(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := append(w, m...)
+		if ref == nil {
+			ref, refMet = got, met
+			continue
+		}
+		for i := range ref {
+			if math.Float64bits(got[i]) != math.Float64bits(ref[i]) {
+				t.Fatalf("GOMAXPROCS %d: output %d = %v, want %v", procs, i, got[i], ref[i])
+			}
+		}
+		for k, v := range refMet {
+			if math.Float64bits(met[k]) != math.Float64bits(v) {
+				t.Errorf("GOMAXPROCS %d: %s = %v, want %v", procs, k, met[k], v)
+			}
+		}
 	}
 }
