@@ -36,9 +36,9 @@ func (r *rule) floor() float64 {
 // writing mout, so mout may alias in.Mask.
 func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float64, a *Acc, sc *scratch) {
 	lo, hi := in.Rows.Span(b)
-	n := hi - lo
-	old, ro, m := in.Old[lo:hi:hi], in.Rollout[lo:hi:hi], in.Mask[lo:hi:hi]
-	old, ro = old[:n], ro[:n]
+	m := in.Mask[lo:hi:hi]
+	n := len(m) // the reslices below let the compiler drop bounds checks
+	old, ro := in.Old[lo:hi:hi][:n], in.Rollout[lo:hi:hi][:n]
 	var wr []float64
 	if w != nil {
 		wr = w[lo:hi:hi][:n]
@@ -60,8 +60,11 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 	var nb, S, sOld, sRo, rowW, k3, chi2, hiW, loW float64
 	var xW moments
 	extW := is.ext
-	var rowSum [4]float64
-	var rowMax [4]extrema
+	// Row sums and maxima of k1, k2, k3 (scalars: they stay in registers).
+	var sum1, sum2, sum3 float64
+	var max2, max3 extrema
+	st1, st2, st3 := c.stats[K1], c.stats[K2], c.stats[K3]
+	mx2, mx3 := c.rowMaxNeed[K2], c.rowMaxNeed[K3]
 	C, cLo := c.c, c.cLo
 	for t, mt := range m {
 		lam := old[t] - ro[t]
@@ -108,21 +111,21 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 			}
 			k3 += (eu - lam - 1) * mt
 			chi2 += e * e * mt
-			if c.stats[K1] {
-				rowSum[K1] -= l * mt
+			if st1 {
+				sum1 -= l * mt
 			}
-			if c.stats[K2] {
+			if st2 {
 				k2 := 0.5 * l * l
-				rowSum[K2] += k2 * mt
-				if c.rowMaxNeed[K2] {
-					rowMax[K2].add(k2)
+				sum2 += k2 * mt
+				if mx2 {
+					max2.add(k2)
 				}
 			}
-			if c.stats[K3] {
+			if st3 {
 				k3 := e - 1 - l
-				rowSum[K3] += k3 * mt
-				if c.rowMaxNeed[K3] {
-					rowMax[K3].add(k3)
+				sum3 += k3 * mt
+				if mx3 {
+					max3.add(k3)
 				}
 			}
 			for _, i := range c.tokenRules {
@@ -204,6 +207,8 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 	off.chi2Seq += math.Exp(2 * clamp(S, -safety, safety))
 
 	// Row-level options, and the row values of the token options.
+	rowSum := [4]float64{K1: sum1, K2: sum2, K3: sum3}
+	rowMax := [4]extrema{K2: max2, K3: max3}
 	rowKeep := 1.0
 	for i := range rules {
 		r, ra := &rules[i], &a.rs[i]
@@ -240,12 +245,11 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 	}
 
 	// Outputs: the sequence weights and the mask m·Π keep.
-	rejected := false
-	for t, mt := range m {
-		if weighted && c.seq && wr != nil {
+	if weighted && c.seq && wr != nil {
+		for t, mt := range m {
 			v := wb * mt
-			if v > c.c {
-				v = c.c
+			if v > C {
+				v = C
 			}
 			if norm {
 				v /= mu
@@ -255,17 +259,29 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 			}
 			wr[t] = v
 		}
-		f := rowKeep
-		if tokenRS {
-			f *= keep[t]
-		}
-		if mt != 0 && f == 0 {
-			a.rsMasked += mt
-			rejected = true
-		}
-		mout[lo+t] = mt * f
 	}
-	if rejected {
-		a.rsRows++
+	out := mout[lo:hi:hi][:n]
+	switch {
+	case !tokenRS && rowKeep == 1:
+		copy(out, m) // a no-op when out is the input mask
+	case !tokenRS:
+		clear(out)
+		a.rsMasked += nb
+		if valid {
+			a.rsRows++
+		}
+	default:
+		rejected := false
+		for t, mt := range m {
+			f := rowKeep * keep[t]
+			if mt != 0 && f == 0 {
+				a.rsMasked += mt
+				rejected = true
+			}
+			out[t] = mt * f
+		}
+		if rejected {
+			a.rsRows++
+		}
 	}
 }
