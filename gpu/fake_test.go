@@ -118,6 +118,9 @@ func TestFakeAgreesWithCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if l.Def.CPUOnly {
+				continue
+			}
 			for seed := uint64(1); seed <= 3; seed++ {
 				b := tokens.Synthetic(12+int(seed), 200*int(seed), seed)
 				cg, gg := make([]float64, b.Rows.Tokens()), make([]float64, b.Rows.Tokens())

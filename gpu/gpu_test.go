@@ -172,6 +172,9 @@ func TestAgreesWithCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if l.Def.CPUOnly {
+			continue
+		}
 		for i, b := range stores {
 			gg, cg := make([]float64, b.Rows.Tokens()), make([]float64, b.Rows.Tokens())
 			cr, err := l.EvalOn(tokens.CPU, b, cg)

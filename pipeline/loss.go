@@ -31,6 +31,7 @@ var LossInputs = []struct {
 	{tokens.Entropy, []string{schema.Entropy}},
 	{tokens.Values, []string{schema.Values}},
 	{tokens.ExpertMask, []string{schema.ExpertMask}},
+	{tokens.RolloutISWeights, []string{schema.RolloutISWeights}},
 }
 
 // LossStage is the loss step: the trainer's actor objective over the store
@@ -183,6 +184,10 @@ func (l *LossStage) start(tb *tokens.Batch, b *Batch) error {
 	}
 	if l.eval != nil {
 		return nil
+	}
+	if l.obj.Policy.Def.WholeBatch && tb.Rows.N() < l.totals.Rows[tokens.AllRows] {
+		return schema.Errorf(b.File, -1, "", "policy loss %s plans from the whole batch at once and the store has %d rows, more than one record batch (%d): give it a store of at most %d rows",
+			l.obj.Policy.Name(), l.totals.Rows[tokens.AllRows], tb.Rows.N(), DefaultBatchRows)
 	}
 	e, err := l.obj.Start(l.ev, tb)
 	if err != nil {

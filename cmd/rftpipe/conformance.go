@@ -13,6 +13,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/rollout"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -22,11 +23,12 @@ import (
 func conformanceRegistry(ev tokens.Evaluator) (*conformance.Registry, error) {
 	reg := conformance.NewRegistry()
 	for kind, run := range map[string]conformance.Runner{
-		"policy_loss":  loss.ConformanceRunnerOn(loss.Default(), ev),
-		"kl":           kl.ConformanceRunnerOn(ev),
-		"entropy":      entropy.ConformanceRunnerOn(ev),
-		"advantage":    advantage.ConformanceRunner(advantage.Default()),
-		"add_strategy": addstrategy.ConformanceRunner(addstrategy.Default()),
+		"policy_loss":        loss.ConformanceRunnerOn(loss.Default(), ev),
+		"kl":                 kl.ConformanceRunnerOn(ev),
+		"entropy":            entropy.ConformanceRunnerOn(ev),
+		"advantage":          advantage.ConformanceRunner(advantage.Default()),
+		"add_strategy":       addstrategy.ConformanceRunner(addstrategy.Default()),
+		"rollout_correction": rollout.ConformanceRunner(loss.Default()),
 	} {
 		if err := reg.Add(kind, run); err != nil {
 			return nil, err

@@ -133,6 +133,7 @@ RFT_DEFINE(10)
 RFT_DEFINE(11)
 RFT_DEFINE(12)
 RFT_DEFINE(13)
+RFT_DEFINE(14)
 
 // rft_finish: out[j] = Σ_{i<n} partial[i·RFT_MAXRED + j] for j = blockIdx.x,
 // in a fixed order.

@@ -44,7 +44,8 @@ enum {
 	RFT_ROW_FACTOR = 11,
 	RFT_KL = 12,
 	RFT_ENTROPY = 13,
-	RFT_NKINDS = 14
+	RFT_PG = 14,
+	RFT_NKINDS = 15
 };
 
 /* KL estimators (stages/kl.Kind values, flag[0] of RFT_KL). */
@@ -79,6 +80,7 @@ enum { RFT_REC_REG_NONE = 0, RFT_REC_REG_K2 = 1, RFT_REC_REG_FORWARD_KL = 2 };
  *   REC:    p = {1-Low, 1+High, 1-LowPrime, 1+HighPrime, Coef, Temp},
  *           flag = {clip mode, weight, regularizer}
  *   KL:     flag = {estimator, DetachRatio, old_logprob present}
+ *   PG:     flag = {KL}
  *   IS, DPO_SUMS, ROW_FACTOR, ENTROPY: none
  */
 typedef struct {
@@ -125,6 +127,7 @@ RFT_FN int rft_nred(int kind) {
 	case RFT_DPO_SUMS: return 2;
 	case RFT_KL: return 1;
 	case RFT_ENTROPY: return 1;
+	case RFT_PG: return 2;
 	default: return 0;
 	}
 }
@@ -448,6 +451,13 @@ RFT_FN double rft_token(const rft_kernel *k, const rft_tok *t, double stat, doub
 			return 0;
 		red[0] += t->ent * m; /* gradient w.r.t. the entropy input */
 		return m;
+	case RFT_PG:
+		if (m == 0)
+			return 0;
+		red[0] += -a * x * m;
+		if (k->flag[0])
+			red[1] -= (x - t->old) * m;
+		return m * -a;
 	}
 	return 0;
 }

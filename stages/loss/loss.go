@@ -1,8 +1,10 @@
-// Package loss holds the 15 policy loss functions of Trinity-RFT under their
-// upstream names, with their default arguments, argument validation, metrics
-// under upstream's names, and dLoss/dlogprob for every token (respecting the
-// reference's stop-gradients), so an external trainer can back-propagate
-// through its model with these numbers.
+// Package loss holds the 15 policy loss functions of Trinity-RFT and verl's
+// gpg, geo_mean, reinforce and bypass_mode under their upstream names, with
+// their default arguments, argument validation, metrics under upstream's
+// names, and dLoss/dlogprob for every token (respecting the reference's
+// stop-gradients), so an external trainer can back-propagate through its
+// model with these numbers. The losses that take verl's rollout-correction
+// weights (Def.Weighted) read them as the optional input rollout_is_weights.
 //
 // A loss is split into a backend-neutral part and per-token kernels:
 //
@@ -38,6 +40,19 @@ type Def struct {
 	// (Outcome.GradTerms): a batch in windows needs a pass for the sums
 	// before the pass that writes the gradient.
 	GradAfterSums bool
+	// Weighted losses also take the optional per-token input
+	// rollout_is_weights (verl's rollout correction): the per-token loss is
+	// multiplied by the weight before aggregation, a constant for the
+	// gradient. A batch with weights is refused by the other losses.
+	Weighted bool
+	// WholeBatch losses plan from every row's inputs at once (bypass_mode
+	// runs the rollout correction in its plan): they cannot be evaluated
+	// window by window.
+	WholeBatch bool
+	// CPUOnly losses have no device kernels: a device evaluator refuses
+	// them (geo_mean's gradient needs row sums after the token pass,
+	// bypass_mode runs the rollout correction in its plan).
+	CPUOnly bool
 	// build validates resolved arguments and returns the planner.
 	build func(v args.Values) (planner, error)
 }
@@ -103,6 +118,9 @@ func (d *Def) New(user args.Values) (*Loss, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy loss %s: %w", d.Name, err)
 	}
+	if err := checkGlobal(v); err != nil {
+		return nil, fmt.Errorf("policy loss %s: %w", d.Name, err)
+	}
 	p, err := d.build(v)
 	if err != nil {
 		return nil, fmt.Errorf("policy loss %s: %w", d.Name, err)
@@ -143,6 +161,9 @@ func (l *Loss) Plan(b *tokens.Batch) (*Plan, error) {
 	if err := b.Require(append([]string{tokens.LogProb}, l.Def.Inputs...)...); err != nil {
 		return nil, fmt.Errorf("policy loss %s: %w", l.Def.Name, err)
 	}
+	if b.Has(tokens.RolloutISWeights) && !l.Def.Weighted {
+		return nil, schema.BadInputf("policy loss %s does not take %s", l.Def.Name, tokens.RolloutISWeights)
+	}
 	return l.p.plan(b)
 }
 
@@ -153,15 +174,17 @@ func (l *Loss) Eval(b *tokens.Batch, grad []float64) (Result, error) {
 	return l.EvalOn(tokens.CPU, b, grad)
 }
 
-// single is the planner of a loss that is one kernel over all rows.
+// single is the planner of a loss that is one kernel over all rows;
+// global, when set, selects verl's aggregation (see globalParams).
 type single struct {
-	k    Kernel
-	mode agg.Mode
+	k      Kernel
+	mode   agg.Mode
+	global *agg.Global
 }
 
 func (s single) plan(*tokens.Batch) (*Plan, error) {
 	return &Plan{
-		Terms: []tokens.Term{{Kernel: s.k, Rows: tokens.AllRows, Mode: s.mode, Coef: 1}},
+		Terms: []tokens.Term{{Kernel: s.k, Rows: tokens.AllRows, Mode: s.mode, Coef: 1, Global: s.global}},
 		Finish: func(res []tokens.TermResult) (Outcome, error) {
 			v, m := s.k.Summary(s.mode, res[0])
 			return Outcome{Loss: v, Metrics: m}, nil
@@ -176,6 +199,68 @@ func aggParam(def string) args.Param {
 	return args.Param{Name: "loss_agg_mode", Kind: args.String, Ctor: def, Default: def, InDefaults: true,
 		Choices: []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"},
 		Doc:     "how per-token losses are reduced to a scalar"}
+}
+
+// globalParams are verl's global_batch_info (agg.Global) as arguments of
+// the losses that take them. Setting any of them (dp_size=1 included)
+// aggregates with verl's agg_loss — the given global denominators, local
+// values for the others; with none set the loss aggregates as Trinity's
+// aggregate_loss.
+var globalParams = args.Schema{
+	{Name: "dp_size", Kind: args.Int, Nullable: true,
+		Doc: "verl aggregation: data-parallel world size D (the loss is multiplied by D, except sum-norm)"},
+	{Name: "batch_num_tokens", Kind: args.Float, Nullable: true,
+		Doc: "verl aggregation: token-mean denominator, the mask count of the whole mini-batch over all ranks"},
+	{Name: "global_batch_size", Kind: args.Float, Nullable: true,
+		Doc: "verl aggregation: seq-mean denominator, sequences per optimiser step over all ranks"},
+	{Name: "loss_scale_factor", Kind: args.Float, Nullable: true,
+		Doc: "verl aggregation: seq-mean-token-sum-norm divisor (default: the batch's padded width)"},
+}
+
+// global returns the verl aggregation the arguments select (nil: none);
+// a loss's argument verl=true selects it too.
+func global(v args.Values) *agg.Global {
+	dp, hasDP := v["dp_size"].(int64)
+	n, hasN := v.OptFloat("batch_num_tokens")
+	g, hasG := v.OptFloat("global_batch_size")
+	f, hasF := v.OptFloat("loss_scale_factor")
+	if !hasDP && !hasN && !hasG && !hasF && !v.Bool("verl") {
+		return nil
+	}
+	return &agg.Global{DPSize: int(dp), BatchNumTokens: n, GlobalBatchSize: g, LossScaleFactor: f}
+}
+
+// checkGlobal validates the global arguments: positive when given.
+func checkGlobal(v args.Values) error {
+	if dp, ok := v["dp_size"].(int64); ok && dp <= 0 {
+		return bad("dp_size must be positive, got %d", dp)
+	}
+	for _, k := range []string{"batch_num_tokens", "global_batch_size", "loss_scale_factor"} {
+		if x, ok := v.OptFloat(k); ok && !(x > 0) {
+			return bad("%s must be positive, got %v", k, x)
+		}
+	}
+	return nil
+}
+
+// verlParam is the argument selecting verl's version of a loss that
+// Trinity also has; doc lists what changes.
+func verlParam(doc string) args.Param {
+	return args.Param{Name: "verl", Kind: args.Bool, Ctor: false,
+		Doc: "compute as verl's core_algos (rollout-correction spec §6): " + doc + "; verl's agg_loss; metrics pg_clipfrac, ppo_kl, pg_clipfrac_lower"}
+}
+
+// verlMetrics are the metrics of verl's clipped losses.
+func verlMetrics(loss, clipfrac, kl float64) agg.Metrics {
+	return agg.Metrics{"pg_clipfrac": clipfrac, "ppo_kl": kl, "pg_clipfrac_lower": 0, "pg_loss": loss}
+}
+
+// weight returns the rollout IS weight of token t (1 without weights).
+func weight(w []float64, t int) float64 {
+	if w == nil {
+		return 1
+	}
+	return w[t]
 }
 
 // mode parses a validated loss_agg_mode argument.

@@ -54,7 +54,8 @@ var (
 )
 
 func TestRegistry(t *testing.T) {
-	want := []string{"cispo", "dpo", "gspo", "importance_sampling", "mix", "mix_chord", "opmd", "ppo", "rec", "sapo", "sft", "sft_is", "sft_phi", "sppo", "topr"}
+	want := []string{"bypass_mode", "cispo", "dpo", "geo_mean", "gpg", "gspo", "importance_sampling", "mix", "mix_chord",
+		"opmd", "ppo", "rec", "reinforce", "sapo", "sft", "sft_is", "sft_phi", "sppo", "topr"}
 	if got := Default().Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("Names = %v", got)
 	}

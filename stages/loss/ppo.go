@@ -3,6 +3,7 @@ package loss
 import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -41,7 +42,7 @@ func clipRange(v args.Values) (low, high float64, err error) {
 func ppoDef() *Def {
 	return &Def{
 		Name: "ppo",
-		Params: append(clipParams(0.2, nil, nil, false),
+		Params: append(append(clipParams(0.2, nil, nil, false),
 			args.Param{Name: "clip_ratio_c", Kind: args.Float, Ctor: 3.0, Default: 3.0, InDefaults: true,
 				Doc: "dual-clip bound of the loss for negative advantages (> 1)"},
 			aggParam("token-mean"),
@@ -51,8 +52,9 @@ func ppoDef() *Def {
 				Doc: "per-row KL threshold of sequence masking"},
 			args.Param{Name: "fallback_to_policy_gradient", Kind: args.Bool, Ctor: false, Default: false, InDefaults: true,
 				Doc: "use ratio exp(lp - sg(lp)) = 1: plain policy gradient"},
-		),
-		Inputs: []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
+		), globalParams...),
+		Inputs:   []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
+		Weighted: true,
 		build: func(v args.Values) (planner, error) {
 			k, err := newPPO(v)
 			if err != nil {
@@ -61,7 +63,7 @@ func ppoDef() *Def {
 			k.SeqMask = v.Bool("enable_sequence_masking")
 			k.Delta = v.Float("delta_sequence_masking")
 			k.Fallback = v.Bool("fallback_to_policy_gradient")
-			return single{k: k, mode: mode(v, "loss_agg_mode")}, nil
+			return single{k: k, mode: mode(v, "loss_agg_mode"), global: global(v)}, nil
 		},
 	}
 }
@@ -89,6 +91,7 @@ func newPPO(v args.Values) (*PPO, error) {
 //	d = clamp(lp - old, -20, 20) (0 with Fallback), r = exp(d)
 //	L = max(-A·r, -A·clamp(r, 1-Low, 1+High)), and for A < 0 min(that, -A·ClipC)
 //	SeqMask: L = 0 where A < 0 in rows whose Σ(-d)·m/(Σm+1e-10) > Delta
+//	L ← L·w with the rollout_is_weights w when the batch has them
 //
 // Sums: loss, Σ[L2>L1]·m, Σ[C1>L3][A<0]·m, Σ(-d)·m, dropped positions, Σ_rows k_b.
 type PPO struct {
@@ -132,7 +135,7 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		d, dd := clamp(k.logRatio(lp[t], old[t]), -20, 20)
-		ratio := expCore(d) // d is clamped to ±20
+		ratio := fastexp.Core(d) // d is clamped to ±20
 		cr, in := clamp(ratio, lo, hi)
 		l1, l2 := -a*ratio, -a*cr
 		// max(L1, L2): at a tie both derivatives are equal (a tie with the
@@ -155,9 +158,10 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 				l, g = l*0, 0
 			}
 		}
-		sL += l * mt
+		wt := weight(r.Weights, t)
+		sL += l * wt * mt
 		sKL -= d * mt
-		grad[t] = gs * mt * g
+		grad[t] = gs * mt * g * wt
 	}
 	s[0] += r.Scale * sL
 	s[1] += sClip

@@ -3,8 +3,10 @@ package loss
 import (
 	"sync"
 
+	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/registry"
+	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
 // Registry maps policy loss names to their definitions.
@@ -35,12 +37,25 @@ func (r *Registry) New(name string, user args.Values) (*Loss, error) {
 	return d.New(user)
 }
 
-// RegisterPolicyLosses adds the 15 upstream policy losses to r. This is the
-// one place to add a loss.
+// Eval configures loss name with user arguments and evaluates it on the
+// CPU: the loss value and metrics, the gradient written into grad.
+func (r *Registry) Eval(name string, user args.Values, b *tokens.Batch, grad []float64) (float64, agg.Metrics, error) {
+	l, err := r.New(name, user)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := l.Eval(b, grad)
+	return res.Loss, res.Metrics, err
+}
+
+// RegisterPolicyLosses adds the 15 upstream policy losses of Trinity-RFT and
+// verl's gpg, geo_mean, reinforce and bypass_mode to r. This is the one
+// place to add a loss.
 func RegisterPolicyLosses(r *Registry) error {
 	for _, d := range []*Def{
 		ppoDef(), opmdDef(), dpoDef(), sftDef(), mixDef(), gspoDef(), toprDef(), cispoDef(),
 		sftISDef(), sftPhiDef(), mixChordDef(), sppoDef(), recDef(), sapoDef(), isDef(),
+		gpgDef(), geoMeanDef(), reinforceDef(), bypassDef(),
 	} {
 		if err := r.Add(d); err != nil {
 			return err

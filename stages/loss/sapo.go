@@ -13,10 +13,14 @@ import (
 //	L = -A·sg(g)·lp                  (upstream: gradient weight g, quirk Q-06)
 //	L = -A·g(r)                      (PaperGradient: ∂L/∂lp = -A·4σ(1-σ)·r)
 //
+// L ← L·w with the rollout_is_weights w when the batch has them. Verl is
+// verl's version (core_algos.py): d clamped to ±20, the paper gradient
+// (quirk RC-09), metrics pg_clipfrac (0), ppo_kl, pg_clipfrac_lower (0).
 // Sums: loss, Σ(-d)·m, Σg·m, Σr·m, Σ[A>0]·m.
 type SAPO struct {
 	TauPos, TauNeg float64
 	PaperGradient  bool
+	Verl           bool
 }
 
 // Sums implements tokens.Kernel.
@@ -35,7 +39,10 @@ func (k *SAPO) Row(r *tokens.Row, s []float64) {
 			grad[t] = 0
 			continue
 		}
-		d := x - old[t] // no clamp
+		d, dd := x-old[t], 1.0 // no clamp
+		if k.Verl {
+			d, dd = clamp(d, -20, 20)
+		}
 		ratio := exp(d)
 		a, tau := adv[t], k.TauNeg
 		if a > 0 {
@@ -45,16 +52,17 @@ func (k *SAPO) Row(r *tokens.Row, s []float64) {
 		sig := sigmoid(tau * (ratio - 1))
 		gate := sig * 4 / tau
 		var l, g float64
-		if k.PaperGradient {
-			l, g = -a*gate, -a*4*sig*(1-sig)*ratio
+		if k.PaperGradient || k.Verl {
+			l, g = -a*gate, -a*4*sig*(1-sig)*ratio*dd
 		} else {
 			l, g = -a*gate*x, -a*gate
 		}
-		sL += l * mt
+		wt := weight(r.Weights, t)
+		sL += l * wt * mt
 		sKL -= d * mt
 		sGate += gate * mt
 		sRatio += ratio * mt
-		grad[t] = gs * mt * g
+		grad[t] = gs * mt * g * wt
 	}
 	s[0] += r.Scale * sL
 	s[1] += sKL
@@ -68,6 +76,9 @@ func (k *SAPO) Row(r *tokens.Row, s []float64) {
 func (k *SAPO) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics) {
 	s, st := r.Sums, r.Stats
 	loss := agg.Total(mode, st.Rows, s[0])
+	if k.Verl {
+		return loss, verlMetrics(loss, 0, st.MaskedMean(s[1]))
+	}
 	return loss, agg.Metrics{
 		"sapo_loss":     loss,
 		"ppo_kl":        st.MaskedMean(s[1]),
@@ -80,7 +91,7 @@ func (k *SAPO) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics
 func sapoDef() *Def {
 	return &Def{
 		Name: "sapo",
-		Params: args.Schema{
+		Params: append(args.Schema{
 			{Name: "tau_pos", Kind: args.Float, Ctor: 1.0, Default: 1.0, InDefaults: true,
 				Doc: "gate temperature for positive advantages"},
 			{Name: "tau_neg", Kind: args.Float, Ctor: 1.05, Default: 1.05, InDefaults: true,
@@ -88,8 +99,10 @@ func sapoDef() *Def {
 			aggParam("token-mean"),
 			{Name: "paper_gradient", Kind: args.Bool, Ctor: false,
 				Doc: "Q-06 fix: optimise -A·g(r) with r differentiable, as the SAPO paper (loss value and sapo_loss change)"},
-		},
-		Inputs: []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
+			verlParam("log ratio clamped to ±20, the paper gradient, always seq-mean-token-mean"),
+		}, globalParams...),
+		Inputs:   []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
+		Weighted: true,
 		build: func(v args.Values) (planner, error) {
 			pos, neg := v.Float("tau_pos"), v.Float("tau_neg")
 			if neg < pos {
@@ -98,7 +111,12 @@ func sapoDef() *Def {
 			if !(pos > 0) {
 				return nil, bad("tau_pos must be > 0, got %v", pos)
 			}
-			return single{k: &SAPO{TauPos: pos, TauNeg: neg, PaperGradient: v.Bool("paper_gradient")}, mode: mode(v, "loss_agg_mode")}, nil
+			md := mode(v, "loss_agg_mode")
+			if v.Bool("verl") {
+				md = agg.SeqMeanTokenMean
+			}
+			k := &SAPO{TauPos: pos, TauNeg: neg, PaperGradient: v.Bool("paper_gradient"), Verl: v.Bool("verl")}
+			return single{k: k, mode: md, global: global(v)}, nil
 		},
 	}
 }

@@ -26,13 +26,16 @@ const (
 	TeacherLogProb = "teacher_logprob" // teacher log-prob (distillation)
 	Entropy        = "entropy"         // per-token policy entropy
 	Values         = "values"          // critic values
+	// RolloutISWeights are the rollout-correction IS weights (constants,
+	// multiplied into the per-token loss of the losses that take them).
+	RolloutISWeights = "rollout_is_weights"
 	// Per-row inputs.
 	ExpertMask = "expert_mask" // bool per row: expert (SFT) row
 	Step       = "step"        // int per row: training step (mix_chord)
 )
 
 // tokenInputs are the per-token canonical inputs, in a fixed order.
-var tokenInputs = []string{LogProb, OldLogProb, RefLogProb, Advantages, ActionMask, TeacherLogProb, Entropy, Values}
+var tokenInputs = []string{LogProb, OldLogProb, RefLogProb, Advantages, ActionMask, TeacherLogProb, Entropy, Values, RolloutISWeights}
 
 // aliases is upstream's key mapper: verl (and Experience) names → canonical.
 var aliases = map[string]string{

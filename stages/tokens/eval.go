@@ -34,6 +34,8 @@ func (s RowSet) has(expert []bool, r int) bool {
 type Row struct {
 	Index                                             int // row index in the batch
 	LP, Old, Ref, Adv, Mask, Teacher, Entropy, Values []float64
+	// Weights are the rollout_is_weights of the row (nil when absent).
+	Weights []float64
 	// Count is the row's mask count Σ_t m.
 	Count float64
 	// Scale is the weight c of a masked token value in the term's aggregate:
@@ -65,13 +67,18 @@ type Term struct {
 	Rows   RowSet
 	Mode   agg.Mode
 	Coef   float64
+	// Global, when set, aggregates with verl's agg_loss and these global
+	// denominators (agg.Global) instead of Trinity's aggregate_loss.
+	Global *agg.Global
 }
 
 // Stats describes the rows a term covered, for turning sums into means.
 type Stats struct {
-	Rows  int     // number of rows B of the term
-	Total float64 // Σ m over those rows
-	Width int     // padded length T of the batch
+	Rows int // number of rows B of the term
+	// NonEmpty is the number of those rows with a non-zero mask count.
+	NonEmpty int
+	Total    float64 // Σ m over those rows
+	Width    int     // padded length T of the batch
 }
 
 // MaskedMean returns sum / (Total + 1e-8): upstream's masked_mean over the
@@ -164,5 +171,6 @@ func (b *Batch) view(row *Row, r, lo, hi int) {
 	row.Index = b.first + r
 	row.LP, row.Old, row.Ref, row.Adv = sl(LogProb), sl(OldLogProb), sl(RefLogProb), sl(Advantages)
 	row.Mask, row.Teacher, row.Entropy, row.Values = sl(ActionMask), sl(TeacherLogProb), sl(Entropy), sl(Values)
+	row.Weights = sl(RolloutISWeights)
 	row.Count = b.counts[r]
 }

@@ -45,7 +45,7 @@ func (b *Batch) Layout(terms []Term) (Layout, error) {
 		if t.Rows != AllRows && !tot.Expert {
 			return Layout{}, schema.BadInputf("missing input %s", ExpertMask)
 		}
-		l.Stats[i] = Stats{Rows: tot.Rows[t.Rows], Total: tot.Mask[t.Rows], Width: tot.Width}
+		l.Stats[i] = Stats{Rows: tot.Rows[t.Rows], Total: tot.Mask[t.Rows], NonEmpty: tot.NonEmpty[t.Rows], Width: tot.Width}
 	}
 	for r := range l.Term {
 		l.Term[r] = -1
@@ -62,6 +62,11 @@ func (b *Batch) Layout(terms []Term) (Layout, error) {
 // RowScale returns Row.Scale and Row.GradScale of row r evaluated by term t
 // with statistics st.
 func (b *Batch) RowScale(t Term, st Stats, r int) (scale, gradScale float64) {
-	s := agg.Scale(t.Mode, st.Rows, st.Width, st.Total, b.counts[r])
+	var s float64
+	if t.Global != nil {
+		s = t.Global.Scale(t.Mode, st.NonEmpty, st.Width, st.Total, b.counts[r])
+	} else {
+		s = agg.Scale(t.Mode, st.Rows, st.Width, st.Total, b.counts[r])
+	}
 	return s, s * t.Coef
 }

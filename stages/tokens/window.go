@@ -9,9 +9,10 @@ import (
 // store streamed record batch by record batch): what every aggregation mode
 // needs besides a row's own values. Indexed by RowSet.
 type Totals struct {
-	Rows  [3]int     // rows of AllRows, UsualRows, ExpertRows
-	Mask  [3]float64 // Σ m over those rows
-	Width int        // the padded length T: the longest row of the batch
+	Rows     [3]int     // rows of AllRows, UsualRows, ExpertRows
+	Mask     [3]float64 // Σ m over those rows
+	NonEmpty [3]int     // those rows with Σ m > 0
+	Width    int        // the padded length T: the longest row of the batch
 	// Expert says whether the batch has an expert_mask (the row sets
 	// UsualRows and ExpertRows are defined).
 	Expert bool
@@ -22,15 +23,19 @@ func TotalsOf(b *Batch) Totals {
 	t := Totals{Width: b.Rows.Width, Expert: b.expert != nil}
 	for r := 0; r < b.Rows.N(); r++ {
 		c := b.RowCount(r)
-		t.Rows[AllRows]++
-		t.Mask[AllRows] += c
+		sets := []RowSet{AllRows}
 		if b.expert != nil {
-			s := UsualRows
+			sets = append(sets, UsualRows)
 			if b.expert[r] {
-				s = ExpertRows
+				sets[1] = ExpertRows
 			}
+		}
+		for _, s := range sets {
 			t.Rows[s]++
 			t.Mask[s] += c
+			if c > 0 {
+				t.NonEmpty[s]++
+			}
 		}
 	}
 	return t
@@ -41,6 +46,7 @@ func (t *Totals) Add(u Totals) {
 	for i := range t.Rows {
 		t.Rows[i] += u.Rows[i]
 		t.Mask[i] += u.Mask[i]
+		t.NonEmpty[i] += u.NonEmpty[i]
 	}
 	t.Width = max(t.Width, u.Width)
 	t.Expert = t.Expert || u.Expert

@@ -37,6 +37,7 @@ const (
 	KindRowFactor
 	KindKL
 	KindEntropy
+	KindPG
 	NumKinds
 )
 
@@ -78,11 +79,20 @@ func Describe(k tokens.Kernel, hasOld bool) (Kernel, error) {
 		d = Kernel{Kind: KindPPO, Flag: [3]int32{flag(k.SeqMask), flag(k.Fallback)},
 			P: [8]float64{1 - k.Low, 1 + k.High, k.ClipC, k.Delta}}
 	case *loss.GSPO:
+		if k.Verl {
+			return d, errVerl
+		}
 		d = Kernel{Kind: KindGSPO, P: [8]float64{1 - k.Low, 1 + k.High}}
 	case *loss.CISPO:
+		if k.Verl {
+			return d, errVerl
+		}
 		d = Kernel{Kind: KindCISPO, Flag: [3]int32{flag(k.MaskClip)},
 			P: [8]float64{1 - k.Low, 1 + k.High, 1 - k.MaskLow, 1 + k.MaskHigh}}
 	case *loss.SAPO:
+		if k.Verl {
+			return d, errVerl
+		}
 		d = Kernel{Kind: KindSAPO, Flag: [3]int32{flag(k.PaperGradient)}, P: [8]float64{k.TauPos, k.TauNeg}}
 	case *loss.TOPR:
 		d = Kernel{Kind: KindTOPR, Flag: [3]int32{flag(k.SequenceRatio)}, P: [8]float64{k.Threshold}}
@@ -115,11 +125,17 @@ func Describe(k tokens.Kernel, hasOld bool) (Kernel, error) {
 		d = Kernel{Kind: KindKL, Flag: [3]int32{int32(k.Fn.Kind), flag(k.Fn.DetachRatio), flag(hasOld)}}
 	case entropy.Kernel:
 		d = Kernel{Kind: KindEntropy}
+	case *loss.PG:
+		d = Kernel{Kind: KindPG, Flag: [3]int32{flag(k.KL)}}
 	default:
 		return d, fmt.Errorf("gpu: no device implementation of kernel %T", k)
 	}
 	return d, nil
 }
+
+// errVerl refuses verl's versions of gspo, sapo and cispo (argument verl),
+// which have no device form.
+var errVerl = schema.BadInputf("gpu: the verl=true versions of gspo, sapo and cispo have no device form (use --device cpu)")
 
 // Term is one term of a Plan.
 type Term struct {
@@ -149,6 +165,9 @@ type Plan struct {
 
 // Lower prepares the evaluation of terms over b.
 func Lower(b *tokens.Batch, terms []tokens.Term) (*Plan, error) {
+	if b.Has(tokens.RolloutISWeights) {
+		return nil, schema.BadInputf("gpu: %s have no device form (use --device cpu)", tokens.RolloutISWeights)
+	}
 	lay, err := b.Layout(terms)
 	if err != nil {
 		return nil, err

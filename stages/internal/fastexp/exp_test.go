@@ -1,4 +1,4 @@
-package loss
+package fastexp
 
 import (
 	"math"
@@ -22,7 +22,7 @@ func TestExp(t *testing.T) {
 			for i := 0; i < 200000; i++ {
 				x := tc.lo + (tc.hi-tc.lo)*rng.Float64()
 				want := math.Exp(x)
-				if e := math.Abs(exp(x)-want) / want; e > worst {
+				if e := math.Abs(Exp(x)-want) / want; e > worst {
 					worst = e
 				}
 			}
@@ -32,7 +32,7 @@ func TestExp(t *testing.T) {
 		})
 	}
 	for _, x := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 710, -746, 0} {
-		got, want := exp(x), math.Exp(x)
+		got, want := Exp(x), math.Exp(x)
 		if !(got == want || math.IsNaN(got) && math.IsNaN(want)) {
 			t.Errorf("exp(%v) = %v, want %v", x, got, want)
 		}
@@ -47,7 +47,7 @@ func BenchmarkExp(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		f    func(float64) float64
-	}{{"fast", exp}, {"math", math.Exp}} {
+	}{{"fast", Exp}, {"math", math.Exp}} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := 0.0
 			for b.Loop() {

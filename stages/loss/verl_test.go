@@ -1,0 +1,130 @@
+package loss
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+var w3 = [][]float64{{0.9, 1.3, 2.0, 0}, {0.5, 1.0, 1.7, 0.8}, {1.1, 0.95, 0, 0}}
+
+// weighted is the test batch with rollout_is_weights w3 (or w, when given).
+func weighted(t *testing.T, w [][]float64) *tokens.Batch {
+	b := batch(t, lp3, old3, nil, adv3, mask3)
+	if w == nil {
+		w = w3
+	}
+	if err := b.SetMatrix(tokens.RolloutISWeights, w); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestWeightedGradientFiniteDifference checks dLoss/dlogprob of the losses
+// with IS weights and verl's aggregation against central differences.
+func TestWeightedGradientFiniteDifference(t *testing.T) {
+	tests := []struct {
+		loss string
+		args args.Values
+	}{
+		{"ppo", args.Values{"clip_range": 0.2, "dp_size": 2, "batch_num_tokens": 21.0}},
+		{"ppo", args.Values{"clip_range": 0.2, "loss_agg_mode": "seq-mean-token-mean", "global_batch_size": 7.0}},
+		{"ppo", args.Values{"clip_range": 0.2, "loss_agg_mode": "seq-mean-token-sum-norm", "dp_size": 1}},
+		{"sapo", args.Values{"verl": true}},
+		{"gpg", args.Values{"loss_agg_mode": "seq-mean-token-sum"}},
+		{"reinforce", nil},
+		{"geo_mean", args.Values{"clip_range": 0.3}},
+		{"geo_mean", args.Values{"clip_range": 0.05}},
+	}
+	for _, tc := range tests {
+		b := weighted(t, nil)
+		_, grad := eval(t, tc.loss, tc.args, b)
+		lp := b.Col(tokens.LogProb)
+		const h = 1e-6
+		for i := range lp {
+			x := lp[i]
+			lp[i] = x + h
+			up, _ := eval(t, tc.loss, tc.args, b)
+			lp[i] = x - h
+			down, _ := eval(t, tc.loss, tc.args, b)
+			lp[i] = x
+			fd := (up.Loss - down.Loss) / (2 * h)
+			if math.Abs(fd-grad[i]) > 1e-7 {
+				t.Errorf("%s %v: grad[%d] = %v, finite difference %v", tc.loss, tc.args, i, grad[i], fd)
+			}
+		}
+	}
+}
+
+// TestUnitWeights: weights of 1 change nothing (geo_mean: up to its
+// ln(w + 1e-10)); weights scale the per-token loss (token-mean of a linear
+// loss: gpg).
+func TestUnitWeights(t *testing.T) {
+	ones := each(func(b, t int) float64 { return 1 })
+	for _, name := range []string{"ppo", "gspo", "sapo", "cispo", "gpg", "reinforce", "geo_mean"} {
+		plain, pg := eval(t, name, nil, batch(t, lp3, old3, nil, adv3, mask3))
+		unit, ug := eval(t, name, nil, weighted(t, ones))
+		same := func(a, b float64) bool { return a == b || name == "geo_mean" && math.Abs(a-b) <= 1e-9*math.Abs(b) }
+		if !same(unit.Loss, plain.Loss) {
+			t.Errorf("%s: loss %v with unit weights, %v without", name, unit.Loss, plain.Loss)
+		}
+		for i := range pg {
+			if !same(ug[i], pg[i]) {
+				t.Errorf("%s: grad[%d] %v with unit weights, %v without", name, i, ug[i], pg[i])
+			}
+		}
+	}
+	res, _ := eval(t, "gpg", nil, weighted(t, nil))
+	want, n := 0.0, 0.0
+	for b := range lp3 {
+		for i := range lp3[b] {
+			want += -adv3[b][i] * lp3[b][i] * w3[b][i] * mask3[b][i]
+			n += mask3[b][i]
+		}
+	}
+	if !near(res.Loss, want/(n+1e-8)) {
+		t.Errorf("gpg weighted loss %v, want %v", res.Loss, want/(n+1e-8))
+	}
+}
+
+// TestVerlGSPOCap: verl caps the sequence log ratio at 10; the capped rows
+// have no gradient.
+func TestVerlGSPOCap(t *testing.T) {
+	lp := [][]float64{{0, 0}, {-0.1, -0.3}}
+	old := [][]float64{{-12, -12}, {-0.2, -0.2}}
+	adv := [][]float64{{-1, -1}, {1, 1}}
+	mask := [][]float64{{1, 1}, {1, 1}}
+	res, grad := eval(t, "gspo", args.Values{"verl": true, "clip_range_low": 10.0, "clip_range_high": 1e6}, batch(t, lp, old, nil, adv, mask))
+	if grad[0] != 0 || grad[1] != 0 || grad[2] == 0 {
+		t.Errorf("grad %v: want 0 on the capped row only", grad)
+	}
+	// verl's seq-mean-token-mean: row 0 -A·e^10 per token, row 1
+	// -A·e^{(0.1 - 0.1)/2} = -1 per token.
+	n := 2 + 1e-8
+	want := (2*math.Exp(10)/n - 2/n) / 2
+	if math.Abs(res.Loss-want) > 1e-12*want {
+		t.Errorf("loss %v, want %v", res.Loss, want)
+	}
+}
+
+// TestWeightsRefused: a loss that does not take rollout_is_weights refuses
+// a batch that has them rather than ignoring them.
+func TestWeightsRefused(t *testing.T) {
+	l, err := Default().New("topr", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := weighted(t, nil)
+	if _, err := l.Eval(b, make([]float64, b.Rows.Tokens())); !errors.Is(err, schema.ErrBadInput) {
+		t.Errorf("topr with weights: error %v, want bad input", err)
+	}
+	for _, a := range []args.Values{{"dp_size": 0}, {"batch_num_tokens": -1.0}, {"global_batch_size": 0.0}} {
+		if _, err := Default().New("ppo", a); !errors.Is(err, schema.ErrBadInput) {
+			t.Errorf("ppo %v: error %v, want bad input", a, err)
+		}
+	}
+}

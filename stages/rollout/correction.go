@@ -1,0 +1,258 @@
+package rollout
+
+import (
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
+)
+
+const (
+	eps    = agg.Eps
+	safety = 20.0 // verl's SAFETY_BOUND on log ratios before exp
+	// Prefix is the prefix of every metric of the assembled call.
+	Prefix = "rollout_corr/"
+)
+
+// errNoValid is verl's error for a batch without a valid token.
+var errNoValid = schema.BadInputf("response_mask must contain at least one valid token (1).")
+
+// Input is one record batch: per-token values laid out by Rows (ragged
+// rows; positions past a row's length do not exist and need no padding).
+type Input struct {
+	Rows agg.Rows
+	// Old are the log-probs of the training policy π_old (decoupled mode:
+	// the trainer's old_logprob; inside the bypass_mode loss: the current
+	// log-prob).
+	Old []float64
+	// Rollout are the rollout engine's log-probs.
+	Rollout []float64
+	// Mask is the response mask, 0/1.
+	Mask []float64
+}
+
+func (in Input) check() error {
+	n := in.Rows.Tokens()
+	if len(in.Old) != n || len(in.Rollout) != n || len(in.Mask) != n {
+		return schema.BadInputf("rollout correction: old_logprob has %d tokens, rollout_logprob %d, action_mask %d; the rows hold %d",
+			len(in.Old), len(in.Rollout), len(in.Mask), n)
+	}
+	return nil
+}
+
+// Corrector is a validated configuration, ready to run on record batches.
+// It holds no per-batch state and may be used concurrently.
+type Corrector struct {
+	cfg        Config
+	rules      []rule
+	c, cLo     float64 // truncation cap C and 1/C
+	lHi, lLo   float64 // float32 log(C), log(1/C): the sequence-level ratio fraction bounds
+	seq        bool    // sequence-level weights
+	stats      [4]bool // statistics the rules need (index Statistic)
+	rowMaxNeed [4]bool // statistics a seq_max rule needs
+	tokenRules []int   // indices of the token-level rules
+}
+
+// New validates cfg and returns its corrector.
+func New(cfg Config) (*Corrector, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	rules, err := cfg.rules()
+	if err != nil {
+		return nil, err
+	}
+	c := &Corrector{cfg: cfg, rules: rules, seq: cfg.IS == "sequence"}
+	if cfg.weighted() {
+		c.c = *cfg.ISThreshold
+		c.cLo = 1 / c.c
+		c.lHi = float64(float32(math.Log(float64(float32(c.c)))))
+		c.lLo = float64(float32(math.Log(float64(float32(c.cLo)))))
+	}
+	for i, r := range rules {
+		c.stats[r.Stat] = true
+		if r.Level == Token {
+			c.tokenRules = append(c.tokenRules, i)
+		}
+		if r.Level == SeqMax {
+			c.rowMaxNeed[r.Stat] = true
+		}
+	}
+	return c, nil
+}
+
+// Config returns the corrector's configuration.
+func (c *Corrector) Config() Config { return c.cfg }
+
+// Weighted reports whether the corrector writes IS weights.
+func (c *Corrector) Weighted() bool { return c.cfg.weighted() }
+
+// NeedsFirstPass reports whether Apply needs first-pass statistics: only
+// batch normalisation of the weights (rollout_is_batch_normalize) depends
+// on the whole batch before any weight can be written. The rejection mask
+// and every metric are per-row work plus sums, computed in the one pass of
+// Apply.
+func (c *Corrector) NeedsFirstPass() bool { return c.cfg.weighted() && c.cfg.BatchNormalize }
+
+// Norm is the first-pass statistic of batch normalisation, accumulated over
+// every record batch with Observe: token level Σ w·m and Σ m of the
+// truncated weights; sequence level Σ of the valid rows' mean weights and
+// the number of valid rows. The zero value is empty.
+type Norm struct{ Sum, Count float64 }
+
+// Merge adds another partial statistic.
+func (n *Norm) Merge(o Norm) { n.Sum += o.Sum; n.Count += o.Count }
+
+// factor returns the normalisation divisor μ and whether it applies
+// (μ > 1e-8; NaN does not).
+func (c *Corrector) factor(n *Norm) (float64, bool) {
+	if !c.NeedsFirstPass() || n == nil {
+		return 1, false
+	}
+	var mu float64
+	if c.seq {
+		mu = n.Sum / math.Max(n.Count, eps)
+	} else {
+		mu = n.Sum / (n.Count + eps)
+	}
+	if mu > eps {
+		return mu, true
+	}
+	return 1, false
+}
+
+// Observe is the first pass: it adds in's contribution to n. Only needed
+// when NeedsFirstPass.
+func (c *Corrector) Observe(n *Norm, in Input) error {
+	if err := in.check(); err != nil {
+		return err
+	}
+	if !c.NeedsFirstPass() {
+		return nil
+	}
+	for b := 0; b < in.Rows.N(); b++ {
+		lo, hi := in.Rows.Span(b)
+		old, ro, m := in.Old[lo:hi], in.Rollout[lo:hi:hi], in.Mask[lo:hi:hi]
+		if c.seq {
+			s, nb := 0.0, 0.0
+			for t, mt := range m {
+				s += sel(old[t]-ro[t], mt)
+				nb += mt
+			}
+			if nb > 0 {
+				w := math.Min(math.Exp(clamp(s, -safety, safety)), c.c) // NaN stays NaN, as torch.clamp
+				sw := 0.0
+				for _, mt := range m {
+					sw += sel(w*mt, mt)
+				}
+				n.Sum += sw / (nb + eps)
+				n.Count++
+			}
+			continue
+		}
+		for t, mt := range m {
+			l := clamp(old[t]-ro[t], -safety, safety)
+			w := l // NaN stays NaN
+			if l == l {
+				w = fastexp.Core(l) * mt
+			}
+			if w > c.c {
+				w = c.c
+			}
+			n.Sum += sel(w, mt)
+			n.Count += mt
+		}
+	}
+	return nil
+}
+
+// chunkRows is the number of rows one worker of Apply evaluates at a time;
+// partial metric sums are merged in chunk order, so results do not depend
+// on GOMAXPROCS.
+const chunkRows = 256
+
+// Apply is the second pass over one record batch: it writes the IS weights
+// into weights (skipped when nil or !Weighted), the rejection-sampled mask
+// into mask (m·Π keep), and adds the batch's metric contributions to acc.
+// n holds the first-pass statistics (nil when !NeedsFirstPass). weights and
+// mask have in's layout; mask may be in.Mask itself.
+func (c *Corrector) Apply(in Input, n *Norm, weights, mask []float64, acc *Acc) error {
+	if err := in.check(); err != nil {
+		return err
+	}
+	if c.Weighted() && weights != nil && len(weights) != in.Rows.Tokens() || len(mask) != in.Rows.Tokens() {
+		return schema.BadInputf("rollout correction: output buffers have %d weights and %d mask values for %d tokens",
+			len(weights), len(mask), in.Rows.Tokens())
+	}
+	if !c.Weighted() {
+		weights = nil
+	}
+	mu, norm := c.factor(n)
+	rows := in.Rows.N()
+	nchunk := (rows + chunkRows - 1) / chunkRows
+	parts := make([]Acc, nchunk)
+	run := func(k int) {
+		p := &parts[k]
+		p.init(c)
+		sc := newScratch(c)
+		for b := k * chunkRows; b < min(rows, (k+1)*chunkRows); b++ {
+			c.row(in, b, mu, norm, weights, mask, p, sc)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), nchunk)
+	if workers <= 1 {
+		for k := range nchunk {
+			run(k)
+		}
+	} else {
+		var wg sync.WaitGroup
+		next := make(chan int, nchunk)
+		for k := range nchunk {
+			next <- k
+		}
+		close(next)
+		for range workers {
+			wg.Go(func() {
+				for k := range next {
+					run(k)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	acc.init(c)
+	for k := range parts {
+		acc.merge(&parts[k])
+	}
+	return nil
+}
+
+// Correct is verl's compute_rollout_correction_and_rejection_mask on one
+// whole batch (both passes): the weights (nil without IS), the modified
+// mask and the metrics under "rollout_corr/…". An all-masked batch is an
+// error, as upstream.
+func (c *Corrector) Correct(in Input) (weights, mask []float64, m agg.Metrics, err error) {
+	if err := in.check(); err != nil {
+		return nil, nil, nil, err
+	}
+	if agg.Count(in.Mask) == 0 {
+		return nil, nil, nil, errNoValid
+	}
+	var n Norm
+	if err := c.Observe(&n, in); err != nil {
+		return nil, nil, nil, err
+	}
+	if c.Weighted() {
+		weights = make([]float64, len(in.Mask))
+	}
+	mask = make([]float64, len(in.Mask))
+	var acc Acc
+	if err := c.Apply(in, &n, weights, mask, &acc); err != nil {
+		return nil, nil, nil, err
+	}
+	m, err = c.Metrics(&acc, &n)
+	return weights, mask, m, err
+}
