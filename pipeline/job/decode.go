@@ -10,6 +10,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/rollout"
 )
 
 // field is one known key of a mapping: its documentation and how its value
@@ -118,7 +119,6 @@ var trainerOnly = []struct{ key, tag string }{
 	{"optimizer", "!!map"},
 	{"enable_router_replay", "!!bool"},
 	{"bypass_old_logprobs", "!!bool"},
-	{"rollout_correction", "!!map"},
 }
 
 // algorithmKeys are the keys of the algorithm section.
@@ -162,6 +162,17 @@ func algorithmKeys() []field {
 			}},
 		)
 	}
+	fs = append(fs, field{"rollout_correction", "verl's rollout correction: IS weights and rejection sampling (stages/rollout)", func(d *decoder, n *yaml.Node, path string) error {
+		a, err := d.args(n, path)
+		if err != nil {
+			return err
+		}
+		if _, err := rollout.Parse(a); err != nil {
+			return d.errf(n, path, "%v", err)
+		}
+		d.j.RolloutCorrection = a
+		return nil
+	}})
 	fs = append(fs, field{"loss_agg_mode", "aggregation of the losses (default token-mean)", func(d *decoder, n *yaml.Node, path string) error {
 		return d.choice(n, path, &cfg(d.j).LossAggMode, []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"})
 	}})

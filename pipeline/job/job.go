@@ -50,6 +50,9 @@ type Job struct {
 	// Seed seeds the job's random choices; HasSeed says whether it is set.
 	Seed    uint64
 	HasSeed bool
+	// RolloutCorrection is the algorithm section's rollout_correction (verl's
+	// keys), nil when absent.
+	RolloutCorrection map[string]any
 	// Columns maps rftpipe's column names to the store's (columns section).
 	Columns map[string]string
 	// BatchSize and TrainBatchSize are Trinity's buffer.batch_size (tasks

@@ -15,6 +15,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/kl"
+	"github.com/rftpipe/rftpipe/stages/rollout"
 )
 
 // RunOptions are the settings of a run that are not in a job file.
@@ -170,6 +171,15 @@ func Run(ctx context.Context, j *Job, res *algorithm.Resolved, opt RunOptions) (
 	if err != nil {
 		return nil, err
 	}
+	if j.RolloutCorrection != nil {
+		c, err := correction(j.RolloutCorrection)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil { // first: the rejection-sampled mask is the one advantages see
+			stages = append([]pipeline.Stage{pipeline.RolloutCorrection(c)}, stages...)
+		}
+	}
 	if !trinity.IsURL(j.Output) { // a job file's output directory is made
 		if err := os.MkdirAll(filepath.Dir(j.Output), 0o755); err != nil {
 			return nil, fmt.Errorf("%s: %w", j.Output, err)
@@ -204,4 +214,19 @@ func (j *Job) InputStore() (string, error) {
 		return eb.Path, nil
 	}
 	return trinity.BufferURL(eb.Path, eb.StorageType, eb.Name, "")
+}
+
+// correction returns the rollout corrector of a rollout_correction section,
+// nil in bypass mode (the bypass_mode loss corrects) or when it neither
+// weighs nor rejects.
+func correction(section map[string]any) (*rollout.Corrector, error) {
+	cfg, err := rollout.Parse(section)
+	if err != nil {
+		return nil, err
+	}
+	c, err := rollout.New(cfg)
+	if err != nil || cfg.BypassMode || (!c.Weighted() && cfg.RS == "") {
+		return nil, err
+	}
+	return c, nil
 }
