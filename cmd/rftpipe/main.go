@@ -47,7 +47,7 @@ func newApp() *cli.App {
 			algorithmsCommand(),
 			conformanceCommand(),
 			benchCommand(),
-			lossCommand(),
+			streaming(lossCommand()),
 			completionCommand(),
 		},
 		// Errors are printed once, by main, in one line.
@@ -68,9 +68,7 @@ func newApp() *cli.App {
 }
 
 // streaming marks a command that streams a store: before it runs, the heap
-// gets pipeline.HeapLimit as its soft limit unless GOMEMLIMIT sets one. (Not
-// every command: loss holds a whole token batch, which may exceed it, and
-// would then spend its time collecting.)
+// gets pipeline.HeapLimit as its soft limit unless GOMEMLIMIT sets one.
 func streaming(c *cli.Command) *cli.Command {
 	c.Before = func(*cli.Context) error {
 		if os.Getenv("GOMEMLIMIT") == "" {
