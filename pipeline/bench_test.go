@@ -16,8 +16,6 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/synth"
-	"github.com/rftpipe/rftpipe/stages/advantage"
-	"github.com/rftpipe/rftpipe/stages/kl"
 )
 
 // BenchmarkRun is the end-to-end benchmark over a generated store of tasks ×
@@ -155,7 +153,9 @@ func copyStore(in, out string, po store.ParquetOptions) error {
 // BenchmarkTrainerSide times trainer-side advantage fns end to end against
 // the pipeline-side GRPO on the same store in one run (200,000 × 256-token
 // experiences by default; RFTPIPE_BENCH_TASKS × 8 rows otherwise): the
-// ratios are the figures, the machine's noise cancels in them.
+// ratios are the figures. The fns take turns for three rounds and each
+// keeps its fastest time, so a burst of load on a shared machine does not
+// land on one of them.
 //
 //	go test -run '^$' -bench BenchmarkTrainerSide -benchtime 1x ./pipeline
 func BenchmarkTrainerSide(b *testing.B) {
@@ -166,30 +166,24 @@ func BenchmarkTrainerSide(b *testing.B) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(HeapLimit))
 	in := benchStore(b, tasks)
 	out := filepath.Join(b.TempDir(), "out.parquet")
-	job := func(fn string, penalty *kl.Fn) Job {
-		j := withFn(b, Job{In: in, Out: out}, fn, "")
-		if penalty != nil {
-			f, err := advantage.Default().Trainer(fn, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			j.Stages = TrainerSide(fn, f, penalty)
-		}
-		return j
-	}
-	if _, err := Run(context.Background(), job("grpo", nil)); err != nil { // warm the page cache
+	job := func(fn string) Job { return withFn(b, Job{In: in, Out: out}, fn, "") }
+	if _, err := Run(context.Background(), job("grpo")); err != nil { // warm the page cache
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		times := map[string]float64{}
-		for _, fn := range []string{"grpo", "rloo", "reinforceplusplus", "grpo_verl"} {
-			debug.FreeOSMemory()
-			start := time.Now()
-			if _, err := Run(context.Background(), job(fn, nil)); err != nil {
-				b.Fatal(err)
+		for range 3 {
+			for _, fn := range []string{"grpo", "rloo", "reinforceplusplus", "grpo_verl"} {
+				debug.FreeOSMemory()
+				start := time.Now()
+				if _, err := Run(context.Background(), job(fn)); err != nil {
+					b.Fatal(err)
+				}
+				if d := time.Since(start).Seconds(); times[fn] == 0 || d < times[fn] {
+					times[fn] = d
+				}
 			}
-			times[fn] = time.Since(start).Seconds()
 		}
 		b.ReportMetric(float64(tasks*8)/times["grpo"], "grpo_exp/s")
 		for _, fn := range []string{"rloo", "reinforceplusplus", "grpo_verl"} {
