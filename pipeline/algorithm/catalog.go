@@ -2,6 +2,8 @@ package algorithm
 
 import (
 	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
@@ -29,104 +31,60 @@ func advantageSide(name string) (side, error) {
 	return pipelineSide, nil
 }
 
+// family returns the registry of the components of slot s.
+func family(s Slot) registry.Family {
+	switch s {
+	case SampleStrategy:
+		return SampleStrategies().Family(func(d *SampleStrategyDef) args.Schema { return d.Params })
+	case AdvantageFn:
+		return advantage.Default().Family()
+	case PolicyLossFn:
+		return loss.Default().Family()
+	case EntropyLossFn:
+		return entropy.Family()
+	}
+	return kl.Family() // KLPenaltyFn, KLLossFn
+}
+
 // ComponentNames returns the names valid in slot s, sorted (for help texts
 // and suggestions).
 func ComponentNames(s Slot) []string {
-	switch s {
-	case SampleStrategy:
-		return SampleStrategies().Names()
-	case AdvantageFn:
-		return append(advantage.Default().Names(), NoAdvantage)
-	case PolicyLossFn:
-		return loss.Default().Names()
-	case EntropyLossFn:
-		return entropy.Registry().Names()
-	default:
-		return kl.Registry().Names()
+	names := family(s).Names()
+	if s == AdvantageFn {
+		names = append(names, NoAdvantage)
 	}
+	return names
+}
+
+// params returns the argument schema of component name in slot s; an
+// unknown name is an error listing the valid ones. NoAdvantage takes no
+// arguments.
+func params(s Slot, name string) (args.Schema, error) {
+	if s == AdvantageFn && name == NoAdvantage {
+		return nil, nil
+	}
+	return family(s).Params(name)
 }
 
 // ArgNames returns the argument names component name of slot s takes; an
 // unknown name is an error listing the valid ones.
 func ArgNames(s Slot, name string) ([]string, error) {
-	switch s {
-	case SampleStrategy:
-		d, err := SampleStrategies().Get(name)
-		if err != nil {
-			return nil, err
-		}
-		return d.Params.Names(), nil
-	case AdvantageFn:
-		if name == NoAdvantage {
-			return nil, nil
-		}
-		spec, err := advantage.Default().Get(name)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]string, len(spec.Params))
-		for i, p := range spec.Params {
-			out[i] = p.Name
-		}
-		return out, nil
-	case PolicyLossFn:
-		d, err := loss.Default().Get(name)
-		if err != nil {
-			return nil, err
-		}
-		return d.Schema().Names(), nil
-	case EntropyLossFn:
-		if _, err := entropy.Registry().Get(name); err != nil {
-			return nil, err
-		}
-		return entropy.Schema().Names(), nil
-	default:
-		sch, err := kl.Schema(name)
-		if err != nil {
-			return nil, err
-		}
-		return sch.Names(), nil
+	p, err := params(s, name)
+	if err != nil || p == nil {
+		return nil, err
 	}
+	return p.Names(), nil
 }
 
 // defaultArgs returns the default_args() of component name in slot s, from
 // the component's own registry; an unknown name is an error listing the
 // valid ones. NoAdvantage has no arguments (nil).
 func defaultArgs(s Slot, name string) (Args, error) {
-	switch s {
-	case SampleStrategy:
-		d, err := SampleStrategies().Get(name)
-		if err != nil {
-			return nil, err
-		}
-		return d.Params.Defaults(), nil
-	case AdvantageFn:
-		if name == NoAdvantage {
-			return nil, nil
-		}
-		spec, err := advantage.Default().Get(name)
-		if err != nil {
-			return nil, err
-		}
-		return spec.Defaults(), nil
-	case PolicyLossFn:
-		d, err := loss.Default().Get(name)
-		if err != nil {
-			return nil, err
-		}
-		return d.DefaultArgs(), nil
-	case EntropyLossFn:
-		if _, err := entropy.Registry().Get(name); err != nil {
-			return nil, err
-		}
-		return entropy.Schema().Defaults(), nil
-	default:
-		sch, err := kl.Schema(name)
-		if err != nil {
-			return nil, err
-		}
-		return sch.Defaults(), nil
+	p, err := params(s, name)
+	if err != nil || p == nil {
+		return nil, err
 	}
+	return p.Defaults(), nil
 }
 
 // build constructs the component of slot s with its resolved arguments, to

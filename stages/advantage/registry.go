@@ -100,6 +100,11 @@ func (r *Registry) Get(name string) (*Spec, error) { return r.r.Get(name) }
 // Names returns the registered names, sorted.
 func (r *Registry) Names() []string { return r.r.Names() }
 
+// Family returns the registry as a registry.Family.
+func (r *Registry) Family() registry.Family {
+	return r.r.Family(func(s *Spec) args.Schema { return s.Params })
+}
+
 // Pipeline builds the pipeline-side fn name with args (nil: default_args()).
 // A trainer-side name is an error, worded as upstream's pipeline check.
 func (r *Registry) Pipeline(name string, user map[string]any) (PipelineFn, error) {

@@ -32,6 +32,9 @@ var schemaOf = args.Schema{{Name: "entropy_coef", Kind: args.Float, Default: 0.0
 // Schema returns the argument schema of the entropy loss functions.
 func Schema() args.Schema { return schemaOf }
 
+// Family returns the entropy functions as a registry.Family.
+func Family() registry.Family { return Registry().Family(func(Kind) args.Schema { return schemaOf }) }
+
 // Registry returns the entropy loss registry, built once.
 var Registry = sync.OnceValue(func() *registry.Registry[Kind] {
 	return registry.Of("entropy loss function", map[string]Kind{"default": Default, "mix": Mix, "none": None})

@@ -60,6 +60,9 @@ func schemaOf(k Kind) args.Schema {
 // serves kl_penalty_fn and kl_loss_fn).
 var Registry = sync.OnceValue(func() *registry.Registry[Kind] { return registry.Of("KL function", kindNames) })
 
+// Family returns the KL functions as a registry.Family.
+func Family() registry.Family { return Registry().Family(schemaOf) }
+
 // Schema returns the argument schema of a KL function.
 func Schema(name string) (args.Schema, error) {
 	k, err := Registry().Get(name)

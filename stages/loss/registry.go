@@ -27,6 +27,12 @@ func (r *Registry) Get(name string) (*Def, error) { return r.r.Get(name) }
 // Names returns the registered names, sorted.
 func (r *Registry) Names() []string { return r.r.Names() }
 
+// Family returns the registry as a registry.Family (every loss's schema has
+// backend first).
+func (r *Registry) Family() registry.Family {
+	return r.r.Family(func(d *Def) args.Schema { return d.Schema() })
+}
+
 // New looks a loss up and configures it with user arguments (nil:
 // default_args), see Def.New.
 func (r *Registry) New(name string, user args.Values) (*Loss, error) {

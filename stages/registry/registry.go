@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 // Registry maps names to values of one family. The zero value is not usable;
@@ -64,4 +65,32 @@ func Of[T any](family string, entries map[string]T) *Registry[T] {
 		r.items[name] = v
 	}
 	return r
+}
+
+// Family is one registry as a configuration sees it: the names it holds
+// and the argument schema of each. Every pluggable family offers one, so a
+// configuration resolves any slot the same way.
+type Family interface {
+	Names() []string
+	Params(name string) (args.Schema, error)
+}
+
+// Family returns r as a Family; params gives an entry's argument schema.
+func (r *Registry[T]) Family(params func(T) args.Schema) Family {
+	return family[T]{r: r, params: params}
+}
+
+type family[T any] struct {
+	r      *Registry[T]
+	params func(T) args.Schema
+}
+
+func (f family[T]) Names() []string { return f.r.Names() }
+
+func (f family[T]) Params(name string) (args.Schema, error) {
+	v, err := f.r.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return f.params(v), nil
 }
