@@ -260,6 +260,9 @@ type Runner func(c *Case, chk *Checker) error
 // Registry maps a kind ("policy_loss", "advantage", …) to its Runner.
 type Registry struct {
 	runners map[string]Runner
+	// Tol, when set, replaces every case's own tolerance (a device's float32
+	// storage is checked at 1e-5 relative, the float64 paths at the cases').
+	Tol *Tolerance
 }
 
 // NewRegistry returns an empty registry.
@@ -318,6 +321,9 @@ func RunFile(f *File, reg *Registry, rep *Report) {
 	for i := range f.Cases {
 		c := &f.Cases[i]
 		chk := NewChecker(c)
+		if reg.Tol != nil {
+			chk.Tol = *reg.Tol
+		}
 		err := safeRun(run, c, chk)
 		wantErr, wantMsg := c.ExpectedError()
 		switch {
