@@ -87,6 +87,9 @@ func runSQL(c *cli.Context) error {
 		}
 	}
 
+	if err := duckdb.CheckWrites(query, stores); err != nil {
+		return err
+	}
 	db, cleanup, err := openSQL(c, stores)
 	if err != nil {
 		return err

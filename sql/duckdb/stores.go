@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -175,4 +176,30 @@ func oneLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// copyTarget finds the targets of COPY … TO '…' statements in a query.
+var copyTarget = regexp.MustCompile(`(?is)\bCOPY\b.*?\bTO\s+'((?:[^']|'')*)'`)
+
+// CheckWrites refuses a query that writes (COPY … TO) onto a file of one of
+// the stores it reads: DuckDB would overwrite it in place, not atomically.
+func CheckWrites(query string, stores []Store) error {
+	for _, m := range copyTarget.FindAllStringSubmatch(query, -1) {
+		target, err := filepath.Abs(strings.ReplaceAll(m[1], "''", "'"))
+		if err != nil {
+			continue
+		}
+		for _, s := range stores {
+			files, err := store.Expand(s.Path)
+			if err != nil {
+				continue
+			}
+			for _, f := range files {
+				if abs, err := filepath.Abs(f); err == nil && abs == target {
+					return schema.BadInputf("the query writes to %s, a file of the store %s it reads: write elsewhere (or use --out, written atomically)", m[1], s.Path)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -36,3 +36,23 @@ func TestAttachDifferingFiles(t *testing.T) {
 		t.Errorf("error %v, want %q", err, want)
 	}
 }
+
+func TestCheckWrites(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if err := os.WriteFile(in, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stores := []Store{{Path: in}}
+	for q, bad := range map[string]bool{
+		"COPY (SELECT * FROM experiences) TO '" + in + "' (FORMAT parquet)": true,
+		"copy experiences to\n'" + in + "'":                                 true,
+		"COPY (SELECT 1) TO '" + filepath.Join(dir, "other.parquet") + "'":  false,
+		"SELECT 'COPY' AS a, 'TO' AS b FROM experiences":                    false,
+	} {
+		err := CheckWrites(q, stores)
+		if (err != nil) != bad || bad && !errors.Is(err, schema.ErrBadInput) {
+			t.Errorf("%q: err %v, want refused %v", q, err, bad)
+		}
+	}
+}

@@ -200,7 +200,12 @@ func (s Schema) ParseKV(kvs []string) (Values, error) {
 		var err error
 		switch p.Kind {
 		case Float:
-			v, err = strconv.ParseFloat(raw, 64)
+			var f float64
+			f, err = strconv.ParseFloat(raw, 64)
+			if err == nil && math.IsNaN(f) {
+				return nil, schema.BadInputf("argument %s: NaN is not a value (null is None)", name)
+			}
+			v = f
 		case Int:
 			v, err = strconv.ParseInt(raw, 10, 64)
 		case Bool:

@@ -1,6 +1,8 @@
 package loss
 
 import (
+	"math"
+
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
@@ -35,6 +37,11 @@ func clipRange(v args.Values) (low, high float64, err error) {
 			return 0, 0, bad("Either clip_range or clip_range_high must be specified.")
 		}
 		high = rng
+	}
+	// torch.clamp(ratio, 1-low, 1+high) with an inverted or empty band is
+	// no clip (it returns the upper bound everywhere): refused.
+	if !(low >= 0 && high >= 0) || math.IsInf(low, 0) || math.IsInf(high, 0) {
+		return 0, 0, bad("clip ranges must be finite and >= 0, got clip_range_low %v, clip_range_high %v", low, high)
 	}
 	return low, high, nil
 }
