@@ -2,13 +2,13 @@ package algorithm
 
 import (
 	"github.com/rftpipe/rftpipe/stages/advantage"
-	"github.com/rftpipe/rftpipe/stages/args"
-	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/objective"
+	"github.com/rftpipe/rftpipe/stages/registry"
 )
 
 // side says where an advantage fn runs.
