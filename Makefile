@@ -20,10 +20,17 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
 	$(GO) vet ./...
 
+# demo runs GRPO with zero-variance groups filtered and informative groups
+# duplicated over the bundled store, shows a few advantages, and says where
+# to look next.
 demo: build
 	@mkdir -p $(OUT)
-	$(BIN) run --advantage-fn grpo --in $(STORE) --out $(OUT)/demo_grpo.parquet --metrics $(OUT)/demo_metrics.json
-	@cat $(OUT)/demo_metrics.json
+	$(BIN) run --advantage-fn grpo --arg std_threshold=0 --arg duplicate_experiences=true --seed 1 \
+		--in $(STORE) --out $(OUT)/demo_grpo.parquet --metrics $(OUT)/demo_metrics.json --progress never
+	@grep -E '"experience_pipeline/(experience_count|filtered_count|group_advantages/reward_std/mean)"|rftpipe/success' $(OUT)/demo_metrics.json
+	$(BIN) sql "SELECT task, run, reward, round(advantages[1], 4) AS advantage, duplicate_of FROM experiences WHERE task = 1 ORDER BY batch, run LIMIT 8" --store $(OUT)/demo_grpo.parquet
+	@echo "next: $(BIN) sql --list --store $(OUT)/demo_grpo.parquet   (canned analyses)"
+	@echo "      $(BIN) report $(OUT)/demo_grpo.parquet --out $(OUT)/demo_report.html"
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
