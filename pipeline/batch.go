@@ -78,13 +78,16 @@ type Batch struct {
 	// index in the whole store.
 	File         string
 	FileRow, Row int64
-	rows         *agg.Rows
-	tokens       map[string][]float64
-	set          map[string]arrow.Array
-	drop         []bool
-	dropped      int
-	copies       []copyOf
-	mem          memory.Allocator
+	// fileRows, when set, is each row's row in File (the rows of a shard,
+	// taken out of a record); they were validated as read.
+	fileRows []int64
+	rows     *agg.Rows
+	tokens   map[string][]float64
+	set      map[string]arrow.Array
+	drop     []bool
+	dropped  int
+	copies   []copyOf
+	mem      memory.Allocator
 }
 
 // copyOf is a copy of row Row of the batch, its task id moved by Offset.
@@ -109,6 +112,9 @@ func (b *Batch) Has(name string) bool { return b.cols.lookup(name) >= 0 }
 
 // Errorf returns an error located at row i of the batch and column.
 func (b *Batch) Errorf(i int, column, format string, args ...any) error {
+	if b.fileRows != nil {
+		return schema.Errorf(b.File, b.fileRows[i], column, format, args...)
+	}
 	return schema.Errorf(b.File, b.FileRow+int64(i), column, format, args...)
 }
 
@@ -301,4 +307,13 @@ func fieldIndex(s *arrow.Schema, name string) int {
 		return idx[0]
 	}
 	return -1
+}
+
+// validate validates the batch's rows (those of a shard were validated as
+// read).
+func (b *Batch) validate() error {
+	if b.fileRows != nil {
+		return nil
+	}
+	return schema.Validate(b.File, b.FileRow, b.rec, schema.ValidateOptions{AllowInvalidReward: true})
 }

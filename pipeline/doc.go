@@ -73,6 +73,15 @@
 // store's. A bad row is located by its file and its row within that file on
 // every path.
 //
+// # Shards
+//
+// A job with a Shard runs over the rows of one shard's explore batches
+// (package shard): the group pass and every read see only those rows (row
+// groups that cannot hold them are skipped), Batch.Row counts them, and the
+// stages compute as over a store of those rows alone. A stage whose result
+// depends on rows of other batches says why in Needs.CrossBatch, and the
+// engine refuses to shard the job.
+//
 // # Formats
 //
 // The input may be Parquet, Arrow IPC, JSONL or a Trinity SQL buffer (a

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 	rsql "github.com/rftpipe/rftpipe/sql"
@@ -56,7 +57,8 @@ func (g *Grouping) Row(i int64) int32 {
 // a temporary Parquet file of the scalar columns needed, in tmpDir.
 // With n.InvalidRewards, rows with an invalid reward are grouped like the
 // others (their reward is NaN or ±Inf); otherwise they belong to no group.
-func groupPass(ctx context.Context, in string, files []string, n GroupNeeds, tmpDir string) (*Grouping, error) {
+// With a shard, only the rows of its batches are grouped.
+func groupPass(ctx context.Context, in string, files []string, n GroupNeeds, sh *shard.Shard, tmpDir string) (*Grouping, error) {
 	files, err := parquetFiles(ctx, in, files, groupColumns(n), tmpDir)
 	if err != nil {
 		return nil, err
@@ -73,6 +75,11 @@ func groupPass(ctx context.Context, in string, files []string, n GroupNeeds, tmp
 	}()
 	if err := createExps(ctx, db, files); err != nil {
 		return nil, err
+	}
+	if sh != nil {
+		if err := restrictExps(ctx, db, *sh); err != nil {
+			return nil, err
+		}
 	}
 
 	g := &Grouping{Input: &advantage.Input{}, FirstInvalid: -1}
@@ -165,7 +172,7 @@ func scanTasks(ctx context.Context, db *dbsql.DB, g *Grouping, vars map[string]s
 		}
 		if !id.Valid { // invalid reward, dropped
 			if g.planRow == nil {
-				g.planRow = make([]int32, row, row+1)
+				g.planRow = make([]int32, g.Rows, g.Rows+1)
 				for i := range g.planRow {
 					g.planRow[i] = int32(i)
 				}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/stages/agg"
@@ -54,6 +55,10 @@ type Job struct {
 	// store, once known (after the group or a statistics pass).
 	Progress func(rows int64)
 	Total    func(rows int64)
+	// Shard, when set, runs the job over the rows of one shard's batches
+	// only (package shard); a stage that needs more than one batch
+	// (Needs.CrossBatch) refuses it.
+	Shard *shard.Shard
 }
 
 // Invalid-reward policies.
@@ -86,6 +91,14 @@ type Result struct {
 	Groups int
 	// Metrics are the published metrics, under upstream's names.
 	Metrics agg.Metrics
+	// Weights gives, for the metrics that are means, the number of values
+	// (groups, rows) each averages: what combines the metrics of the shards
+	// of a job (package shard).
+	Weights agg.Metrics
+	// BytesRead is the number of bytes the Go reader read from the store's
+	// Parquet files (streaming and statistics passes; DuckDB's group pass
+	// reads on its own).
+	BytesRead int64
 	// Elapsed is the wall time of the whole job.
 	Elapsed time.Duration
 }
@@ -120,6 +133,10 @@ type Needs struct {
 	// output then has duplicate_of).
 	Writes     []string
 	Duplicates bool
+	// CrossBatch, when set, says why the stage's result for a row depends
+	// on rows of other explore batches (a statistic over the whole store):
+	// the job cannot be sharded.
+	CrossBatch string
 }
 
 // AllPasses is Needs.Passes of a stage that runs in every statistics pass.

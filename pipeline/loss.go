@@ -67,7 +67,8 @@ func (l *LossStage) Name() string { return "loss/" + l.obj.Policy.Name() }
 
 // Needs implements Stage.
 func (l *LossStage) Needs() Needs {
-	n := Needs{Columns: []string{schema.ActionMask}, Passes: 1, Writes: []string{schema.GradLogprob}}
+	n := Needs{Columns: []string{schema.ActionMask}, Passes: 1, Writes: []string{schema.GradLogprob},
+		CrossBatch: "the loss is taken over the store as one trainer batch (its aggregation divides by the whole store's token and row totals)"}
 	if l.obj.Policy.Def.GradAfterSums {
 		n.Passes = 2
 	}

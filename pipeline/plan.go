@@ -38,8 +38,9 @@ func (p *planStage) Name() string { return p.name }
 func (p *planStage) Needs() Needs {
 	n := advantage.NeedsOf(p.fn)
 	return Needs{
-		Columns: []string{schema.Batch, schema.Task, schema.Reward},
-		Group:   &GroupNeeds{Runs: n.Runs, Step: n.Step, LogprobMean: n.LogprobMean, InvalidRewards: n.InvalidRewards},
+		Columns:    []string{schema.Batch, schema.Task, schema.Reward},
+		Group:      &GroupNeeds{Runs: n.Runs, Step: n.Step, LogprobMean: n.LogprobMean, InvalidRewards: n.InvalidRewards},
+		CrossBatch: advantage.CrossBatchOf(p.fn),
 	}
 }
 
@@ -57,6 +58,7 @@ func (p *planStage) Group(g *Grouping) error {
 func (p *planStage) Finish(res *Result) error {
 	res.Filtered = int64(p.plan.Filtered)
 	res.Metrics.Merge("experience_pipeline", p.plan.Metrics)
+	res.Weights.Merge("experience_pipeline", p.plan.Weights)
 	res.Metrics["time/experience_pipeline/operator/"+p.name] = p.opTime.Seconds()
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow/go/v17/arrow"
-	"github.com/apache/arrow/go/v17/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -28,7 +27,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	}
 
 	// 1. Open the store; check the columns the stages declare.
-	r, err := store.Open(job.In, store.BatchRows(job.BatchRows))
+	r, err := store.Open(job.In, job.readOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -47,18 +46,21 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 			return nil, err
 		}
 	}
+	if err := checkShardable(&job); err != nil {
+		return nil, err
+	}
 	tmp, err := store.TempDir()
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	res := &Result{Metrics: agg.Metrics{}}
+	res := &Result{Metrics: agg.Metrics{}, Weights: agg.Metrics{}}
 
 	// 2. Group pass, when a stage asks for it: DuckDB reads the scalar
 	// columns and groups the rows.
 	var g *Grouping
 	if gn, ok := groupNeeds(job.Stages); ok {
-		if g, err = groupPass(ctx, job.In, r.Files(), gn, tmp); err != nil {
+		if g, err = groupPass(ctx, job.In, r.Files(), gn, job.Shard, tmp); err != nil {
 			return nil, err
 		}
 		switch {
@@ -88,7 +90,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		total = g.Rows
 	}
 	for p := 0; p < observePasses(job.Stages); p++ {
-		if total, err = observe(ctx, &job, p, g); err != nil {
+		if total, err = observe(ctx, &job, p, g, res); err != nil {
 			return nil, err
 		}
 	}
@@ -112,6 +114,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, err
 	}
 	res.In, res.Out, res.Duplicated = s.rows, s.written, s.copied
+	res.BytesRead += r.BytesRead()
 	if total >= 0 && s.rows != total {
 		return nil, schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", total, s.rows)
 	}
@@ -173,7 +176,7 @@ func observing(st Stage, p int) (Observer, bool) {
 
 // observe runs statistics pass p: the observing stages see every batch,
 // read with only the columns they declare. It returns the rows read.
-func observe(ctx context.Context, job *Job, p int, g *Grouping) (int64, error) {
+func observe(ctx context.Context, job *Job, p int, g *Grouping, res *Result) (int64, error) {
 	var want []string
 	for _, st := range job.Stages {
 		if _, ok := observing(st, p); ok {
@@ -182,7 +185,10 @@ func observe(ctx context.Context, job *Job, p int, g *Grouping) (int64, error) {
 		}
 	}
 	want = append(want, schema.ActionMask, schema.Logprobs) // the response layout
-	r, err := store.Open(job.In, store.BatchRows(job.BatchRows))
+	if job.Shard != nil {
+		want = append(want, schema.Batch)
+	}
+	r, err := store.Open(job.In, job.readOptions()...)
 	if err != nil {
 		return 0, err
 	}
@@ -194,18 +200,23 @@ func observe(ctx context.Context, job *Job, p int, g *Grouping) (int64, error) {
 		}
 	}
 	r.Close()
-	if r, err = store.Open(job.In, store.BatchRows(job.BatchRows), store.Columns(names...)); err != nil {
+	if r, err = store.Open(job.In, job.readOptions(store.Columns(names...))...); err != nil {
 		return 0, err
 	}
 	defer r.Close()
 	cols = newColumns(r.Files()[0], r.Schema(), job.Columns)
+	bt := newBatcher(job, cols, r.Schema())
 	var rows int64
 	err = r.ForEach(ctx, func(rec arrow.Record) error {
-		file, fileRow, row := r.Pos()
-		if err := schema.Validate(file, fileRow, rec, schema.ValidateOptions{AllowInvalidReward: true}); err != nil {
+		file, fileRow, _ := r.Pos()
+		b, err := bt.batch(rec, file, fileRow)
+		if b == nil || err != nil {
 			return err
 		}
-		b := &Batch{rec: rec, cols: cols, File: file, FileRow: fileRow, Row: row, mem: memory.DefaultAllocator}
+		defer b.rec.Release()
+		if err := b.validate(); err != nil {
+			return err
+		}
 		defer b.release()
 		rows += int64(b.Len())
 		for _, st := range job.Stages {
@@ -220,6 +231,7 @@ func observe(ctx context.Context, job *Job, p int, g *Grouping) (int64, error) {
 	if err == nil && g != nil && rows != g.Rows {
 		err = schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", g.Rows, rows)
 	}
+	res.BytesRead += r.BytesRead()
 	return rows, err
 }
 
@@ -292,6 +304,7 @@ func (s *streamer) abort() {
 func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 	eg, ctx := errgroup.WithContext(ctx)
 	in := make(chan *Batch, 1)
+	bt := newBatcher(s.job, s.cols, r.Schema())
 	outs := make(chan out, 2)
 	eg.Go(func() error { // read
 		defer close(in)
@@ -306,13 +319,18 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 			if s.job.Progress != nil {
 				s.job.Progress(rec.NumRows())
 			}
-			rec.Retain()
-			file, fileRow, row := r.Pos()
-			b := &Batch{rec: rec, cols: s.cols, File: file, FileRow: fileRow, Row: row, mem: memory.DefaultAllocator}
+			file, fileRow, _ := r.Pos()
+			b, err := bt.batch(rec, file, fileRow)
+			if err != nil {
+				return err
+			}
+			if b == nil {
+				continue
+			}
 			select {
 			case in <- b:
 			case <-ctx.Done():
-				rec.Release()
+				b.rec.Release()
 				return ctx.Err()
 			}
 		}
@@ -362,7 +380,7 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 // apply validates one batch, runs it through the stages and shapes its
 // output records.
 func (s *streamer) apply(b *Batch) (kept, copies arrow.Record, err error) {
-	if err := schema.Validate(b.File, b.FileRow, b.rec, schema.ValidateOptions{AllowInvalidReward: true}); err != nil {
+	if err := b.validate(); err != nil {
 		return nil, nil, err
 	}
 	if s.g != nil && b.Row+int64(b.Len()) > s.g.Rows {

@@ -137,6 +137,7 @@ func (s *scoresStage) scores(b *Batch, p *kl.Penalty) error {
 func (s *scoresStage) Finish(res *Result) error {
 	if s.run != nil {
 		res.Metrics.Merge("critic", s.run.Finish())
+		res.Weights["critic/kl"] = float64(res.In) // a mean over rows
 	}
 	return nil
 }
@@ -175,7 +176,7 @@ func (t *trainerStage) Prepare(has func(string) bool) error {
 
 func (t *trainerStage) Needs() Needs {
 	n := Needs{Columns: []string{schema.Batch, schema.Task, schema.ActionMask}, Passes: t.passes(),
-		Writes: []string{schema.Advantages, schema.Returns}}
+		Writes: []string{schema.Advantages, schema.Returns}, CrossBatch: advantage.CrossBatchOf(t.st)}
 	for _, in := range t.fn.Inputs() {
 		n.Optional = append(n.Optional, inputColumns[in]...)
 	}

@@ -78,6 +78,16 @@ func runAlgorithmJob(c *cli.Context) error {
 		if err != nil {
 			return nil, err
 		}
+		sh, err := shardOf(c)
+		if err != nil {
+			return nil, err
+		}
+		dir := j.Output
+		if sh != nil {
+			if j.Output, err = partOut(dir, *sh); err != nil {
+				return nil, err
+			}
+		}
 		bar := newProgress(c, "run", -1)
 		out, err := job.Run(c.Context, j, res, job.RunOptions{
 			OnInvalidReward: c.String("on-invalid-reward"),
@@ -86,10 +96,16 @@ func runAlgorithmJob(c *cli.Context) error {
 			Total:           bar.Total,
 			InsideInput:     c.Bool("allow-inside-input"),
 			Args:            c.StringSlice("arg"),
+			Shard:           sh,
 		})
 		bar.Done()
 		if err != nil {
 			return nil, err
+		}
+		if sh != nil {
+			if err := writePart(dir, *sh, label, out); err != nil {
+				return nil, err
+			}
 		}
 		fmt.Fprintf(c.App.ErrWriter, "run: algorithm %s (%s): %d experiences -> %d written to %s in %.1fs\n",
 			res.Config.AlgorithmType, job.What(res), out.In, out.Out, j.Output, out.Elapsed.Seconds())

@@ -73,7 +73,7 @@ func lossCommand() *cli.Command {
 			&cli.StringFlag{Name: "grad-out", Usage: "write grad_logprob list<float32> (+ id columns) aligned with the input rows to `FILE`"},
 			deviceFlag(),
 			formatFlag(),
-		}, append(monitorFlags(), algorithmFlags()...)...),
+		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags()...)...),
 		Action: runLoss,
 	}
 }
@@ -111,8 +111,12 @@ func runLoss(c *cli.Context) error {
 	}
 	return monitored(c, label, c.String("metrics"), c.String("prom"), func() (agg.Metrics, error) {
 		st := pipeline.NewLoss(o, ev, cols, c.Int64("step"))
+		sh, err := shardOf(c)
+		if err != nil {
+			return nil, err
+		}
 		res, err := pipeline.Run(c.Context, pipeline.Job{
-			In: in, Out: c.String("grad-out"), Stages: []pipeline.Stage{st}, Keep: idColumns,
+			In: in, Out: c.String("grad-out"), Stages: []pipeline.Stage{st}, Keep: idColumns, Shard: sh,
 		})
 		if err != nil {
 			return nil, err

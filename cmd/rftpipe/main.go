@@ -48,6 +48,7 @@ func newApp() *cli.App {
 			conformanceCommand(),
 			benchCommand(),
 			streaming(lossCommand()),
+			mergeMetricsCommand(),
 			completionCommand(),
 		},
 		// Errors are printed once, by main, in one line.

@@ -33,7 +33,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
 			&cli.BoolFlag{Name: "allow-inside-input", Usage: "write the output inside the input store's directory (refused by default: the next read would take it for part of the store)"},
 			progressFlag(),
-		}, append(monitorFlags(), algorithmFlags()...)...),
+		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("run takes no positional arguments (got %q)", c.Args().First())
@@ -66,9 +66,19 @@ func runCommand() *cli.Command {
 				if out == "" || c.String("in") == "" {
 					return nil, usagef("give --in STORE and --out STORE")
 				}
+				sh, err := shardOf(c)
+				if err != nil {
+					return nil, err
+				}
+				part := out
+				if sh != nil {
+					if part, err = partOut(out, *sh); err != nil {
+						return nil, err
+					}
+				}
 				bar := newProgress(c, "run", -1)
 				res, err := pipeline.Run(c.Context, pipeline.Job{
-					In: c.String("in"), Out: out, Stages: stages,
+					In: c.String("in"), Out: part, Stages: stages, Shard: sh,
 					Seed: c.Uint64("seed"), OnInvalidReward: c.String("on-invalid-reward"),
 					Parquet:  store.ParquetOptions{Codec: c.String("codec")},
 					Progress: bar.Add, Total: bar.Total, InsideInput: c.Bool("allow-inside-input"),
@@ -77,8 +87,13 @@ func runCommand() *cli.Command {
 				if err != nil {
 					return nil, err
 				}
+				if sh != nil {
+					if err := writePart(out, *sh, label, res); err != nil {
+						return nil, err
+					}
+				}
 				fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences in %d groups -> %d written (%d filtered, %d invalid dropped, %d duplicated) to %s in %.1fs (%.0f/s)\n",
-					name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, out,
+					name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, part,
 					res.Elapsed.Seconds(), float64(res.In)/res.Elapsed.Seconds())
 				if res.Out == 0 && res.In > 0 {
 					fmt.Fprintln(c.App.ErrWriter, "run: warning: every experience was filtered out; the output store is empty")

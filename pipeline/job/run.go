@@ -8,6 +8,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/trinity"
@@ -29,6 +30,8 @@ type RunOptions struct {
 	InsideInput bool
 	// Args override the advantage fn's arguments (command-line --arg).
 	Args []string
+	// Shard, when set, runs one shard of the job (pipeline.Job.Shard).
+	Shard *shard.Shard
 }
 
 // What says what Run does for a resolved algorithm.
@@ -188,7 +191,7 @@ func Run(ctx context.Context, j *Job, res *algorithm.Resolved, opt RunOptions) (
 	return pipeline.Run(ctx, pipeline.Job{
 		In: in, Out: j.Output, Stages: stages, Columns: j.Columns, Seed: j.Seed,
 		OnInvalidReward: opt.OnInvalidReward, Parquet: opt.Parquet, Progress: opt.Progress, Total: opt.Total,
-		InsideInput: opt.InsideInput,
+		InsideInput: opt.InsideInput, Shard: opt.Shard,
 	})
 }
 

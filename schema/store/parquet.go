@@ -41,6 +41,8 @@ type parquetSource struct {
 	read    int64 // rows of the file read so far
 	stamp   fileStamp
 	cur     arrow.Record
+	skip    rowGroupSkipper
+	skipped int64 // rows of the row groups skipped (SkipRowGroups)
 }
 
 func openParquet(path string, cfg readConfig) (source, error) {
@@ -54,7 +56,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	if err != nil {
 		return nil, fileError(path, err, "cannot open")
 	}
-	pf, err := file.NewParquetReader(fh)
+	pf, err := file.NewParquetReader(countingFile{fh, cfg.bytes})
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
@@ -99,7 +101,8 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		rd.Release()
 	}
 	kept = true
-	return &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp}, nil
+	return &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp,
+		skip: newRowGroupSkipper(pf, cfg)}, nil
 }
 
 // checkRowGroups checks that the footer's row count is the sum of its row
@@ -121,6 +124,9 @@ func checkRowGroups(path string, pf *file.Reader) error {
 
 func (p *parquetSource) Schema() *arrow.Schema { return p.sc }
 
+// skippedRows implements skipper.
+func (p *parquetSource) skippedRows() int64 { return p.skipped }
+
 // nextRowGroup opens the column readers of the next row group that has rows;
 // false at the end of the file.
 func (p *parquetSource) nextRowGroup() (bool, error) {
@@ -129,6 +135,11 @@ func (p *parquetSource) nextRowGroup() (bool, error) {
 		p.rg++
 		p.left = p.pf.MetaData().RowGroup(p.rg).NumRows()
 		if p.left == 0 {
+			continue
+		}
+		if p.skip.skips(p.rg) {
+			p.skipped += p.left
+			p.left = 0
 			continue
 		}
 		readers, _, err := p.fr.GetFieldReaders(context.Background(), p.leaves, []int{p.rg})
@@ -210,8 +221,8 @@ func (p *parquetSource) lost(col int, got, rows int64) error {
 // end checks, at the end of the file, that every promised row was read and
 // that the file did not change meanwhile; it returns io.EOF if so.
 func (p *parquetSource) end() error {
-	if p.read != p.pf.NumRows() {
-		return schema.Errorf(p.path, -1, "", "read %d of the %d rows the footer promises", p.read, p.pf.NumRows())
+	if p.read+p.skipped != p.pf.NumRows() {
+		return schema.Errorf(p.path, -1, "", "read %d (and skipped %d) of the %d rows the footer promises", p.read, p.skipped, p.pf.NumRows())
 	}
 	if err := p.stamp.check(p.path); err != nil {
 		return err
@@ -291,7 +302,7 @@ func (o ParquetOptions) writerProperties(s *arrow.Schema) (*parquet.WriterProper
 	}
 	opts := []parquet.WriterProperty{
 		parquet.WithCompression(codec),
-		parquet.WithStats(false),
+		parquet.WithStats(false), // but see batch below
 		parquet.WithDataPageSize(1 << 20),
 		// The format wants a required root; arrow-go writes a repeated one
 		// by default, which readers that honour it (hyparquet) take as one
@@ -303,6 +314,11 @@ func (o ParquetOptions) writerProperties(s *arrow.Schema) (*parquet.WriterProper
 	}
 	if o.RowGroupRows > 0 {
 		opts = append(opts, parquet.WithMaxRowGroupLength(o.RowGroupRows))
+	}
+	if s.HasField(schema.Batch) {
+		// min/max of the batch ids per row group: a shard of a sharded job
+		// skips the row groups that hold none of its batches.
+		opts = append(opts, parquet.WithStatsFor(schema.Batch, true))
 	}
 	for _, f := range s.Fields() {
 		if l, ok := f.Type.(*arrow.ListType); ok {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/memory"
@@ -32,6 +33,16 @@ type readConfig struct {
 	columns   []string
 	batchRows int
 	mem       memory.Allocator
+	// row groups to skip (SkipRowGroups), and the Parquet bytes read
+	skipColumn string
+	skipMay    func(Range) bool
+	bytes      *atomic.Int64
+}
+
+// skipper is a source that skips rows (SkipRowGroups): skippedRows is the
+// number skipped so far.
+type skipper interface {
+	skippedRows() int64
 }
 
 // Columns restricts reading to the named top-level columns (Parquet reads only
@@ -56,12 +67,15 @@ type Reader struct {
 	files  []string
 	idx    int
 	cur    source
+	raw    source // cur before normalise
 	schema *arrow.Schema
 
 	fileRow   int64 // row index within the current file of the last batch's first row
 	globalRow int64 // row index within the store of the last batch's first row
 	nextFile  int64
 	nextStore int64
+	// rows skipped in the current file so far, and in the store
+	skippedFile, skipped int64
 }
 
 // Expand resolves a store path into its files: a file, a directory (every
@@ -118,7 +132,7 @@ func parquetFiles(dir string) []string {
 // Open opens a store for streaming. Every file of a multi-file store must have
 // the same schema as the first.
 func Open(path string, opts ...ReadOption) (*Reader, error) {
-	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator}
+	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64)}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -165,6 +179,7 @@ func (r *Reader) openNext() (err error) {
 	if err != nil {
 		return err
 	}
+	r.raw, r.skippedFile = s, 0
 	s = normalise(file, s, r.cfg.mem)
 	if r.schema != nil && !SameColumns(s.Schema(), r.schema) {
 		s.Close()
@@ -187,6 +202,7 @@ func (r *Reader) Files() []string { return r.files }
 func (r *Reader) Next() (rec arrow.Record, err error) {
 	for r.cur != nil {
 		rec, err = r.next()
+		r.countSkipped()
 		if err == nil {
 			if rec.NumRows() == 0 {
 				continue
@@ -209,6 +225,28 @@ func (r *Reader) Next() (rec arrow.Record, err error) {
 	}
 	return nil, io.EOF
 }
+
+// countSkipped moves the positions past the rows the source skipped since
+// the last call.
+func (r *Reader) countSkipped() {
+	s, ok := r.raw.(skipper)
+	if !ok {
+		return
+	}
+	d := s.skippedRows() - r.skippedFile
+	r.skippedFile += d
+	r.skipped += d
+	r.nextFile += d
+	r.nextStore += d
+}
+
+// Skipped returns the number of rows skipped so far (SkipRowGroups): rows
+// the footer statistics rule out, accounted for, not lost.
+func (r *Reader) Skipped() int64 { return r.skipped }
+
+// BytesRead returns the number of bytes read so far from the store's
+// Parquet files (footers, pages), as they lie on disk.
+func (r *Reader) BytesRead() int64 { return r.cfg.bytes.Load() }
 
 func (r *Reader) next() (rec arrow.Record, err error) {
 	file := r.files[r.idx]

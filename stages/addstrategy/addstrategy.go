@@ -55,7 +55,7 @@ func (s *Strategy) Plan(in *advantage.Input) (*advantage.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	metrics := agg.Metrics{}
+	metrics, weights := agg.Metrics{}, agg.Metrics{}
 	if s.timed {
 		metrics["add_strategy_time"] = time.Since(start).Seconds()
 	}
@@ -65,9 +65,12 @@ func (s *Strategy) Plan(in *advantage.Input) (*advantage.Plan, error) {
 	for k, v := range p.Metrics {
 		if s.groupMetrics && strings.HasPrefix(k, "group_advantages/") {
 			metrics[k] = v
+			if w, ok := p.Weights[k]; ok {
+				weights[k] = w
+			}
 		}
 	}
-	p.Metrics = metrics
+	p.Metrics, p.Weights = metrics, weights
 	return p, nil
 }
 
@@ -139,3 +142,12 @@ var (
 
 // Needs implements advantage.Needer: what the strategy's stage reads.
 func (s *Strategy) Needs() advantage.Needs { return advantage.NeedsOf(s.stage) }
+
+// CrossBatch implements advantage.CrossBatcher: the refill draws from the
+// kept groups of the whole input; otherwise the stage's own reason.
+func (s *Strategy) CrossBatch() string {
+	if s.refill {
+		return "the refill copies kept groups of the whole input until it has as many rows"
+	}
+	return advantage.CrossBatchOf(s.stage)
+}

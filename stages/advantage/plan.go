@@ -47,6 +47,10 @@ type Plan struct {
 	Filtered int
 	// Metrics holds the stage's metrics under upstream's names.
 	Metrics agg.Metrics
+	// Weights gives, for the metrics that are means (over groups), the
+	// number of values each averages: what combines the metrics of the
+	// parts of a sharded job.
+	Weights agg.Metrics
 }
 
 // Dup is one duplicate block: a copy of every kept row of group Group (an
@@ -122,6 +126,7 @@ func planGroups(in *Input, rule groupRule, pol SingletonPolicy) (*Plan, error) {
 	}
 	p.Filtered = out.filtered
 	p.Metrics = gat.Metrics("group_advantages")
+	p.Weights = gat.Weights("group_advantages")
 	return p, nil
 }
 

@@ -128,6 +128,8 @@ func (f *StepWiseGRPO) Plan(in *Input) (*Plan, error) {
 	p.Metrics["experience_count"] = float64(in.N() - p.Filtered)
 	p.Metrics["filtered_count"] = float64(p.Filtered)
 	p.Metrics["skipped_group_ratio"] = float64(out.dropped) / float64(in.Tasks.Len())
+	p.Weights = gat.Weights("group_advantages")
+	p.Weights["skipped_group_ratio"] = float64(in.Tasks.Len())
 	return p, nil
 }
 

@@ -39,6 +39,18 @@ func (g *Gatherer) Add(col int, v float64) {
 	a.min = math.Min(a.min, v)
 }
 
+// Weights returns, for every "{prefix}/{name}/mean" of Metrics, the number
+// of values it averages.
+func (g *Gatherer) Weights(prefix string) Metrics {
+	out := Metrics{}
+	for i, a := range g.acc {
+		if a.n > 0 {
+			out[prefix+"/"+g.names[i]+"/mean"] = float64(a.n)
+		}
+	}
+	return out
+}
+
 // Metrics returns "{prefix}/{name}/{mean,max,min}" for every column that
 // received at least one value.
 func (g *Gatherer) Metrics(prefix string) Metrics {

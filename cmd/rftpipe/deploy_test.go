@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
+)
+
+// parseOnly parses args (without the program name) with rftpipe's own
+// flag parser, the actions replaced: an error is a command line rftpipe
+// refuses. It returns the parsed shard settings.
+func parseOnly(t *testing.T, args []string) (shards, shard int) {
+	t.Helper()
+	app := newApp()
+	ran := false
+	for _, c := range app.Commands {
+		c.Action = func(c *cli.Context) error {
+			ran = true
+			shards, shard = c.Int("shards"), c.Int("shard")
+			if c.NArg() > 0 {
+				t.Errorf("%v: stray arguments %v", args, c.Args().Slice())
+			}
+			return nil
+		}
+		c.Before = nil
+	}
+	if err := app.Run(interspersed(app, append([]string{"rftpipe"}, args...))); err != nil || !ran {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return shards, shard
+}
+
+// TestDeployFiles: the Kubernetes manifest parses as an Indexed Job whose
+// completions equal its --shards, the Slurm script's array matches its
+// --shards, and both command lines are ones rftpipe accepts.
+func TestDeployFiles(t *testing.T) {
+	b, err := os.ReadFile("deploy/indexed-job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job struct {
+		Kind string
+		Spec struct {
+			CompletionMode string `yaml:"completionMode"`
+			Completions    int
+			Template       struct {
+				Spec struct {
+					Containers []struct {
+						Command, Args []string
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &job); err != nil {
+		t.Fatal(err)
+	}
+	if job.Kind != "Job" || job.Spec.CompletionMode != "Indexed" || len(job.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("not an Indexed Job: %+v", job)
+	}
+	c := job.Spec.Template.Spec.Containers[0]
+	if len(c.Command) != 1 || c.Command[0] != "rftpipe" {
+		t.Fatalf("command %v", c.Command)
+	}
+	if n, _ := parseOnly(t, c.Args); n != job.Spec.Completions {
+		t.Errorf("--shards %d, completions %d", n, job.Spec.Completions)
+	}
+
+	b, err = os.ReadFile("deploy/slurm-array.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line, array string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "#SBATCH --array="); ok {
+			array = v
+		}
+		if strings.HasPrefix(l, "rftpipe ") {
+			line = l
+		}
+	}
+	if array != "0-7" || line == "" {
+		t.Fatalf("array %q, command %q", array, line)
+	}
+	line = strings.ReplaceAll(line, `"$SLURM_ARRAY_TASK_ID"`, "7")
+	if n, i := parseOnly(t, strings.Fields(line)[1:]); n != 8 || i != 7 {
+		t.Errorf("--shards %d --shard %d", n, i)
+	}
+}

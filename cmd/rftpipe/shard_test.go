@@ -1,0 +1,242 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+// unshardable are the presets whose results depend on rows of more than one
+// batch: a sharded run of them is refused.
+var unshardable = map[string]string{
+	"ppo":               "ppo whitens over the whole trainer batch",
+	"reinforceplusplus": "reinforceplusplus whitens over the whole trainer batch",
+}
+
+// storeRows returns every row of a store rendered as JSON (one string per
+// row, columns in schema order), sorted: the store's rows as a multiset.
+func storeRows(t *testing.T, path string) []string {
+	t.Helper()
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var rows []string
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			var b strings.Builder
+			for c, col := range rec.Columns() {
+				v, err := json.Marshal(col.GetOneForMarshal(i))
+				if err != nil {
+					t.Fatalf("row %d column %s: %v", i, rec.ColumnName(c), err)
+				}
+				fmt.Fprintf(&b, "%s=%s;", rec.ColumnName(c), v)
+			}
+			rows = append(rows, b.String())
+		}
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+// readMetrics reads a metrics JSON file, leaving out the timings and the
+// status gauges (which no two runs share).
+func readMetrics(t *testing.T, path string) map[string]*float64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]*float64{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k := range m {
+		if strings.HasPrefix(k, "time/") || strings.HasPrefix(k, "rftpipe/") {
+			delete(m, k)
+		}
+	}
+	return m
+}
+
+// TestShardedPresetsMatchSingleRun runs every preset over a 16-batch store
+// once, then as N = 1, 3 and 8 shards in parallel child processes (the index
+// in JOB_COMPLETION_INDEX, as Kubernetes sets it): the parts hold the single
+// run's rows with the same values, and merge-metrics gives its metrics —
+// counts exactly, means within 1e-12 relative. The presets that need more
+// than one batch are refused, naming why.
+func TestShardedPresetsMatchSingleRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 273 runs")
+	}
+	dir := t.TempDir()
+	full, pairs := filepath.Join(dir, "full.parquet"), filepath.Join(dir, "pairs.parquet")
+	for _, args := range [][]string{
+		{"gen", "--tasks", "48", "--runs", "4", "--tasks-per-batch", "3", "--resp-len", "8:24", "--reward", "uniform", "--with", "all", "--seed", "11", "--out", full},
+		{"gen", "--kind", "pairs", "--tasks", "48", "--tasks-per-batch", "3", "--resp-len", "8:24", "--with", "logprob,ref_logprob", "--seed", "12", "--out", pairs},
+	} {
+		if _, stderr, code := runCLI(t, args...); code != 0 {
+			t.Fatalf("gen: %s", stderr)
+		}
+	}
+	for _, name := range algorithm.Default().Names() {
+		t.Run(name, func(t *testing.T) {
+			in := full
+			if name == "dpo" {
+				in = pairs
+			}
+			tmp := t.TempDir()
+			single := filepath.Join(tmp, "single.parquet")
+			if _, stderr, code := runCLI(t, "run", "--algorithm", name, "--in", in, "--out", single,
+				"--metrics", filepath.Join(tmp, "single.json"), "--progress", "never"); code != 0 {
+				t.Fatalf("single run: exit %d: %s", code, stderr)
+			}
+			want := storeRows(t, single)
+			wantM := readMetrics(t, filepath.Join(tmp, "single.json"))
+			for _, n := range []int{1, 3, 8} {
+				out := filepath.Join(tmp, fmt.Sprintf("out%d", n))
+				errs := make([]string, n)
+				codes := make([]int, n)
+				var wg sync.WaitGroup
+				for i := 0; i < n; i++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						cmd := cliCmd([]string{fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i)},
+							"run", "--algorithm", name, "--in", in, "--out", out, "--shards", fmt.Sprint(n), "--progress", "never")
+						b, err := cmd.CombinedOutput()
+						errs[i] = string(b)
+						if err != nil {
+							codes[i] = cmd.ProcessState.ExitCode()
+						}
+					}()
+				}
+				wg.Wait()
+				if why, ok := unshardable[name]; ok {
+					for i := range n {
+						if codes[i] != 2 || !strings.Contains(errs[i], "cannot be sharded: "+why) {
+							t.Fatalf("N=%d shard %d: exit %d, want a refusal (%s): %s", n, i, codes[i], why, errs[i])
+						}
+					}
+					continue
+				}
+				for i := range n {
+					if codes[i] != 0 {
+						t.Fatalf("N=%d shard %d: exit %d: %s", n, i, codes[i], errs[i])
+					}
+				}
+				if got := storeRows(t, out); !slices.Equal(got, want) {
+					t.Fatalf("N=%d: %d rows, the single run %d; first difference: %s", n, len(got), len(want), firstDiff(got, want))
+				}
+				merged := filepath.Join(tmp, fmt.Sprintf("merged%d.json", n))
+				if _, stderr, code := runCLI(t, "merge-metrics", out, "--metrics", merged); code != 0 {
+					t.Fatalf("merge-metrics: exit %d: %s", code, stderr)
+				}
+				compareMetrics(t, n, readMetrics(t, merged), wantM)
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("\n sharded %s\n single  %s", a[i], b[i])
+		}
+	}
+	return "(one is a prefix of the other)"
+}
+
+// compareMetrics: the same names; counts equal, the others within 1e-12
+// relative.
+func compareMetrics(t *testing.T, n int, got, want map[string]*float64) {
+	t.Helper()
+	if len(want) == 0 {
+		return
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			t.Errorf("N=%d: merged metrics lack %s", n, k)
+		case (g == nil) != (w == nil):
+			t.Errorf("N=%d: %s = %v, single run %v", n, k, g, w)
+		case g == nil:
+		case strings.HasSuffix(k, "_count") && *g != *w:
+			t.Errorf("N=%d: count %s = %v, single run %v", n, k, *g, *w)
+		case math.Abs(*g-*w) > 1e-12*math.Abs(*w):
+			t.Errorf("N=%d: %s = %.17g, single run %.17g", n, k, *g, *w)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("N=%d: merged metric %s is not the single run's", n, k)
+		}
+	}
+}
+
+// TestShardRefusalsAndMissingParts: fn arguments that need more than one
+// batch refuse --shards naming themselves, as does the loss; merge-metrics
+// lists the parts not yet written (exit 1); the output directory reads as
+// a store (its _metrics folder left out).
+func TestShardRefusalsAndMissingParts(t *testing.T) {
+	in := "../../fixtures/stores/demo.parquet"
+	out := filepath.Join(t.TempDir(), "out")
+	for _, c := range []struct{ args []string }{
+		{[]string{"run", "--advantage-fn", "grpo", "--arg", "std_cal_level=batch"}},
+		{[]string{"run", "--advantage-fn", "grpo", "--arg", "std_threshold=0", "--arg", "duplicate_experiences=true"}},
+		{[]string{"run", "--advantage-fn", "rec", "--arg", "drop=balance"}},
+		{[]string{"run", "--add-strategy", "duplicate_informative"}},
+		{[]string{"loss", "--fn", "ppo"}},
+	} {
+		args := append(c.args, "--in", in, "--out", out, "--shards", "2", "--shard", "0")
+		if c.args[0] == "loss" {
+			args = append(c.args, "--in", "../../fixtures/stores/full.parquet", "--shards", "2", "--shard", "0")
+		}
+		_, stderr, code := runCLI(t, args...)
+		if code != 2 || !strings.Contains(stderr, "cannot be sharded") {
+			t.Errorf("%v: exit %d, want a refusal: %s", c.args, code, stderr)
+		}
+	}
+	for _, bad := range [][]string{{"--shards", "2"}, {"--shards", "2", "--shard", "2"}, {"--shard", "1"}, {"--shards", "0", "--shard", "0"}} {
+		args := append([]string{"run", "--advantage-fn", "grpo", "--in", in, "--out", out}, bad...)
+		if _, stderr, code := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2: %s", bad, code, stderr)
+		}
+	}
+	if _, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--in", in, "--out", out, "--shards", "3", "--shard", "1"); code != 0 {
+		t.Fatal(stderr)
+	}
+	_, stderr, code := runCLI(t, "merge-metrics", out)
+	if code != 1 || !strings.Contains(stderr, "2 of 3 parts missing: 0, 2") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if stdout, stderr, code := runCLI(t, "inspect", out, "--format", "json"); code != 0 || !strings.Contains(stdout, `"rows"`) {
+		t.Fatalf("inspect OUT: exit %d: %s%s", code, stdout, stderr)
+	}
+	if stdout, stderr, code := runCLI(t, "sql", "SELECT count(*) AS n FROM experiences", "--store", out, "--format", "csv"); code != 0 || !strings.Contains(stdout, "n\n") {
+		t.Fatalf("sql OUT: exit %d: %s%s", code, stdout, stderr)
+	}
+	if _, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--in", out, "--out", filepath.Join(t.TempDir(), "again.parquet")); code != 0 {
+		t.Fatalf("run over OUT: %s", stderr)
+	}
+}

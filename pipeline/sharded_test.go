@@ -1,0 +1,94 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow/go/v17/arrow"
+
+	"github.com/rftpipe/rftpipe/pipeline/shard"
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/synth"
+)
+
+// shardRead reads the whole store at path as the streaming pass of shard
+// sh (nil: every row) reads it: it returns the Parquet bytes read, the rows
+// of the row groups read and skipped, and the rows of the shard among them.
+func shardRead(t *testing.T, path string, sh *shard.Shard) (bytes, read, skipped, held int64) {
+	t.Helper()
+	job := &Job{BatchRows: DefaultBatchRows, Shard: sh}
+	r, err := store.Open(path, job.readOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var idx []int64
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		read += rec.NumRows()
+		if sh != nil {
+			idx = sh.Rows(rec.Column(fieldIndex(rec.Schema(), schema.Batch)), idx[:0])
+			held += int64(len(idx))
+		}
+	}
+	return r.BytesRead(), read, r.Skipped(), held
+}
+
+// TestShardReadsItsRowGroups: on a batch-ordered store of 1M rows in 64
+// batches (row groups of 4096 rows), each of 8 shards reads only the row groups that can hold its
+// batches — at most 20% of the bytes of a whole read — skips the others
+// (every row accounted for, read or skipped) and finds all of its rows.
+func TestShardReadsItsRowGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: writes a 1M-row store")
+	}
+	path := filepath.Join(t.TempDir(), "s.parquet")
+	cfg := synth.Default()
+	cfg.Tasks, cfg.Runs, cfg.TasksPerBatch = 125000, 8, 1954 // 64 batches, 1M rows
+	cfg.PromptLen, cfg.RespMin, cfg.RespMax = 8, 8, 24
+	// Row groups of 4096 rows: a batch (15,625 rows) spans 4 or 5, so the
+	// row groups a shard reads for the batch boundaries add little (with
+	// 8192-row groups a shard of 9 batches reads 21% of the bytes).
+	w, err := store.Create(path, cfg.Schema(), store.WithParquet(store.ParquetOptions{RowGroupRows: 4096}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if err := synth.Generate(context.Background(), cfg, func(rec arrow.Record) error { return w.Write(rec) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	whole, rows, _, _ := shardRead(t, path, nil)
+	if rows != 1_000_000 {
+		t.Fatalf("%d rows", rows)
+	}
+	var held int64
+	for i := 0; i < 8; i++ {
+		sh := shard.Shard{N: 8, I: i}
+		bytes, read, skipped, h := shardRead(t, path, &sh)
+		frac := float64(bytes) / float64(whole)
+		t.Logf("shard %d/8: %d of %d rows (%.1f%%) in the row groups read, %.1f%% of the bytes", i, h, read, 100*float64(h)/float64(rows), 100*frac)
+		if read+skipped != rows {
+			t.Errorf("shard %d: %d read + %d skipped of %d rows", i, read, skipped, rows)
+		}
+		if frac > 0.20 {
+			t.Errorf("shard %d read %.1f%% of the bytes", i, 100*frac)
+		}
+		held += h
+	}
+	if held != rows {
+		t.Errorf("the shards hold %d of %d rows", held, rows)
+	}
+}
