@@ -24,7 +24,11 @@ type correctionStage struct {
 func (s *correctionStage) Name() string { return "rollout_correction" }
 
 func (s *correctionStage) Needs() Needs {
-	n := Needs{Columns: []string{schema.ActionMask, schema.Logprobs, schema.OldLogprob}}
+	n := Needs{Columns: []string{schema.ActionMask, schema.Logprobs, schema.OldLogprob},
+		// Its metrics are moments and extrema over the store's tokens (and
+		// batch normalisation divides by the store's mean weight), which
+		// the part metrics of shards do not combine.
+		CrossBatch: "rollout correction reports its metrics (and normalises its weights) over the store as one batch"}
 	if s.c.NeedsFirstPass() {
 		n.Passes = 1
 	}
