@@ -32,6 +32,7 @@ type readConfig struct {
 	columns   []string
 	batchRows int
 	mem       memory.Allocator
+	deferred  bool
 }
 
 // Columns restricts reading to the named top-level columns (Parquet reads only
@@ -173,6 +174,15 @@ func (r *Reader) openNext() (err error) {
 	}
 	r.cur = s
 	r.nextFile = 0
+	return nil
+}
+
+// Rest returns the columns of the last batch that a deferred read did not
+// decode (see Deferred); nil otherwise.
+func (r *Reader) Rest() *Rest {
+	if d, ok := r.cur.(interface{ lastRest() *Rest }); ok && r.cfg.deferred {
+		return d.lastRest()
+	}
 	return nil
 }
 
