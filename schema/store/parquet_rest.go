@@ -129,6 +129,16 @@ func (r *Rest) Schema() *arrow.Schema { return r.sc }
 // Rows returns the number of rows of the batch.
 func (r *Rest) Rows() int64 { return r.rows }
 
+// Levels returns the number of values (Parquet levels: one per list element,
+// one per empty or null list) the footer gives column name of the rest, and
+// whether the rest holds it.
+func (r *Rest) Levels(name string) (int64, bool) {
+	if i := r.sc.FieldIndices(name); len(i) > 0 {
+		return r.chunks[i[0]].meta.NumValues(), true
+	}
+	return 0, false
+}
+
 // Decode returns the rest's columns decoded (once; the record is the
 // Rest's until Release).
 func (r *Rest) Decode() (arrow.Record, error) {
