@@ -157,7 +157,8 @@ func (c *columnSink) copies(rest *Rest) bool {
 // sameLeaf reports whether two leaf columns store their values alike: same
 // physical and logical type, same levels.
 func sameLeaf(a, b *pqschema.Column) bool {
-	return a.PhysicalType() == b.PhysicalType() && a.TypeLength() == b.TypeLength() &&
+	flba := a.PhysicalType() == parquet.Types.FixedLenByteArray
+	return a.PhysicalType() == b.PhysicalType() && (!flba || a.TypeLength() == b.TypeLength()) &&
 		a.MaxDefinitionLevel() == b.MaxDefinitionLevel() && a.MaxRepetitionLevel() == b.MaxRepetitionLevel() &&
 		a.ConvertedType() == b.ConvertedType() && a.LogicalType().Equals(b.LogicalType())
 }
