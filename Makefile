@@ -34,6 +34,8 @@ demo: build
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	@# the end-to-end figures beside the machine's floor, on one core and two
+	$(GO) test -run '^$$' -bench 'BenchmarkRun$$' -benchtime 1x -cpu 1,2 ./pipeline
 
 # fixtures regenerates the bundled stores (deterministic: same bytes every time).
 fixtures: build

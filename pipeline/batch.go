@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/stages/agg"
 )
 
@@ -88,6 +89,7 @@ type Batch struct {
 	dropped  int
 	copies   []copyOf
 	mem      memory.Allocator
+	rest     *store.Rest // the columns a deferred read did not decode
 }
 
 // copyOf is a copy of row Row of the batch, its task id moved by Offset.

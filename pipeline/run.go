@@ -246,13 +246,19 @@ type streamer struct {
 	w         *store.Writer // nil: the job writes no store
 	spill     *store.Writer
 	spillPath string
+	// deferred: the streaming pass's reader and its columns, when the
+	// columns no stage reads pass through undecoded (defer.go).
+	deferred *store.Reader
+	dcols    *columns
 
 	rows, written, copied int64
 }
 
-// out is one output record, for the store or the spill.
+// out is one output record, for the store or the spill, with the rest of
+// its columns when they pass through undecoded.
 type out struct {
 	rec   arrow.Record
+	rest  *store.Rest
 	spill bool
 }
 
@@ -282,6 +288,10 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 	if s.w, err = store.Create(job.Out, s.sh.out, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
 		return nil, err
 	}
+	if s.deferred, s.dcols, err = deferredReader(job, r, cols); err != nil {
+		s.w.Abort()
+		return nil, err
+	}
 	if dup {
 		s.spillPath = filepath.Join(tmp, "copies.arrows")
 		if s.spill, err = store.Create(s.spillPath, s.sh.out); err != nil {
@@ -293,6 +303,9 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 }
 
 func (s *streamer) abort() {
+	if s.deferred != nil {
+		s.deferred.Close()
+	}
 	if s.w != nil {
 		s.w.Abort()
 	}
@@ -302,9 +315,13 @@ func (s *streamer) abort() {
 }
 
 func (s *streamer) run(ctx context.Context, r *store.Reader) error {
+	cols := s.cols
+	if s.deferred != nil {
+		r, cols = s.deferred, s.dcols
+	}
 	eg, ctx := errgroup.WithContext(ctx)
 	in := make(chan *Batch, 1)
-	bt := newBatcher(s.job, s.cols, r.Schema())
+	bt := newBatcher(s.job, cols, r.Schema())
 	outs := make(chan out, 2)
 	eg.Go(func() error { // read
 		defer close(in)
@@ -327,6 +344,7 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 			if b == nil {
 				continue
 			}
+			b.rest = r.Rest()
 			select {
 			case in <- b:
 			case <-ctx.Done():
@@ -339,6 +357,9 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 		for o := range outs {
 			err := s.write(o)
 			o.rec.Release()
+			if o.rest != nil {
+				o.rest.Release()
+			}
 			if err != nil {
 				for o := range outs {
 					o.rec.Release()
@@ -351,10 +372,13 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 	eg.Go(func() error { // stages
 		defer close(outs)
 		for b := range in {
-			kept, copies, err := s.apply(b)
+			kept, copies, rest, err := s.apply(b)
 			b.release()
 			b.rec.Release()
-			for _, o := range []out{{rec: kept}, {rec: copies, spill: true}} {
+			if b.rest != nil && rest == nil {
+				b.rest.Release()
+			}
+			for _, o := range []out{{rec: kept, rest: rest}, {rec: copies, spill: true}} {
 				if o.rec == nil {
 					continue
 				}
@@ -379,23 +403,26 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 
 // apply validates one batch, runs it through the stages and shapes its
 // output records.
-func (s *streamer) apply(b *Batch) (kept, copies arrow.Record, err error) {
+func (s *streamer) apply(b *Batch) (kept, copies arrow.Record, rest *store.Rest, err error) {
 	if err := b.validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	if err := b.validateRest(); err != nil { // deferred columns (defer.go)
+		return nil, nil, nil, err
 	}
 	if s.g != nil && b.Row+int64(b.Len()) > s.g.Rows {
-		return nil, nil, schema.Errorf(s.job.In, -1, "", "the store changed while it was read: more than the %d rows the group pass counted", s.g.Rows)
+		return nil, nil, nil, schema.Errorf(s.job.In, -1, "", "the store changed while it was read: more than the %d rows the group pass counted", s.g.Rows)
 	}
 	s.rows += int64(b.Len())
 	for _, st := range s.job.Stages {
 		if a, ok := st.(Applier); ok {
 			if err := a.Apply(b); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
 	}
 	if s.w == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	return s.sh.shape(b)
 }
@@ -405,7 +432,7 @@ func (s *streamer) write(o out) error {
 		s.copied += o.rec.NumRows()
 		return s.spill.Write(o.rec)
 	}
-	return s.w.Write(o.rec)
+	return s.w.WriteWith(o.rec, o.rest)
 }
 
 // commit appends the spilled copies, in the order they were set aside (the

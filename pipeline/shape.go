@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 )
 
@@ -16,7 +17,7 @@ import (
 // of that name in place, appended otherwise), and copied rows get a fresh
 // suffix, their task offset and duplicate_of.
 type shaper struct {
-	out *arrow.Schema
+	in, out *arrow.Schema
 	// src[i] is the input column of output column i, -1 for a written one;
 	// name[i] the vocabulary name of a written one.
 	src   []int
@@ -32,7 +33,7 @@ type shaper struct {
 // (all when nil), then writes (each a known column). duplicate_of is
 // written when withDup, and a stale input duplicate_of is dropped when not.
 func newShaper(in *arrow.Schema, cols *columns, keep, writes []string, withDup bool, seed uint64) *shaper {
-	s := &shaper{dupOf: -1, suffix: fieldIndex(in, schema.Suffix), task: fieldIndex(in, schema.Task),
+	s := &shaper{in: in, dupOf: -1, suffix: fieldIndex(in, schema.Suffix), task: fieldIndex(in, schema.Task),
 		mem: memory.DefaultAllocator, rng: advantage.NewRNG(seed ^ suffixSalt)}
 	written := map[int]string{} // input column → vocabulary name written there
 	for _, w := range writes {
@@ -81,17 +82,28 @@ func newShaper(in *arrow.Schema, cols *columns, keep, writes []string, withDup b
 	return s
 }
 
+func errNotSet(name string) error { return fmt.Errorf("pipeline: no stage set column %s", name) }
+
 // suffixSalt separates the suffix generator's stream from the stages'.
 const suffixSalt = 0x5eed5f1f
 
 // shape returns the batch's output records: its kept rows, and the copies
-// (nil when none).
-func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, err error) {
+// (nil when none). A deferred batch whose rows all pass through keeps its
+// rest for the writer (passThrough).
+func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, rest *store.Rest, err error) {
+	if b.rest != nil && b.dropped == 0 && len(b.copies) == 0 {
+		kept, err = s.passThrough(b)
+		return kept, nil, b.rest, err
+	}
 	n := b.Len()
 	cols := make([]arrow.Array, len(s.src))
 	var nullDup arrow.Array
 	for i, j := range s.src {
 		switch {
+		case j >= 0 && b.rest != nil:
+			if cols[i], err = b.input(s.in.Field(j).Name); err != nil {
+				return nil, nil, nil, err
+			}
 		case j >= 0:
 			cols[i] = b.rec.Column(j)
 		case i == s.dupOf:
@@ -100,7 +112,7 @@ func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, err error) {
 		default:
 			a := b.set[s.name[i]]
 			if a == nil {
-				return nil, nil, fmt.Errorf("pipeline: no stage set column %s", s.name[i])
+				return nil, nil, nil, errNotSet(s.name[i])
 			}
 			cols[i] = a
 		}
@@ -121,7 +133,7 @@ func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, err error) {
 			}
 		}
 		if kept, err = takeRows(all, idx); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if len(b.copies) > 0 {
@@ -130,10 +142,10 @@ func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, err error) {
 			if kept != nil {
 				kept.Release()
 			}
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return kept, copies, nil
+	return kept, copies, nil, nil
 }
 
 // copies returns the batch's copied rows, from its full output record all.

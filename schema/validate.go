@@ -2,6 +2,7 @@ package schema
 
 import (
 	"math"
+	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -20,6 +21,10 @@ type ValidateOptions struct {
 // length R of their row.
 var responseLists = []string{Logprobs, ActionMask, TokenLevelReward, Advantages, Returns, TeacherLogprobs,
 	Logprob, OldLogprob, RefLogprob, Values, Entropy, RolloutISWeights}
+
+// IsResponseList reports whether name is a per-token column of response
+// length R.
+func IsResponseList(name string) bool { return slices.Contains(responseLists, name) }
 
 // Validate checks the rows of one record batch of file, whose first row is
 // row firstRow of the store: non-null ids, equal lengths of the per-token

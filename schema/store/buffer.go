@@ -20,5 +20,5 @@ func createBuffer(url string, s *arrow.Schema) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{path: url, sink: t, table: t}, nil
+	return &Writer{path: url, sink: t, table: t, sc: s}, nil
 }

@@ -85,6 +85,14 @@ func normalise(path string, s source, mem memory.Allocator) source {
 
 func (n *normSource) Schema() *arrow.Schema { return n.sc }
 
+// lastRest passes on the Rest of a deferred read.
+func (n *normSource) lastRest() *Rest {
+	if d, ok := n.source.(interface{ lastRest() *Rest }); ok {
+		return d.lastRest()
+	}
+	return nil
+}
+
 func (n *normSource) Next() (arrow.Record, error) {
 	if n.cur != nil {
 		n.cur.Release()

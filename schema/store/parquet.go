@@ -43,6 +43,13 @@ type parquetSource struct {
 	cur     arrow.Record
 	skip    rowGroupSkipper
 	skipped int64 // rows of the row groups skipped (SkipRowGroups)
+	// A deferred read (Deferred): the other columns' leaves and schema, the
+	// file, its size, and the last batch's Rest.
+	restLeaves []int
+	restSc     *arrow.Schema
+	fh         *os.File
+	size       int64
+	rest       *Rest
 }
 
 func openParquet(path string, cfg readConfig) (source, error) {
@@ -101,8 +108,19 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		rd.Release()
 	}
 	kept = true
-	return &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp,
-		skip: newRowGroupSkipper(pf, cfg)}, nil
+	p := &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, fh: fh,
+		skip: newRowGroupSkipper(pf, cfg)}
+	if cfg.deferred {
+		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group
+		if p.restLeaves, p.restSc, err = restColumns(path, fr, full, leaves); err == nil {
+			p.size, err = fileSize(fh)
+		}
+		if err != nil {
+			pf.Close()
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // checkRowGroups checks that the footer's row count is the sum of its row
@@ -167,29 +185,8 @@ func (p *parquetSource) Next() (arrow.Record, error) {
 		}
 	}
 	n := min(p.batch, p.left)
-	cols := make([]arrow.Array, len(p.readers))
-	errs := make([]error, len(p.readers))
-	var wg sync.WaitGroup
-	for i, rd := range p.readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					errs[i] = fmt.Errorf("%v", r)
-				}
-			}()
-			cols[i], errs[i] = readBatch(rd, n)
-		}()
-	}
-	wg.Wait()
-	release := func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}
+	cols, errs := readColumns(p.readers, n)
+	release := func() { releaseAll(cols) }
 	for i, err := range errs {
 		got := int64(0)
 		if cols[i] != nil {
@@ -205,12 +202,50 @@ func (p *parquetSource) Next() (arrow.Record, error) {
 			return nil, fileError(p.path, err, "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", p.rg, p.sc.Field(i).Name)
 		}
 	}
+	p.rest = nil
+	if p.restLeaves != nil {
+		if p.left != n {
+			release()
+			return nil, schema.Errorf(p.path, -1, "", "row group %d: %d rows, more than a deferred read takes", p.rg, p.left)
+		}
+		rest, err := p.readRest(p.rg, n)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		p.rest = rest
+	}
 	p.cur = array.NewRecord(p.sc, cols, n)
 	release() // the record holds its own references
 	p.left -= n
 	p.read += n
 	return p.cur, nil
 }
+
+// readColumns reads n rows of every column, each on its own goroutine; a
+// decoder's panic is its column's error.
+func readColumns(readers []*pqarrow.ColumnReader, n int64) ([]arrow.Array, []error) {
+	cols := make([]arrow.Array, len(readers))
+	errs := make([]error, len(readers))
+	var wg sync.WaitGroup
+	for i, rd := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("%v", r)
+				}
+			}()
+			cols[i], errs[i] = readBatch(rd, n)
+		}()
+	}
+	wg.Wait()
+	return cols, errs
+}
+
+// lastRest returns the Rest of the last batch (deferred reads).
+func (p *parquetSource) lastRest() *Rest { return p.rest }
 
 // lost reports a column that ended before its row group did.
 func (p *parquetSource) lost(col int, got, rows int64) error {

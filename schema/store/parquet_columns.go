@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 
@@ -16,25 +18,55 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/metadata"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+	pqschema "github.com/apache/arrow/go/v17/parquet/schema"
 	"golang.org/x/sync/errgroup"
 )
 
 // columnSink writes each record batch as one row group (or several, past
 // RowGroupRows) and encodes and compresses the columns of a batch
 // concurrently, one goroutine per column, each into its own buffered column
-// chunk; the row group is then flushed in column order, so the file's bytes
+// chunk; the row group is then written in column order, so the file's bytes
 // do not depend on the scheduling. pqarrow's FileWriter encodes one column
 // after another, which leaves all but one core idle while a store is written.
+//
+// It lays out the file itself (magic, row groups, footer built with
+// arrow-go's metadata builders), so that a row group may also take column
+// chunks as raw bytes: those of a deferred read's Rest (WriteWith), and a
+// column that is the very array of an earlier column of the batch (returns
+// written as advantages) is encoded once and its bytes written twice.
 //
 // It computes the Parquet definition and repetition levels itself, so it only
 // takes schemas whose columns are flat (see flatColumn): every column of the
 // experience store is. Other schemas are written by pqarrow's FileWriter.
 type columnSink struct {
-	fw      *file.Writer
+	out     *tellWriter
 	props   *parquet.WriterProperties
 	aprops  pqarrow.ArrowWriterProperties
+	sc      *arrow.Schema
+	pqs     *pqschema.Schema
+	meta    *metadata.FileMetaDataBuilder
+	ordinal int16
 	scratch []levels // per column, reused across batches
 }
+
+// tellWriter counts the bytes written (the file offset), and keeps a copy
+// of them while capture is set.
+type tellWriter struct {
+	w       io.Writer
+	n       int64
+	capture *[]byte
+}
+
+func (t *tellWriter) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	t.n += int64(n)
+	if t.capture != nil {
+		*t.capture = append(*t.capture, p[:n]...)
+	}
+	return n, err
+}
+
+func (t *tellWriter) Tell() int64 { return t.n }
 
 // levels holds one column's definition and repetition levels.
 type levels struct{ def, rep []int16 }
@@ -54,6 +86,8 @@ func flatColumn(t arrow.DataType) bool {
 	return false
 }
 
+var parquetMagic = []byte("PAR1")
+
 func newColumnSink(w io.Writer, s *arrow.Schema, props *parquet.WriterProperties) (sink, error) {
 	aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())
 	pqs, err := pqarrow.ToParquet(s, props, aprops)
@@ -62,10 +96,14 @@ func newColumnSink(w io.Writer, s *arrow.Schema, props *parquet.WriterProperties
 	}
 	// The Arrow schema goes in the footer, as pqarrow's FileWriter puts it, so
 	// readers get back the exact Arrow types.
-	meta := metadata.NewKeyValueMetadata()
-	meta.Append("ARROW:schema", base64.StdEncoding.EncodeToString(serializeSchema(s)))
-	fw := file.NewParquetWriter(w, pqs.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
-	return &columnSink{fw: fw, props: props, aprops: aprops, scratch: make([]levels, s.NumFields())}, nil
+	kv := metadata.NewKeyValueMetadata()
+	kv.Append("ARROW:schema", base64.StdEncoding.EncodeToString(serializeSchema(s)))
+	out := &tellWriter{w: w}
+	if _, err := out.Write(parquetMagic); err != nil {
+		return nil, err
+	}
+	return &columnSink{out: out, props: props, aprops: aprops, sc: s, pqs: pqs,
+		meta: metadata.NewFileMetadataBuilder(pqs, props, kv), scratch: make([]levels, s.NumFields())}, nil
 }
 
 func (c *columnSink) Write(rec arrow.Record) error {
@@ -73,7 +111,7 @@ func (c *columnSink) Write(rec arrow.Record) error {
 	step := c.props.MaxRowGroupLength()
 	for off := int64(0); off < n || off == 0; off += step {
 		part := rec.NewSlice(off, min(off+step, n))
-		err := c.writeRowGroup(part)
+		err := c.writeRowGroup(part, nil)
 		part.Release()
 		if err != nil || n == 0 {
 			return err
@@ -82,23 +120,252 @@ func (c *columnSink) Write(rec arrow.Record) error {
 	return nil
 }
 
-func (c *columnSink) writeRowGroup(rec arrow.Record) error {
-	rgw := c.fw.AppendBufferedRowGroup()
+// WriteWith writes one row group of rec's columns and the rest's: the rest's
+// column chunks are copied as they are when they are encoded as this file
+// encodes its columns (same Parquet type and levels, same codec), decoded and
+// encoded again otherwise.
+func (c *columnSink) WriteWith(rec arrow.Record, rest *Rest) error {
+	if !c.copies(rest) {
+		full, err := mergeRest(c.sc, rec, rest)
+		if err != nil {
+			return err
+		}
+		defer full.Release()
+		return c.Write(full)
+	}
+	return c.writeRowGroup(rec, rest)
+}
+
+// copies reports whether every chunk of rest can be copied into this file.
+func (c *columnSink) copies(rest *Rest) bool {
+	if rest.rows > c.props.MaxRowGroupLength() {
+		return false
+	}
+	for i, f := range rest.sc.Fields() {
+		k := c.sc.FieldIndices(f.Name)
+		if len(k) != 1 {
+			continue // not written
+		}
+		if !sameLeaf(rest.chunks[i].descr, c.pqs.Column(k[0])) ||
+			rest.chunks[i].meta.Compression() != c.props.CompressionFor(c.pqs.Column(k[0]).Path()) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameLeaf reports whether two leaf columns store their values alike: same
+// physical and logical type, same levels.
+func sameLeaf(a, b *pqschema.Column) bool {
+	flba := a.PhysicalType() == parquet.Types.FixedLenByteArray
+	return a.PhysicalType() == b.PhysicalType() && (!flba || a.TypeLength() == b.TypeLength()) &&
+		a.MaxDefinitionLevel() == b.MaxDefinitionLevel() && a.MaxRepetitionLevel() == b.MaxRepetitionLevel() &&
+		a.ConvertedType() == b.ConvertedType() && a.LogicalType().Equals(b.LogicalType())
+}
+
+// mergeRest returns the record of schema sc with its columns from rec or,
+// decoded, from rest (by name).
+func mergeRest(sc *arrow.Schema, rec arrow.Record, rest *Rest) (arrow.Record, error) {
+	dec, err := rest.Decode()
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]arrow.Array, sc.NumFields())
+	for i, f := range sc.Fields() {
+		if k := rec.Schema().FieldIndices(f.Name); len(k) > 0 {
+			cols[i] = rec.Column(k[0])
+		} else if k := dec.Schema().FieldIndices(f.Name); len(k) > 0 {
+			cols[i] = dec.Column(k[0])
+		} else {
+			return nil, fmt.Errorf("no column %s to write", f.Name)
+		}
+	}
+	return array.NewRecord(sc, cols, rest.rows), nil
+}
+
+// chunkPlan says where a column chunk of a row group comes from.
+type chunkPlan struct {
+	col  arrow.Array // encoded from this array
+	same int         // else a copy of the chunk of this earlier column (-1: not)
+	raw  *rawChunk   // else copied from a Rest
+}
+
+func (c *columnSink) writeRowGroup(rec arrow.Record, rest *Rest) error {
+	n := rec.NumRows()
+	plans := make([]chunkPlan, c.sc.NumFields())
+	reused := make([]bool, len(plans))
+	for i, f := range c.sc.Fields() {
+		plans[i].same = -1
+		if k := rec.Schema().FieldIndices(f.Name); len(k) > 0 {
+			plans[i].col = rec.Column(k[0])
+			for j := 0; j < i; j++ {
+				if plans[j].col == plans[i].col && arrow.TypeEqual(c.sc.Field(j).Type, f.Type) {
+					plans[i].col, plans[i].same, reused[j] = nil, j, true
+					break
+				}
+			}
+			continue
+		}
+		if rest != nil {
+			if k := rest.sc.FieldIndices(f.Name); len(k) > 0 {
+				plans[i].raw = &rest.chunks[k[0]]
+				n = rest.rows
+				continue
+			}
+		}
+		return fmt.Errorf("no column %s to write", f.Name)
+	}
+	rgb := c.meta.AppendRowGroup()
+	ccs := make([]*metadata.ColumnChunkMetaDataBuilder, len(plans))
+	for i := range ccs {
+		ccs[i] = rgb.NextColumnChunk()
+	}
+	// Encode the new columns concurrently, each into its own buffer.
+	cws := make([]file.ColumnChunkWriter, len(plans))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, col := range rec.Columns() {
+	for i, p := range plans {
+		if p.col == nil {
+			continue
+		}
 		g.Go(func() error {
-			cw, err := rgw.Column(i)
+			path := ccs[i].Descr().Path()
+			pager, err := file.NewPageWriter(c.out, c.props.CompressionFor(path), c.props.CompressionLevelFor(path),
+				ccs[i], c.ordinal, int16(i), c.props.Allocator(), true, nil, nil)
 			if err != nil {
 				return err
 			}
-			return c.writeColumn(cw, col, rec.Schema().Field(i), &c.scratch[i])
+			cws[i] = file.NewColumnChunkWriter(ccs[i], pager, c.props)
+			return c.writeColumn(cws[i], p.col, c.sc.Field(i), &c.scratch[i])
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	return rgw.Close()
+	// Then write the chunks in column order.
+	var written int64
+	copies := make([]*chunkCopy, len(plans))
+	for i, p := range plans {
+		switch {
+		case p.col != nil:
+			start := c.out.Tell()
+			var buf []byte
+			if reused[i] {
+				c.out.capture = &buf
+			}
+			err := cws[i].Close()
+			c.out.capture = nil
+			if err != nil {
+				return err
+			}
+			written += cws[i].TotalBytesWritten()
+			if reused[i] {
+				copies[i] = encodedCopy(ccs[i], start, buf)
+			}
+		case p.same >= 0:
+			written += copies[p.same].uncompressed
+			if err := c.writeCopy(ccs[i], copies[p.same]); err != nil {
+				return err
+			}
+			contents, from := ccs[i].Contents().MetaData, ccs[p.same].Contents().MetaData
+			contents.Encodings, contents.EncodingStats = from.Encodings, from.EncodingStats
+			if from.Statistics != nil {
+				contents.Statistics = from.Statistics
+			}
+		default:
+			cp, err := rawCopy(p.raw)
+			if err != nil {
+				return err
+			}
+			written += cp.uncompressed
+			if err := c.writeCopy(ccs[i], cp); err != nil {
+				return err
+			}
+			contents := ccs[i].Contents().MetaData
+			setEncodings(&contents.Encodings, p.raw.meta.Encodings())
+			contents.EncodingStats = contents.EncodingStats[:0] // the input's page counts are not known
+			if cp.stats != nil {
+				ccs[i].SetStats(*cp.stats)
+			}
+		}
+	}
+	rgb.SetNumRows(int(n))
+	if err := rgb.Finish(written, c.ordinal); err != nil {
+		return err
+	}
+	c.ordinal++
+	return nil
+}
+
+// chunkCopy is a column chunk's pages as bytes, to be written as they are.
+type chunkCopy struct {
+	bytes        []byte
+	dict, data   int64 // offsets of the dictionary (-1: none) and first data page in bytes
+	values       int64
+	uncompressed int64
+	stats        *metadata.EncodedStatistics
+}
+
+// encodedCopy describes the chunk just written from start, its bytes in buf
+// (the pages, then its metadata).
+func encodedCopy(cc *metadata.ColumnChunkMetaDataBuilder, start int64, buf []byte) *chunkCopy {
+	md := cc.Contents().MetaData
+	cp := &chunkCopy{bytes: buf[:md.TotalCompressedSize], dict: -1, data: md.DataPageOffset - start,
+		values: md.NumValues, uncompressed: md.TotalUncompressedSize}
+	if md.DictionaryPageOffset != nil {
+		cp.dict = *md.DictionaryPageOffset - start
+	}
+	return cp
+}
+
+// rawCopy describes a Rest's column chunk.
+func rawCopy(r *rawChunk) (*chunkCopy, error) {
+	cp := &chunkCopy{bytes: r.bytes, dict: -1, data: r.meta.DataPageOffset() - r.start,
+		values: r.meta.NumValues(), uncompressed: r.meta.TotalUncompressedSize()}
+	if r.meta.HasDictionaryPage() && r.meta.DictionaryPageOffset() > 0 {
+		cp.dict = r.meta.DictionaryPageOffset() - r.start
+	}
+	if ok, _ := r.meta.StatsSet(); ok {
+		st, err := r.meta.Statistics()
+		if err != nil {
+			return nil, err
+		}
+		enc, err := st.Encode()
+		if err != nil {
+			return nil, err
+		}
+		cp.stats = &enc
+	}
+	return cp, nil
+}
+
+// writeCopy writes a chunk's bytes at the current offset and finishes its
+// metadata there (pages, then the chunk's metadata, as arrow-go lays a
+// chunk out).
+func (c *columnSink) writeCopy(cc *metadata.ColumnChunkMetaDataBuilder, cp *chunkCopy) error {
+	start := c.out.Tell()
+	info := metadata.ChunkMetaInfo{NumValues: cp.values, IndexPageOffset: -1, DataPageOffset: start + cp.data,
+		CompressedSize: int64(len(cp.bytes)), UncompressedSize: cp.uncompressed}
+	if cp.dict >= 0 {
+		info.DictPageOffset = start + cp.dict
+	}
+	if _, err := c.out.Write(cp.bytes); err != nil {
+		return err
+	}
+	if err := cc.Finish(info, cp.dict >= 0, false, metadata.EncodingStats{}, nil); err != nil {
+		return err
+	}
+	_, err := cc.WriteTo(c.out)
+	return err
+}
+
+// setEncodings sets a chunk's encodings list (of the footer's Thrift type).
+func setEncodings[E ~int64](dst *[]E, src []parquet.Encoding) {
+	out := (*dst)[:0]
+	for _, e := range src {
+		out = append(out, E(e))
+	}
+	*dst = out
 }
 
 // writeColumn encodes one flat column into its column chunk.
@@ -188,7 +455,24 @@ func b2i(b bool) int16 {
 	return 0
 }
 
-func (c *columnSink) Close() error { return c.fw.Close() }
+// Close writes the footer.
+func (c *columnSink) Close() error {
+	md, err := c.meta.Finish()
+	if err != nil {
+		return err
+	}
+	n, err := md.WriteTo(c.out, nil)
+	if err != nil {
+		return err
+	}
+	var size [4]byte
+	binary.LittleEndian.PutUint32(size[:], uint32(n))
+	if _, err := c.out.Write(size[:]); err != nil {
+		return err
+	}
+	_, err = c.out.Write(parquetMagic)
+	return err
+}
 
 // serializeSchema returns the Arrow schema as Parquet's ARROW:schema holds
 // it: an IPC stream of the schema and no batches (what pqarrow writes).

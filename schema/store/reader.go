@@ -37,6 +37,7 @@ type readConfig struct {
 	skipColumn string
 	skipMay    func(Range) bool
 	bytes      *atomic.Int64
+	deferred   bool // Deferred: undecoded columns as raw chunks
 }
 
 // skipper is a source that skips rows (SkipRowGroups): skippedRows is the
@@ -188,6 +189,15 @@ func (r *Reader) openNext() (err error) {
 	}
 	r.cur = s
 	r.nextFile = 0
+	return nil
+}
+
+// Rest returns the columns of the last batch that a deferred read did not
+// decode (see Deferred); nil otherwise.
+func (r *Reader) Rest() *Rest {
+	if d, ok := r.cur.(interface{ lastRest() *Rest }); ok && r.cfg.deferred {
+		return d.lastRest()
+	}
 	return nil
 }
 

@@ -51,6 +51,7 @@ type Writer struct {
 	sink sink
 	// table is the transaction of a TrinityBuffer target (no temp file).
 	table *trinity.Writer
+	sc    *arrow.Schema
 	rows  int64
 	done  bool
 }
@@ -84,7 +85,7 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot create output: %w", path, err)
 	}
-	w := &Writer{path: path, tmp: tmp, buf: bufio.NewWriterSize(tmp, 1<<20)}
+	w := &Writer{path: path, tmp: tmp, buf: bufio.NewWriterSize(tmp, 1<<20), sc: s}
 	switch f {
 	case Parquet:
 		w.sink, err = newParquetSink(w.buf, s, cfg.parquet)
@@ -106,6 +107,33 @@ func (w *Writer) Write(rec arrow.Record) error {
 		return fmt.Errorf("%s: write: %w", w.path, err)
 	}
 	w.rows += rec.NumRows()
+	return nil
+}
+
+// WriteWith appends one batch whose columns are rec's and, for the columns
+// rec lacks, those of rest (a deferred read's, see Deferred): a Parquet
+// store copies the rest's column chunks as they are when it can, any other
+// store decodes them. The output rows are rec's, in order.
+func (w *Writer) WriteWith(rec arrow.Record, rest *Rest) error {
+	if rest == nil {
+		return w.Write(rec)
+	}
+	var err error
+	if rs, ok := w.sink.(interface {
+		WriteWith(arrow.Record, *Rest) error
+	}); ok {
+		err = rs.WriteWith(rec, rest)
+	} else {
+		var full arrow.Record
+		if full, err = mergeRest(w.sc, rec, rest); err == nil {
+			err = w.sink.Write(full)
+			full.Release()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: write: %w", w.path, err)
+	}
+	w.rows += rest.rows
 	return nil
 }
 

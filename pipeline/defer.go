@@ -1,0 +1,151 @@
+package pipeline
+
+import (
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+// Columns a job does not change are not decoded when the store allows it:
+// the streaming pass then reads a Parquet store deferred (store.Deferred),
+// decoding only the columns the stages read, one batch per row group; a
+// batch whose rows all pass through, in order and without copies, is written
+// with the other columns' chunks copied as bytes (store.Writer.WriteWith),
+// any other batch decodes them first (store.Rest.Decode).
+
+// deferredReader opens the streaming pass's deferred reader over the store
+// of r, with the columns it decodes resolved; nil when the job cannot defer
+// (an output that is not Parquet, a store Deferrable refuses).
+func deferredReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *columns, error) {
+	if f, err := store.FormatOf(job.Out); err != nil || f != store.Parquet || job.Shard != nil {
+		return nil, nil, nil // (a shard's batches are rows taken out of row groups)
+	}
+	var decode []string
+	add := func(name string) {
+		if i := cols.lookup(name); i >= 0 {
+			decode = append(decode, r.Schema().Field(i).Name)
+		}
+	}
+	for _, st := range job.Stages {
+		n := st.Needs()
+		for _, c := range append(append([]string(nil), n.Columns...), n.Optional...) {
+			add(c)
+		}
+	}
+	add(schema.ActionMask) // the response layout (Batch.Rows)
+	if cols.lookup(schema.ActionMask) < 0 {
+		add(schema.Logprobs)
+	}
+	if !store.Deferrable(r.Files(), decode, job.BatchRows) {
+		return nil, nil, nil
+	}
+	d, err := store.Open(job.In, store.BatchRows(job.BatchRows), store.Columns(decode...), store.Deferred())
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, newColumns(d.Files()[0], d.Schema(), job.Columns), nil
+}
+
+// input returns the batch's input column name: decoded, or from the rest
+// (decoding it), nil when the store lacks it.
+func (b *Batch) input(name string) (arrow.Array, error) {
+	if i := fieldIndex(b.rec.Schema(), name); i >= 0 {
+		return b.rec.Column(i), nil
+	}
+	if b.rest == nil {
+		return nil, nil
+	}
+	dec, err := b.rest.Decode()
+	if err != nil {
+		return nil, err
+	}
+	if i := fieldIndex(dec.Schema(), name); i >= 0 {
+		return dec.Column(i), nil
+	}
+	return nil, nil
+}
+
+// passThrough returns the output record of a batch whose rows all pass
+// through: the decoded input columns and the stages' columns, without the
+// rest's, which the writer copies.
+func (s *shaper) passThrough(b *Batch) (arrow.Record, error) {
+	var fields []arrow.Field
+	var cols []arrow.Array
+	var nullDup arrow.Array
+	for i, j := range s.src {
+		var a arrow.Array
+		switch {
+		case j >= 0:
+			if k := fieldIndex(b.rec.Schema(), s.in.Field(j).Name); k >= 0 {
+				a = b.rec.Column(k)
+			}
+		case i == s.dupOf:
+			nullDup = array.MakeArrayOfNull(s.mem, arrow.PrimitiveTypes.Int64, b.Len())
+			defer nullDup.Release()
+			a = nullDup
+		default:
+			if a = b.set[s.name[i]]; a == nil {
+				return nil, errNotSet(s.name[i])
+			}
+		}
+		if a != nil {
+			fields, cols = append(fields, s.out.Field(i)), append(cols, a)
+		}
+	}
+	return array.NewRecord(arrow.NewSchema(fields, nil), cols, int64(b.Len())), nil
+}
+
+// validateRest checks the columns of a deferred batch that were not
+// decoded, without decoding them: each per-token column must hold as many
+// values as the decoded response layout gives (one per token, one per empty
+// or null row). On a mismatch the batch is decoded and validated whole, so
+// the error names the row.
+func (b *Batch) validateRest() error {
+	layout := b.Column(schema.ActionMask)
+	if layout == nil {
+		layout = b.Column(schema.Logprobs)
+	}
+	list, ok := layout.(array.ListLike)
+	if b.rest == nil || !ok {
+		return nil
+	}
+	var want int64
+	for i := 0; i < list.Len(); i++ {
+		lo, hi := list.ValueOffsets(i)
+		if list.IsNull(i) || hi == lo {
+			want++
+		} else {
+			want += hi - lo
+		}
+	}
+	for _, f := range b.rest.Schema().Fields() {
+		if _, isList := f.Type.(*arrow.ListType); !isList || !schema.IsResponseList(f.Name) {
+			continue
+		}
+		if got, _ := b.rest.Levels(f.Name); got != want {
+			full, err := b.full()
+			if err != nil {
+				return err
+			}
+			defer full.Release()
+			if err := schema.Validate(b.File, b.FileRow, full, schema.ValidateOptions{AllowInvalidReward: true}); err != nil {
+				return err
+			}
+			return b.Errorf(0, f.Name, "%d values in this row group, where the response layout gives %d", got, want)
+		}
+	}
+	return nil
+}
+
+// full returns the batch's decoded columns and its rest's, decoded.
+func (b *Batch) full() (arrow.Record, error) {
+	dec, err := b.rest.Decode()
+	if err != nil {
+		return nil, err
+	}
+	fields := append(append([]arrow.Field(nil), b.rec.Schema().Fields()...), dec.Schema().Fields()...)
+	cols := append(append([]arrow.Array(nil), b.rec.Columns()...), dec.Columns()...)
+	return array.NewRecord(arrow.NewSchema(fields, nil), cols, b.rec.NumRows()), nil
+}

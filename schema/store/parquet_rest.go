@@ -1,0 +1,316 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet/file"
+	"github.com/apache/arrow/go/v17/parquet/metadata"
+	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+	pqschema "github.com/apache/arrow/go/v17/parquet/schema"
+
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// A job that changes a few columns of a store need not decode the others: a
+// Parquet row group whose rows all pass through, in order, can have its
+// unchanged column chunks copied into the output as they are, page bytes and
+// all, with only their offsets in the footer rewritten. Deferred reading
+// gives each batch those columns as a Rest: the reader decodes only the
+// columns named by Columns, one batch per row group, and reads the other
+// column chunks as raw bytes; the Parquet Writer copies them (WriteWith), and
+// a row group whose rows do not all pass through decodes them on demand
+// (Rest.Decode).
+
+// Deferred makes the reader of a Parquet store decode only the columns named
+// by Columns, one record batch per row group, each with the store's other
+// columns as a Rest (Reader.Rest). Use it only on a store Deferrable accepts.
+func Deferred() ReadOption { return func(c *readConfig) { c.deferred = true } }
+
+// maxDeferredRows caps the rows of a row group read as one batch, in batches
+// of batchRows: a larger row group makes the store not deferrable.
+func maxDeferredRows(batchRows int) int64 { return 4 * int64(max(batchRows, DefaultBatchRows)) }
+
+// Deferrable reports whether the store's files can be read with Deferred,
+// decoding only the columns decode (store names): every file is Parquet,
+// unencrypted, holds at least one of those columns, its other columns are
+// flat, of the canonical types (nothing to normalise) and one column chunk
+// each, and no row group holds more than a few batches of rows.
+func Deferrable(files []string, decode []string, batchRows int) bool {
+	for _, path := range files {
+		if f, err := FormatOf(path); err != nil || f != Parquet {
+			return false
+		}
+		if !deferrableFile(path, decode, maxDeferredRows(batchRows)) {
+			return false
+		}
+	}
+	return len(files) > 0
+}
+
+func deferrableFile(path string, decode []string, maxRows int64) bool {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return false
+	}
+	defer pf.Close()
+	md := pf.MetaData()
+	if md.WriterVersion().LessThan(metadata.Parquet816FixedVersion) {
+		return false
+	}
+	for i := 0; i < pf.NumRowGroups(); i++ {
+		if md.RowGroup(i).NumRows() > maxRows {
+			return false
+		}
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		return false
+	}
+	full, err := fr.Schema()
+	if err != nil {
+		return false
+	}
+	decoded := 0
+	for _, f := range full.Fields() {
+		if slices.Contains(decode, f.Name) {
+			decoded++
+			continue
+		}
+		if !flatColumn(f.Type) || !arrow.TypeEqual(canonicalType(f.Name, f.Type), f.Type) || len(leavesOf(md.Schema, f.Name)) != 1 {
+			return false
+		}
+	}
+	return decoded > 0
+}
+
+// leavesOf returns the leaf columns of top-level field name.
+func leavesOf(sc *pqschema.Schema, name string) []int {
+	var out []int
+	for j := 0; j < sc.NumColumns(); j++ {
+		if sc.Column(j).ColumnPath()[0] == name {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// Rest holds the columns of one batch that a deferred reader did not decode:
+// the column chunks of one whole row group, as raw bytes.
+type Rest struct {
+	path   string
+	rg     int
+	rows   int64
+	md     *metadata.FileMetaData
+	size   int64
+	sc     *arrow.Schema // the rest's columns, in store order
+	chunks []rawChunk    // one per column of sc
+	dec    arrow.Record
+}
+
+// rawChunk is one column chunk's pages as bytes, with its metadata.
+type rawChunk struct {
+	leaf  int
+	meta  *metadata.ColumnChunkMetaData
+	descr *pqschema.Column
+	start int64 // file offset of bytes
+	bytes []byte
+}
+
+// Schema returns the rest's columns.
+func (r *Rest) Schema() *arrow.Schema { return r.sc }
+
+// Rows returns the number of rows of the batch.
+func (r *Rest) Rows() int64 { return r.rows }
+
+// Levels returns the number of values (Parquet levels: one per list element,
+// one per empty or null list) the footer gives column name of the rest, and
+// whether the rest holds it.
+func (r *Rest) Levels(name string) (int64, bool) {
+	if i := r.sc.FieldIndices(name); len(i) > 0 {
+		return r.chunks[i[0]].meta.NumValues(), true
+	}
+	return 0, false
+}
+
+// Decode returns the rest's columns decoded (once; the record is the
+// Rest's until Release).
+func (r *Rest) Decode() (arrow.Record, error) {
+	if r.dec != nil {
+		return r.dec, nil
+	}
+	rec, err := r.decode()
+	if err != nil {
+		return nil, err
+	}
+	r.dec = rec
+	return rec, nil
+}
+
+// Release releases the decoded columns, if any.
+func (r *Rest) Release() {
+	if r.dec != nil {
+		r.dec.Release()
+		r.dec = nil
+	}
+}
+
+func (r *Rest) decode() (rec arrow.Record, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fileError(r.path, fmt.Errorf("%v", p), "row group %d: unreadable data (file cut, overwritten or corrupt)", r.rg)
+		}
+	}()
+	pf, err := file.NewParquetReader(&chunkReader{chunks: r.chunks, size: r.size}, file.WithMetadata(r.md))
+	if err != nil {
+		return nil, fileError(r.path, err, "not a readable Parquet file")
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: r.rows}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fileError(r.path, err, "not a readable Parquet file")
+	}
+	leaves := make([]int, len(r.chunks))
+	for i, c := range r.chunks {
+		leaves[i] = c.leaf
+	}
+	readers, _, err := fr.GetFieldReaders(context.Background(), leaves, []int{r.rg})
+	if err != nil {
+		return nil, fileError(r.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", r.rg)
+	}
+	defer func() {
+		for _, rd := range readers {
+			rd.Release()
+		}
+	}()
+	cols, errs := readColumns(readers, r.rows)
+	defer releaseAll(cols)
+	for i, err := range errs {
+		if err == nil && cols[i].Len() != int(r.rows) {
+			err = io.EOF
+		}
+		if err == io.EOF {
+			return nil, schema.Errorf(r.path, -1, r.sc.Field(i).Name, "row group %d: data ends before the %d rows the footer promises (file cut, overwritten or corrupt)", r.rg, r.rows)
+		}
+		if err != nil {
+			return nil, fileError(r.path, err, "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", r.rg, r.sc.Field(i).Name)
+		}
+	}
+	return array.NewRecord(r.sc, cols, r.rows), nil
+}
+
+// chunkReader serves a file's reads from the raw column chunks held in
+// memory: the bytes of any other range are not there.
+type chunkReader struct {
+	chunks []rawChunk
+	size   int64
+	pos    int64
+}
+
+func (c *chunkReader) ReadAt(p []byte, off int64) (int, error) {
+	for _, ch := range c.chunks {
+		if off >= ch.start && off < ch.start+int64(len(ch.bytes)) {
+			n := copy(p, ch.bytes[off-ch.start:])
+			if n < len(p) {
+				return n, io.ErrUnexpectedEOF
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("no column chunk holds offset %d", off)
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	n, err := c.ReadAt(p, c.pos)
+	c.pos += int64(n)
+	return n, err
+}
+
+func (c *chunkReader) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+		c.pos = off
+	case io.SeekCurrent:
+		c.pos += off
+	case io.SeekEnd:
+		c.pos = c.size + off
+	}
+	return c.pos, nil
+}
+
+// chunkRange returns the byte range of a column chunk's pages, checked to
+// lie between the file's magic bytes and its footer.
+func chunkRange(cc *metadata.ColumnChunkMetaData, dataEnd int64) (start, length int64, ok bool) {
+	start, length = cc.DataPageOffset(), cc.TotalCompressedSize()
+	if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
+		start = cc.DictionaryPageOffset()
+	}
+	ok = start >= 4 && length > 0 && start+length <= dataEnd && cc.DataPageOffset() < start+length
+	return start, length, ok
+}
+
+// readRest reads the raw column chunks of the rest columns of row group rg.
+func (p *parquetSource) readRest(rg int, rows int64) (*Rest, error) {
+	rgm := p.pf.MetaData().RowGroup(rg)
+	rest := &Rest{path: p.path, rg: rg, rows: rows, md: p.pf.MetaData(), size: p.size, sc: p.restSc}
+	dataEnd := p.size - int64(p.pf.MetaData().Size()) - 8
+	for i, leaf := range p.restLeaves {
+		name := p.restSc.Field(i).Name
+		cc, err := rgm.ColumnChunk(leaf)
+		if err != nil {
+			return nil, fileError(p.path, err, "row group %d: column %q: unreadable metadata", rg, name)
+		}
+		start, length, ok := chunkRange(cc, dataEnd)
+		if !ok || cc.NumValues() < rows || cc.CryptoMetadata() != nil {
+			return nil, schema.Errorf(p.path, -1, name, "row group %d: column chunk metadata out of the file's range or short of its %d rows (file cut, overwritten or corrupt)", rg, rows)
+		}
+		buf := make([]byte, length)
+		if _, err := p.fh.ReadAt(buf, start); err != nil {
+			return nil, fileError(p.path, flattenEOF(err), "row group %d: column %q: cannot read its data (file cut or overwritten)", rg, name)
+		}
+		rest.chunks = append(rest.chunks, rawChunk{leaf: leaf, meta: cc, descr: p.pf.MetaData().Schema.Column(leaf), start: start, bytes: buf})
+	}
+	return rest, nil
+}
+
+// restColumns plans the rest of a deferred read: the leaves not in leaves,
+// one per top-level field (Deferrable checked it), and their Arrow schema.
+func restColumns(path string, fr *pqarrow.FileReader, full *arrow.Schema, leaves []int) ([]int, *arrow.Schema, error) {
+	sc := fr.ParquetReader().MetaData().Schema
+	var rest []int
+	var fields []arrow.Field
+	for _, f := range full.Fields() {
+		ls := leavesOf(sc, f.Name)
+		if len(ls) == 0 || slices.Contains(leaves, ls[0]) {
+			continue
+		}
+		if len(ls) != 1 {
+			return nil, nil, schema.Errorf(path, -1, f.Name, "a nested column cannot be deferred")
+		}
+		rest = append(rest, ls[0])
+		fields = append(fields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true, Metadata: f.Metadata})
+	}
+	return rest, arrow.NewSchema(fields, nil), nil
+}
+
+// fileSize returns the size of an open file.
+func fileSize(fh *os.File) (int64, error) {
+	st, err := fh.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func releaseAll(cols []arrow.Array) {
+	for _, c := range cols {
+		if c != nil {
+			c.Release()
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package store_test
+
+import (
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+// deferredCopy copies in to out through a deferred read that decodes only
+// decode, writing each batch with WriteWith (its other columns as a Rest);
+// it returns the batches read.
+func deferredCopy(t *testing.T, in, out string, decode ...string) int {
+	t.Helper()
+	full, err := store.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := full.Schema()
+	full.Close()
+	r, err := store.Open(in, store.Columns(decode...), store.Deferred(), store.BatchRows(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := store.Create(out, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	batches := 0
+	for ; ; batches++ {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := r.Rest()
+		if rest == nil || rest.Rows() != rec.NumRows() {
+			t.Fatalf("batch %d: rest %v for %d rows", batches, rest, rec.NumRows())
+		}
+		if err := w.WriteWith(rec, rest); err != nil {
+			t.Fatal(err)
+		}
+		rest.Release()
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return batches
+}
+
+func TestDeferredCopy(t *testing.T) {
+	decode := []string{"batch", "task", "reward", "action_mask"}
+	if !store.Deferrable([]string{demo}, decode, 0) {
+		t.Fatal("the bundled store is not deferrable")
+	}
+	if store.Deferrable([]string{"../../fixtures/stores/demo.jsonl"}, decode, 0) {
+		t.Fatal("a JSONL store is deferrable")
+	}
+	want, _ := readAll(t, demo)
+	dir := t.TempDir()
+	// Parquet copies the rest's chunks as bytes, the other formats decode
+	// them: every column of every row reads back the same.
+	for _, name := range []string{"a.parquet", "b.parquet", "c.arrows", "d.jsonl"} {
+		out := filepath.Join(dir, name)
+		if n := deferredCopy(t, demo, out, decode...); n == 0 {
+			t.Fatalf("%s: no batch", name)
+		}
+		if got, _ := readAll(t, out); got != want {
+			t.Fatalf("%s: the deferred copy reads back differently", name)
+		}
+	}
+	if sha(t, filepath.Join(dir, "a.parquet")) != sha(t, filepath.Join(dir, "b.parquet")) {
+		t.Fatal("two deferred copies differ")
+	}
+}
+
+// A column that is the same array as an earlier one (returns written as
+// advantages) is encoded once; both read back whole.
+func TestSharedColumnArray(t *testing.T) {
+	r, err := store.Open(demo, store.Columns("logprobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	lp := r.Schema().Field(0)
+	sc := arrow.NewSchema([]arrow.Field{{Name: "a", Type: lp.Type, Nullable: true}, {Name: "b", Type: lp.Type, Nullable: true}}, nil)
+	out := filepath.Join(t.TempDir(), "shared.parquet")
+	w, err := store.Create(out, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	var want []string
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := rec.Column(0)
+		two := array.NewRecord(sc, []arrow.Array{col, col}, rec.NumRows())
+		if err := w.Write(two); err != nil {
+			t.Fatal(err)
+		}
+		two.Release()
+		for i := 0; i < col.Len(); i++ {
+			want = append(want, col.ValueStr(i))
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	back, err := store.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	k := 0
+	for {
+		rec, err := back.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < int(rec.NumRows()); i, k = i+1, k+1 {
+			if a, b := rec.Column(0).ValueStr(i), rec.Column(1).ValueStr(i); a != want[k] || b != want[k] {
+				t.Fatalf("row %d: %s and %s, want %s", k, a, b, want[k])
+			}
+		}
+	}
+	if k != len(want) {
+		t.Fatalf("read %d rows, want %d", k, len(want))
+	}
+}
