@@ -20,6 +20,7 @@ func algorithmFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "YAML job `FILE`: Trinity-RFT's algorithm section plus input, output, metrics, prom, seed, columns, quirks (flags override it)"},
 		&cli.StringFlag{Name: "algorithm", Usage: "algorithm type `NAME` (rftpipe algorithms lists them), with its default config"},
+		&cli.BoolFlag{Name: "verbose", Usage: "list the job file's keys rftpipe accepts and ignores (Trinity's service sections)"},
 	}
 }
 
@@ -56,8 +57,13 @@ func resolveJob(c *cli.Context, j *job.Job) (*algorithm.Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range append(j.Warnings, res.Warnings...) {
+	for _, w := range res.Warnings {
 		fmt.Fprintln(c.App.ErrWriter, "warning: "+w)
+	}
+	if c.Bool("verbose") { // keys accepted for compatibility and ignored
+		for _, w := range j.Warnings {
+			fmt.Fprintln(c.App.ErrWriter, "note: "+w)
+		}
 	}
 	return res, nil
 }

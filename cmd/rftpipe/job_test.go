@@ -363,3 +363,36 @@ trainer:
 		t.Errorf("%d rows written, want 60", rows)
 	}
 }
+
+// TestWholeTrinityConfigsRun runs every whole Trinity-RFT config of
+// fixtures/configs/trinity, as its header says, on the bundled store with
+// the inputs its algorithm reads; --verbose lists the ignored sections.
+func TestWholeTrinityConfigsRun(t *testing.T) {
+	files, err := filepath.Glob("../../fixtures/configs/trinity/*.yaml")
+	if err != nil || len(files) != len(algorithm.Default().Names()) {
+		t.Fatalf("%d whole configs (%v), want one per algorithm type", len(files), err)
+	}
+	for _, cfg := range files {
+		name := strings.TrimSuffix(filepath.Base(cfg), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			in := "../../fixtures/stores/full.parquet"
+			switch name {
+			case "dpo":
+				in = "../../fixtures/stores/dpo_pairs.parquet"
+			case "multi_step_grpo":
+				in = "../../fixtures/stores/multi.parquet"
+			}
+			out := filepath.Join(t.TempDir(), "out.parquet")
+			_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--verbose", "--progress", "never")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stderr, "note: ") {
+				t.Errorf("--verbose listed no ignored key: %s", stderr)
+			}
+			if _, rows := storeShape(t, out); rows == 0 {
+				t.Error("no rows written")
+			}
+		})
+	}
+}
