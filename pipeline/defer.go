@@ -22,6 +22,13 @@ func deferredReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *c
 	if f, err := store.FormatOf(job.Out); err != nil || f != store.Parquet || job.Shard != nil {
 		return nil, nil, nil // (a shard's batches are rows taken out of row groups)
 	}
+	for _, st := range job.Stages {
+		// A batch with dropped or copied rows is decoded whole anyway:
+		// reading deferred would only add a pass over its raw chunks.
+		if n := st.Needs(); n.Drops || n.Duplicates {
+			return nil, nil, nil
+		}
+	}
 	var decode []string
 	add := func(name string) {
 		if i := cols.lookup(name); i >= 0 {

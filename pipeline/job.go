@@ -133,6 +133,8 @@ type Needs struct {
 	// output then has duplicate_of).
 	Writes     []string
 	Duplicates bool
+	// Drops says the stage may drop rows.
+	Drops bool
 	// CrossBatch, when set, says why the stage's result for a row depends
 	// on rows of other explore batches (a statistic over the whole store):
 	// the job cannot be sharded.

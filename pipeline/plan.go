@@ -70,7 +70,11 @@ func (p *planStage) row(b *Batch, i int) int32 { return p.g.Row(b.Row + int64(i)
 type filterStage struct{ p *planStage }
 
 func (f *filterStage) Name() string { return f.p.name + "/filter" }
-func (f *filterStage) Needs() Needs { return Needs{} }
+
+func (f *filterStage) Needs() Needs {
+	p := f.p
+	return Needs{Drops: p.plan == nil || p.plan.Filtered > 0 || p.g.planRow != nil}
+}
 
 func (f *filterStage) Apply(b *Batch) error {
 	for i := 0; i < b.Len(); i++ {

@@ -184,7 +184,7 @@ func observe(ctx context.Context, job *Job, p int, g *Grouping, res *Result) (in
 			want = append(append(want, n.Columns...), n.Optional...)
 		}
 	}
-	want = append(want, schema.ActionMask, schema.Logprobs) // the response layout
+	want = append(want, schema.ActionMask) // the response layout (Batch.Rows)
 	if job.Shard != nil {
 		want = append(want, schema.Batch)
 	}
@@ -193,6 +193,9 @@ func observe(ctx context.Context, job *Job, p int, g *Grouping, res *Result) (in
 		return 0, err
 	}
 	cols := newColumns(r.Files()[0], r.Schema(), job.Columns)
+	if cols.lookup(schema.ActionMask) < 0 {
+		want = append(want, schema.Logprobs) // the layout without a mask
+	}
 	var names []string
 	for _, w := range want {
 		if i := cols.lookup(w); i >= 0 {

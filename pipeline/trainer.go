@@ -306,7 +306,12 @@ func (t *trainerStage) Apply(b *Batch) error {
 	if err := b.SetList(schema.Advantages, res.Advantages); err != nil {
 		return err
 	}
-	if err := b.SetList(schema.Returns, res.Returns); err != nil {
+	if slices.Equal(res.Returns, res.Advantages) {
+		// returns = advantages (outcome-score fns): one array, encoded once
+		adv := b.set[schema.Advantages]
+		adv.Retain()
+		b.Set(schema.Returns, adv)
+	} else if err := b.SetList(schema.Returns, res.Returns); err != nil {
 		return err
 	}
 	if _, ok := t.fn.(advantage.MaskRewriter); ok {
