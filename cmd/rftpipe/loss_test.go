@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -209,36 +207,7 @@ func TestBenchLossCommand(t *testing.T) {
 // reference log-probs), advantages and mask into one token batch.
 func wholeBatch(t *testing.T, path string) *tokens.Batch {
 	t.Helper()
-	r, err := store.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	flat := map[string][]float64{}
-	var lens []int
-	err = r.ForEach(context.Background(), func(rec arrow.Record) error {
-		for _, c := range []string{schema.Logprobs, schema.Advantages, schema.ActionMask} {
-			l := rec.Column(rec.Schema().FieldIndices(c)[0]).(*array.List)
-			for i := 0; i < l.Len(); i++ {
-				lo, hi := l.ValueOffsets(i)
-				if c == schema.Logprobs {
-					lens = append(lens, int(hi-lo))
-				}
-				for k := lo; k < hi; k++ {
-					switch v := l.ListValues().(type) {
-					case *array.Float32:
-						flat[c] = append(flat[c], float64(v.Value(int(k))))
-					case *array.Boolean:
-						flat[c] = append(flat[c], map[bool]float64{true: 1}[v.Value(int(k))])
-					}
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	flat, lens := readLists(t, path, schema.Logprobs, schema.Advantages, schema.ActionMask)
 	b := tokens.New(agg.NewRows(lens))
 	for name, col := range map[string]string{tokens.LogProb: schema.Logprobs, tokens.OldLogProb: schema.Logprobs,
 		tokens.RefLogProb: schema.Logprobs, tokens.Advantages: schema.Advantages, tokens.ActionMask: schema.ActionMask} {
