@@ -12,13 +12,14 @@ import (
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
-// LossInputs says where each input of the loss step is read from: the first
-// store column of the list the store has (names of rftpipe's vocabulary;
-// Trinity's and verl's names are found too). The current policy's log-prob
-// of an offline store defaults to a logprob column, else to the rollout
-// logprobs — then ratio = 1, i.e. the loss and gradient at the rollout
-// policy, the first step of an update; the old log-probs likewise.
-var LossInputs = []struct {
+// Inputs says where each per-token input of the stages (tokens' canonical
+// names) is read from: the first store column of the list the store has
+// (names of rftpipe's vocabulary; Trinity's and verl's names are found
+// too). The current policy's log-prob of an offline store defaults to a
+// logprob column, else to the rollout logprobs — then ratio = 1, i.e. the
+// loss and gradient at the rollout policy, the first step of an update; the
+// old log-probs likewise (the trainer's bypass mode).
+var Inputs = []struct {
 	Input   string
 	Columns []string
 }{
@@ -44,7 +45,7 @@ var LossInputs = []struct {
 type LossStage struct {
 	obj *objective.Objective
 	ev  tokens.Evaluator
-	// cols overrides LossInputs: input → store column.
+	// cols overrides Inputs: input → store column.
 	cols map[string]string
 	step int64
 
@@ -55,7 +56,7 @@ type LossStage struct {
 }
 
 // NewLoss returns the loss step of o, evaluated by ev (tokens.CPU or a
-// device). cols maps inputs to store columns where LossInputs' defaults do
+// device). cols maps inputs to store columns where Inputs' defaults do
 // not fit; step is the training step every row is at (mix_chord's
 // schedule).
 func NewLoss(o *objective.Objective, ev tokens.Evaluator, cols map[string]string, step int64) *LossStage {
@@ -72,7 +73,7 @@ func (l *LossStage) Needs() Needs {
 	if l.obj.Policy.Def.GradAfterSums {
 		n.Passes = 2
 	}
-	for _, in := range LossInputs {
+	for _, in := range Inputs {
 		n.Optional = append(n.Optional, in.Columns...)
 	}
 	for _, c := range l.cols {
@@ -86,7 +87,13 @@ func (l *LossStage) column(b *Batch, input string) string {
 	if c, ok := l.cols[input]; ok {
 		return c
 	}
-	for _, in := range LossInputs {
+	return inputColumn(b, input)
+}
+
+// inputColumn returns the store column of b that input (an Inputs name) is
+// read from by default, "" when the store has none.
+func inputColumn(b *Batch, input string) string {
+	for _, in := range Inputs {
 		if in.Input == input {
 			for _, c := range in.Columns {
 				if b.Has(c) {
@@ -105,7 +112,7 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		return nil, err
 	}
 	tb := tokens.New(rows)
-	for _, in := range LossInputs {
+	for _, in := range Inputs {
 		col := l.column(b, in.Input)
 		if col == "" {
 			continue
@@ -259,7 +266,7 @@ func (l *LossStage) wrap(b *Batch, err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, in := range LossInputs {
+	for _, in := range Inputs {
 		if missing(err, in.Input) {
 			return fmt.Errorf("%s: %w (the store has no %s column: add one, or name the column with --col %s=COLUMN)", b.File, err, in.Columns[0], in.Input)
 		}

@@ -90,7 +90,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		total = g.Rows
 	}
 	for p := 0; p < observePasses(job.Stages); p++ {
-		if total, err = observe(ctx, &job, p, g, res); err != nil {
+		if total, err = observe(ctx, &job, p, cols, g, res); err != nil {
 			return nil, err
 		}
 	}
@@ -175,39 +175,34 @@ func observing(st Stage, p int) (Observer, bool) {
 }
 
 // observe runs statistics pass p: the observing stages see every batch,
-// read with only the columns they declare. It returns the rows read.
-func observe(ctx context.Context, job *Job, p int, g *Grouping, res *Result) (int64, error) {
-	var want []string
+// read with only the columns they declare (named as in the store, whose
+// columns are all). It returns the rows read.
+func observe(ctx context.Context, job *Job, p int, all *columns, g *Grouping, res *Result) (int64, error) {
+	want := []string{schema.ActionMask} // the response layout (Batch.Rows)
+	if all.lookup(schema.ActionMask) < 0 {
+		want = append(want, schema.Logprobs) // the layout without a mask
+	}
+	if job.Shard != nil {
+		want = append(want, schema.Batch)
+	}
 	for _, st := range job.Stages {
 		if _, ok := observing(st, p); ok {
 			n := st.Needs()
 			want = append(append(want, n.Columns...), n.Optional...)
 		}
 	}
-	want = append(want, schema.ActionMask) // the response layout (Batch.Rows)
-	if job.Shard != nil {
-		want = append(want, schema.Batch)
+	var names []string
+	for _, w := range want {
+		if i := all.lookup(w); i >= 0 {
+			names = append(names, all.sch.Field(i).Name)
+		}
 	}
-	r, err := store.Open(job.In, job.readOptions()...)
+	r, err := store.Open(job.In, job.readOptions(store.Columns(names...))...)
 	if err != nil {
 		return 0, err
 	}
-	cols := newColumns(r.Files()[0], r.Schema(), job.Columns)
-	if cols.lookup(schema.ActionMask) < 0 {
-		want = append(want, schema.Logprobs) // the layout without a mask
-	}
-	var names []string
-	for _, w := range want {
-		if i := cols.lookup(w); i >= 0 {
-			names = append(names, r.Schema().Field(i).Name)
-		}
-	}
-	r.Close()
-	if r, err = store.Open(job.In, job.readOptions(store.Columns(names...))...); err != nil {
-		return 0, err
-	}
 	defer r.Close()
-	cols = newColumns(r.Files()[0], r.Schema(), job.Columns)
+	cols := newColumns(r.Files()[0], r.Schema(), job.Columns)
 	bt := newBatcher(job, cols, r.Schema())
 	var rows int64
 	err = r.ForEach(ctx, func(rec arrow.Record) error {
@@ -366,6 +361,9 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 			if err != nil {
 				for o := range outs {
 					o.rec.Release()
+					if o.rest != nil {
+						o.rest.Release()
+					}
 				}
 				return err
 			}
@@ -395,6 +393,9 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 			if err != nil {
 				for b := range in {
 					b.rec.Release()
+					if b.rest != nil {
+						b.rest.Release()
+					}
 				}
 				return err
 			}

@@ -114,8 +114,8 @@ func (s *scoresStage) scores(b *Batch, p *kl.Penalty) error {
 	}
 	if p != nil {
 		tb := tokens.New(rows)
-		for name, col := range map[string]string{tokens.OldLogProb: oldLogprobColumn(b), tokens.RefLogProb: schema.RefLogprob, tokens.ActionMask: schema.ActionMask} {
-			v, err := b.Tokens(col)
+		for _, name := range []string{tokens.OldLogProb, tokens.RefLogProb, tokens.ActionMask} {
+			v, err := b.Tokens(inputColumn(b, name))
 			if err != nil {
 				return err
 			}
@@ -140,15 +140,6 @@ func (s *scoresStage) Finish(res *Result) error {
 		res.Weights["critic/kl"] = float64(res.In) // a mean over rows
 	}
 	return nil
-}
-
-// oldLogprobColumn is where the old log-probs come from: the trainer's
-// old_logprob column, else the rollout logprobs (bypass mode).
-func oldLogprobColumn(b *Batch) string {
-	if b.Has(schema.OldLogprob) {
-		return schema.OldLogprob
-	}
-	return schema.Logprobs
 }
 
 // trainerStage runs a trainer-side fn over the store as one batch.
@@ -178,7 +169,7 @@ func (t *trainerStage) Needs() Needs {
 	n := Needs{Columns: []string{schema.Batch, schema.Task, schema.ActionMask}, Passes: t.passes(),
 		Writes: []string{schema.Advantages, schema.Returns}, CrossBatch: advantage.CrossBatchOf(t.st)}
 	for _, in := range t.fn.Inputs() {
-		n.Optional = append(n.Optional, inputColumns[in]...)
+		n.Optional = append(n.Optional, trainerColumns(in)...)
 	}
 	if t.scalar {
 		n.Group = &GroupNeeds{}
@@ -199,15 +190,22 @@ func (t *trainerStage) passes() int {
 	return n
 }
 
-// inputColumns maps the trainer-side inputs to the store columns they are
-// read from (the first present).
-var inputColumns = map[string][]string{
-	advantage.InValues:          {schema.Values},
-	advantage.InOldLogprobs:     {schema.OldLogprob, schema.Logprobs},
-	advantage.InRolloutLogprobs: {schema.Logprobs},
-	advantage.InTeacherLogprobs: {schema.TeacherLogprobs},
-	advantage.InEntropys:        {schema.Entropy},
-	advantage.InNecs:            {"necs"},
+// trainerColumns returns the store columns a trainer-side input (verl's
+// name) is read from, the first present: Inputs' under the canonical name.
+func trainerColumns(in string) []string {
+	switch in {
+	case advantage.InRolloutLogprobs:
+		return []string{schema.Logprobs}
+	case advantage.InNecs:
+		return []string{in} // no store column of rftpipe's holds Clip_V's signal
+	}
+	in = tokens.Canonical(in)
+	for _, d := range Inputs {
+		if d.Input == in {
+			return d.Columns
+		}
+	}
+	return nil
 }
 
 func (t *trainerStage) Group(g *Grouping) error {
@@ -279,7 +277,7 @@ func (t *trainerStage) chunk(b *Batch) (*advantage.Chunk, error) {
 		case advantage.InGroups, advantage.InRewardBaselines:
 			continue
 		default:
-			for _, col := range inputColumns[in] {
+			for _, col := range trainerColumns(in) {
 				if b.Has(col) {
 					v, err = b.Tokens(col)
 					break
@@ -331,7 +329,7 @@ func (t *trainerStage) Finish(res *Result) error {
 func columnHint(err error) string {
 	for _, c := range []string{advantage.InValues, advantage.InTeacherLogprobs} {
 		if errors.Is(err, schema.ErrBadInput) && strings.Contains(err.Error(), "missing column "+c) {
-			return fmt.Sprintf(" (the store has no %s column; add one, or map one with the job file's columns section)", inputColumns[c][0])
+			return fmt.Sprintf(" (the store has no %s column; add one, or map one with the job file's columns section)", trainerColumns(c)[0])
 		}
 	}
 	return ""

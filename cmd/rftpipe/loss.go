@@ -161,7 +161,7 @@ func colFlags(kvs []string) (map[string]string, error) {
 		in, col, ok := strings.Cut(kv, "=")
 		in = tokens.Canonical(in)
 		valid := false
-		for _, d := range pipeline.LossInputs {
+		for _, d := range pipeline.Inputs {
 			valid = valid || d.Input == in
 		}
 		if !ok || !valid || col == "" {

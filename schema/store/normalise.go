@@ -40,13 +40,12 @@ import (
 // normSource casts the batches of a source to the canonical types.
 type normSource struct {
 	source
-	path  string
-	sc    *arrow.Schema
-	plan  []colPlan
-	mem   memory.Allocator
-	row   int64 // file row of the next batch's first row
-	cur   arrow.Record
-	ident bool // every column passes as is
+	path string
+	sc   *arrow.Schema
+	plan []colPlan
+	mem  memory.Allocator
+	row  int64 // file row of the next batch's first row
+	cur  arrow.Record
 }
 
 // colPlan says where output column comes from and what type it gets.

@@ -171,7 +171,7 @@ func TestPickleRoundTrip(t *testing.T) {
 	for _, v := range []any{
 		nil, true, false, int64(0), int64(255), int64(256), int64(65535), int64(65536), int64(-1),
 		int64(math.MaxInt32), int64(math.MinInt32), int64(math.MaxInt32) + 1, int64(1) << 41,
-		int64(math.MinInt64), int64(math.MaxInt64), huge, 1.5, math.Inf(-1), -0.0,
+		int64(math.MinInt64), int64(math.MaxInt64), huge, 1.5, math.Inf(-1), math.Copysign(0, -1),
 		"", "Grüße √2 数学 🙂", string(make([]byte, 300)),
 		&List{}, &List{Items: []any{int64(1), "a", nil}}, Tuple{}, Tuple{int64(1), "x"},
 		&Dict{}, &Dict{Keys: []any{"b", "a", int64(3)}, Vals: []any{int64(1), &Dict{Keys: []any{"x"}, Vals: []any{1.0}}, "three"}},

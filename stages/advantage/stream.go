@@ -41,13 +41,12 @@ type RowScored interface {
 
 // groupStream is the streamed form of a group fn.
 type groupStream struct {
-	fn     string
-	rule   groupRule
-	s      []float64 // Σ token_level_rewards per batch row
-	group  []int32
-	score  []float64 // per batch row, once computed
-	given  bool
-	window []float64
+	fn    string
+	rule  groupRule
+	s     []float64 // Σ token_level_rewards per batch row
+	group []int32
+	score []float64 // per batch row, once computed
+	given bool
 }
 
 func newGroupStream(fn string, rule groupRule) *groupStream { return &groupStream{fn: fn, rule: rule} }
