@@ -128,6 +128,10 @@ type Needs struct {
 	// before the streaming pass; AllPasses takes part in every pass any stage
 	// needs (a stage that prepares inputs for the stages after it).
 	Passes int
+	// PassColumns, when set, are the only columns its statistics passes
+	// read (the loss's totals need the mask alone); else Columns and
+	// Optional.
+	PassColumns []string
 	// Writes are the columns the stage writes (replacing an input column of
 	// that name, else appended). Duplicates says it may copy rows (the
 	// output then has duplicate_of).

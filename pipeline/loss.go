@@ -71,7 +71,9 @@ func (l *LossStage) Needs() Needs {
 	n := Needs{Columns: []string{schema.ActionMask}, Passes: 1, Writes: []string{schema.GradLogprob},
 		CrossBatch: "the loss is taken over the store as one trainer batch (its aggregation divides by the whole store's token and row totals)"}
 	if l.obj.Policy.Def.GradAfterSums {
-		n.Passes = 2
+		n.Passes = 2 // the second pass evaluates: every input
+	} else {
+		n.PassColumns = []string{schema.ActionMask, schema.ExpertMask, l.cols[tokens.ActionMask], l.cols[tokens.ExpertMask]}
 	}
 	for _, in := range Inputs {
 		n.Optional = append(n.Optional, in.Columns...)
@@ -170,18 +172,48 @@ func rowFlags(b *Batch, col string) ([]bool, error) {
 // Observe implements Observer: pass 0 gathers the totals, pass 1 (losses
 // whose gradient needs the batch's sums) the sums.
 func (l *LossStage) Observe(pass int, b *Batch) error {
+	if pass == 0 {
+		t, err := l.totalsOf(b)
+		l.totals.Add(t)
+		return err
+	}
 	tb, err := l.window(b)
 	if err != nil {
 		return err
-	}
-	if pass == 0 {
-		l.totals.Add(tokens.TotalsOf(tb))
-		return nil
 	}
 	if err := l.start(tb, b); err != nil {
 		return err
 	}
 	return l.wrap(b, l.eval.Window(tb, make([]float64, tb.Rows.Tokens())))
+}
+
+// totalsOf returns the totals of b's rows: from the mask and the expert
+// flags alone.
+func (l *LossStage) totalsOf(b *Batch) (tokens.Totals, error) {
+	rows, err := b.Rows()
+	if err != nil {
+		return tokens.Totals{}, err
+	}
+	tb := tokens.New(rows)
+	if col := l.column(b, tokens.ActionMask); col != "" {
+		mask, err := b.Tokens(col)
+		if err != nil {
+			return tokens.Totals{}, err
+		}
+		if err := tb.Set(tokens.ActionMask, mask); err != nil {
+			return tokens.Totals{}, err
+		}
+	}
+	if col := l.column(b, tokens.ExpertMask); col != "" {
+		flags, err := rowFlags(b, col)
+		if err != nil {
+			return tokens.Totals{}, err
+		}
+		if err := tb.SetExpertMask(flags); err != nil {
+			return tokens.Totals{}, err
+		}
+	}
+	return tokens.TotalsOf(tb), nil
 }
 
 // start windows tb into the batch and starts the evaluation at the first

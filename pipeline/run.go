@@ -188,7 +188,11 @@ func observe(ctx context.Context, job *Job, p int, all *columns, g *Grouping, re
 	for _, st := range job.Stages {
 		if _, ok := observing(st, p); ok {
 			n := st.Needs()
-			want = append(append(want, n.Columns...), n.Optional...)
+			if n.PassColumns != nil {
+				want = append(want, n.PassColumns...)
+			} else {
+				want = append(append(want, n.Columns...), n.Optional...)
+			}
 		}
 	}
 	var names []string

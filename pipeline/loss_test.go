@@ -1,0 +1,76 @@
+package pipeline
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/rftpipe/rftpipe/stages/objective"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// TestLossStreamsLikeOneBatch: the loss step over a store read in record
+// batches of 7 rows equals the same step over the store as one batch, for
+// a loss of each shape (plain, mixed row sets, gradient after the sums).
+func TestLossStreamsLikeOneBatch(t *testing.T) {
+	for _, c := range []struct{ fn, store string }{
+		{"ppo", "full.parquet"}, {"mix", "full.parquet"}, {"gspo", "full.parquet"}, {"dpo", "dpo_pairs.parquet"},
+	} {
+		t.Run(c.fn, func(t *testing.T) {
+			run := func(rows int) (objective.Result, int64) {
+				o, err := objective.New(objective.Config{PolicyLoss: c.fn, KLLoss: "k3", KLCoef: 0.01, Entropy: "default", EntropyCoef: 0.001})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := NewLoss(o, tokens.CPU, nil, 1)
+				res, err := Run(context.Background(), Job{In: stores + c.store, Stages: []Stage{st}, BatchRows: rows})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st.Result(), res.In
+			}
+			whole, n := run(1 << 20)
+			parts, m := run(7)
+			if n != m || n < 14 {
+				t.Fatalf("%d and %d rows", n, m)
+			}
+			close := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+			if !close(parts.Loss, whole.Loss) {
+				t.Errorf("loss in batches of 7: %v, as one batch: %v", parts.Loss, whole.Loss)
+			}
+			for k, v := range whole.Metrics {
+				if !close(parts.Metrics[k], v) {
+					t.Errorf("%s in batches of 7: %v, as one batch: %v", k, parts.Metrics[k], v)
+				}
+			}
+		})
+	}
+}
+
+// TestTrainerSideStreamsLikeOneBatch: every trainer-side fn over a store
+// read in record batches of 7 rows writes the advantages and returns it
+// writes reading the store as one batch (float32 storage: 1e-6). The
+// batched run writes Arrow IPC, so its streaming pass is batched too (a
+// Parquet output reads whole row groups, deferred).
+func TestTrainerSideStreamsLikeOneBatch(t *testing.T) {
+	for _, fn := range []string{"ppo", "reinforceplusplus", "rloo", "grpo_verl", "opmd_verl", "asymre_verl", "jsd", "on_policy_distill"} {
+		t.Run(fn, func(t *testing.T) {
+			dir := t.TempDir()
+			out := func(rows int, ext string) *table {
+				path := dir + "/" + fn + ext
+				run(t, withFn(t, Job{In: stores + "full.parquet", Out: path, BatchRows: rows}, fn, ""))
+				return readTable(t, path)
+			}
+			whole, parts := out(1<<20, ".parquet"), out(7, ".arrow")
+			for i := range whole.adv {
+				for k := range whole.adv[i] {
+					a, b := float64(parts.adv[i][k]), float64(whole.adv[i][k])
+					r, s := float64(parts.ret[i][k]), float64(whole.ret[i][k])
+					if math.Abs(a-b) > 1e-6*math.Max(1, math.Abs(b)) || math.Abs(r-s) > 1e-6*math.Max(1, math.Abs(s)) {
+						t.Fatalf("row %d token %d: advantage %v return %v in batches of 7, %v and %v as one batch", i, k, a, r, b, s)
+					}
+				}
+			}
+		})
+	}
+}
