@@ -55,7 +55,7 @@ func jsonMetrics(m agg.Metrics) map[string]*float64 {
 func lossCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "loss",
-		Usage: "compute a policy loss (+ KL and entropy terms), its metrics and dLoss/dlogprob on a store",
+		Usage: "compute a policy loss (+ KL and entropy terms) over a store as one batch, streamed: its metrics and dLoss/dlogprob",
 		Description: "The store is one micro-batch: final_loss = pg_loss - entropy_loss + kl_loss, metrics named as the\n" +
 			"trainer publishes them (actor/...). Inputs are read from list columns (see --col); the current\n" +
 			"policy's log-prob defaults to a `logprob` column, else to the rollout `logprobs` (ratio 1).",
@@ -67,7 +67,7 @@ func lossCommand() *cli.Command {
 			&cli.Float64Flag{Name: "kl-coef", Value: 0.001, Usage: "KL loss coefficient"},
 			&cli.StringFlag{Name: "entropy-loss-fn", Value: "default", Usage: "entropy loss `NAME`: " + strings.Join(entropy.Registry().Names(), ", ")},
 			&cli.Float64Flag{Name: "entropy-coef", Value: 0, Usage: "entropy coefficient (the term is computed when the store has an entropy input)"},
-			&cli.StringFlag{Name: "in", Usage: "input store (`STORE`: file, directory or glob)"},
+			&cli.StringFlag{Name: "in", Usage: "input store (`STORE`: file, directory, glob or Trinity buffer URL)"},
 			&cli.StringSliceFlag{Name: "col", Usage: "read input `CANONICAL=COLUMN` (logprob, old_logprob, ref_logprob, advantages, action_mask, expert_mask, teacher_logprob, entropy, values; verl names accepted)"},
 			&cli.Int64Flag{Name: "step", Value: 1, Usage: "training step of the batch (mix_chord's schedule; the trainer counts from 1)"},
 			&cli.StringFlag{Name: "grad-out", Usage: "write grad_logprob list<float32> (+ id columns) aligned with the input rows to `FILE`"},

@@ -217,3 +217,25 @@ func wholeBatch(t *testing.T, path string) *tokens.Batch {
 	}
 	return b
 }
+
+// TestLossRefusesBadArguments: NaN arguments and clip ranges that are
+// negative or infinite are usage errors, not NaN results.
+func TestLossRefusesBadArguments(t *testing.T) {
+	for _, arg := range []string{"clip_range=nan", "clip_range_low=-0.2", "clip_range_high=inf"} {
+		_, stderr, code := runCLI(t, "loss", "--fn", "ppo", "--arg", arg, "--in", "../../fixtures/stores/full.parquet")
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("--arg %s: exit %d, %q; want 2 and one line", arg, code, stderr)
+		}
+	}
+}
+
+// TestLossJSONNonFinite: a value JSON cannot hold is written as null.
+func TestLossJSONNonFinite(t *testing.T) {
+	b, err := json.Marshal(lossOutput{Loss: jsonFloat(math.NaN()), Metrics: jsonMetrics(agg.Metrics{"a": math.Inf(-1), "b": 1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"loss":null,"metrics":{"a":null,"b":1}`; !strings.Contains(string(b), want) {
+		t.Errorf("%s lacks %s", b, want)
+	}
+}

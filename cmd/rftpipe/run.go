@@ -17,7 +17,7 @@ import (
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
-		Usage: "compute advantages (pipeline-side fn or add strategy) over a store: filter, duplicate, write advantages/returns",
+		Usage: "compute advantages over a store (an advantage fn, an add strategy or an algorithm preset): filter, duplicate, write advantages/returns",
 		Description: "Rows keep input order (upstream groups them; compare by eid). Duplicated rows come last, with a\n" +
 			"fresh suffix and duplicate_of = the input row they copy.\n\n" +
 			fnHelp() + "add strategies: " + strings.Join(addstrategy.Default().Names(), ", "),
@@ -26,8 +26,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "advantage-fn", Usage: "advantage fn or filter (`NAME`, listed below)"},
 			&cli.StringSliceFlag{Name: "arg", Usage: "fn argument `KEY=VALUE` (repeatable), e.g. --arg std_threshold=0"},
 			&cli.StringFlag{Name: "add-strategy", Usage: "run an add strategy preset (`NAME`) instead of an advantage fn"},
-			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "input store (`STORE`: file, directory or glob)"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output store (`FILE`: .parquet, .arrow, .arrows or .jsonl)"},
+			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "input store (`STORE`: file, directory, glob or Trinity buffer URL)"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output store (`FILE`: .parquet, .arrow, .arrows, .jsonl or a Trinity buffer URL; a directory with --shards)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the random choices (same input and seed, same output bytes)"},
 			&cli.StringFlag{Name: "on-invalid-reward", Value: pipeline.InvalidError, Usage: "null/NaN/Inf rewards: error | drop"},
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},

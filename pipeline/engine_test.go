@@ -2,7 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rftpipe/rftpipe/stages/objective"
@@ -73,4 +77,26 @@ func TestTrainerSideStreamsLikeOneBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOutputInsideInput: an output inside the input store's directory is
+// refused unless the job allows it.
+func TestOutputInsideInput(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(stores + "demo.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "part-0.parquet"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.parquet")
+	_, err = Run(context.Background(), withFn(t, Job{In: dir, Out: out}, "grpo", ""))
+	if err == nil || !strings.Contains(err.Error(), "inside the input store") {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("refused output was written")
+	}
+	run(t, withFn(t, Job{In: dir, Out: out, InsideInput: true}, "grpo", ""))
 }
