@@ -180,15 +180,6 @@ func (o *Objective) Eval(ev tokens.Evaluator, b *tokens.Batch, grad []float64) (
 	return res, nil
 }
 
-// Inputs returns the canonical inputs the objective reads.
-func (o *Objective) Inputs() []string {
-	in := append([]string{tokens.LogProb}, o.Policy.Def.Inputs...)
-	if o.KL.Kind != kl.None {
-		in = append(in, tokens.RefLogProb)
-	}
-	return append(in, tokens.ActionMask)
-}
-
 func (e *Eval) buf(n int) []float64 {
 	if cap(e.scratch) < n {
 		e.scratch = make([]float64, n)
