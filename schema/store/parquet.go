@@ -33,7 +33,8 @@ type parquetSource struct {
 	fr      *pqarrow.FileReader
 	pf      *file.Reader
 	leaves  []int
-	readers []*pqarrow.ColumnReader // of row group rg
+	plans   []fieldPlan  // per field of sc
+	readers []leafReader // of row group rg
 	sc      *arrow.Schema
 	batch   int64
 	rg      int   // the row group being read (-1 before the first)
@@ -108,7 +109,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		rd.Release()
 	}
 	kept = true
-	p := &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, fh: fh,
+	p := &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, plans: planFields(pf, rsc), sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, fh: fh,
 		skip: newRowGroupSkipper(pf, cfg)}
 	if cfg.deferred {
 		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group
@@ -160,7 +161,7 @@ func (p *parquetSource) nextRowGroup() (bool, error) {
 			p.left = 0
 			continue
 		}
-		readers, _, err := p.fr.GetFieldReaders(context.Background(), p.leaves, []int{p.rg})
+		readers, err := fieldReaders(p.pf, p.fr, p.plans, p.rg)
 		if err != nil {
 			return false, fileError(p.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", p.rg)
 		}
@@ -224,7 +225,7 @@ func (p *parquetSource) Next() (arrow.Record, error) {
 
 // readColumns reads n rows of every column, each on its own goroutine; a
 // decoder's panic is its column's error.
-func readColumns(readers []*pqarrow.ColumnReader, n int64) ([]arrow.Array, []error) {
+func readColumns(readers []leafReader, n int64) ([]arrow.Array, []error) {
 	cols := make([]arrow.Array, len(readers))
 	errs := make([]error, len(readers))
 	var wg sync.WaitGroup
@@ -237,7 +238,7 @@ func readColumns(readers []*pqarrow.ColumnReader, n int64) ([]arrow.Array, []err
 					errs[i] = fmt.Errorf("%v", r)
 				}
 			}()
-			cols[i], errs[i] = readBatch(rd, n)
+			cols[i], errs[i] = rd.read(n)
 		}()
 	}
 	wg.Wait()
@@ -287,9 +288,7 @@ func readBatch(rd *pqarrow.ColumnReader, n int64) (arrow.Array, error) {
 }
 
 func (p *parquetSource) releaseReaders() {
-	for _, rd := range p.readers {
-		rd.Release()
-	}
+	releaseReaders(p.readers)
 	p.readers = nil
 }
 

@@ -183,6 +183,13 @@ func mergeRest(sc *arrow.Schema, rec arrow.Record, rest *Rest) (arrow.Record, er
 	return array.NewRecord(sc, cols, rest.rows), nil
 }
 
+// chunkWriter is a column chunk being encoded: by the leaf codec or by
+// arrow-go's column writer.
+type chunkWriter interface {
+	Close() error
+	TotalBytesWritten() int64
+}
+
 // chunkPlan says where a column chunk of a row group comes from.
 type chunkPlan struct {
 	col  arrow.Array // encoded from this array
@@ -220,8 +227,9 @@ func (c *columnSink) writeRowGroup(rec arrow.Record, rest *Rest) error {
 	for i := range ccs {
 		ccs[i] = rgb.NextColumnChunk()
 	}
-	// Encode the new columns concurrently, each into its own buffer.
-	cws := make([]file.ColumnChunkWriter, len(plans))
+	// Encode the new columns concurrently, each into its own buffer: lists
+	// of primitives with the leaf codec, other columns with pqarrow.
+	cws := make([]chunkWriter, len(plans))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, p := range plans {
@@ -235,8 +243,15 @@ func (c *columnSink) writeRowGroup(rec arrow.Record, rest *Rest) error {
 			if err != nil {
 				return err
 			}
-			cws[i] = file.NewColumnChunkWriter(ccs[i], pager, c.props)
-			return c.writeColumn(cws[i], p.col, c.sc.Field(i), &c.scratch[i])
+			f := c.sc.Field(i)
+			if s, ok := leafEncodes(c.props, ccs[i].Descr(), f.Type, p.col); ok {
+				enc := &leafEncoder{pager: pager}
+				cws[i] = enc
+				return enc.write(s, p.col.(*array.List), int(c.props.DataPageSize()))
+			}
+			cw := file.NewColumnChunkWriter(ccs[i], pager, c.props)
+			cws[i] = cw
+			return c.writeColumn(cw, p.col, f, &c.scratch[i])
 		})
 	}
 	if err := g.Wait(); err != nil {

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -175,19 +174,11 @@ func (r *Rest) decode() (rec arrow.Record, err error) {
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
-	leaves := make([]int, len(r.chunks))
-	for i, c := range r.chunks {
-		leaves[i] = c.leaf
-	}
-	readers, _, err := fr.GetFieldReaders(context.Background(), leaves, []int{r.rg})
+	readers, err := fieldReaders(pf, fr, planFields(pf, r.sc), r.rg)
 	if err != nil {
 		return nil, fileError(r.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", r.rg)
 	}
-	defer func() {
-		for _, rd := range readers {
-			rd.Release()
-		}
-	}()
+	defer releaseReaders(readers)
 	cols, errs := readColumns(readers, r.rows)
 	defer releaseAll(cols)
 	for i, err := range errs {

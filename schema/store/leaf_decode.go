@@ -1,0 +1,452 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/bitutil"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet"
+	"github.com/apache/arrow/go/v17/parquet/file"
+)
+
+// byteStreamSplit is Parquet's BYTE_STREAM_SPLIT encoding, which arrow-go
+// v17 neither names nor decodes.
+const byteStreamSplit = parquet.Encoding(9)
+
+// leafDecoder reads one column chunk of a leafShape column, record batch by
+// record batch, from its pages: levels decoded run by run, values copied as
+// bytes (PLAIN), gathered (dictionary) or de-interleaved (BYTE_STREAM_SPLIT).
+type leafDecoder struct {
+	s    leafShape
+	pr   file.PageReader
+	dict []byte // the dictionary page's values, PLAIN
+	// The current data page: its levels, the next one to use, and its
+	// values as PLAIN bytes (or bits, for booleans) from vpos on.
+	rep, def []int16
+	pos      int
+	vals     []byte
+	vpos     int  // in values, or in bits for booleans
+	open     bool // the last row read may take more elements
+}
+
+func newLeafDecoder(s leafShape, pr file.PageReader) *leafDecoder {
+	return &leafDecoder{s: s, pr: pr}
+}
+
+// errLevels reports levels no writer of the shape writes.
+var errLevels = errors.New("definition or repetition levels out of the column's range")
+
+// next loads the next data page; false at the end of the chunk.
+func (d *leafDecoder) next() (bool, error) {
+	for d.pr.Next() {
+		pg := d.pr.Page()
+		switch p := pg.(type) {
+		case *file.DictionaryPage:
+			if enc := parquet.Encoding(p.Encoding()); d.s.width == 0 || (enc != parquet.Encodings.Plain && enc != parquet.Encodings.PlainDict) {
+				return false, fmt.Errorf("unsupported dictionary page encoding %v", p.Encoding())
+			}
+			n := int(p.NumValues())
+			if n < 0 || len(p.Data()) < n*d.s.width {
+				return false, errors.New("dictionary page shorter than its values")
+			}
+			d.dict = append(d.dict[:0], p.Data()[:n*d.s.width]...)
+		case *file.DataPageV1:
+			return true, d.load(p.Data(), int(p.NumValues()), -1, -1, parquet.Encoding(p.Encoding()))
+		case *file.DataPageV2:
+			return true, d.load(p.Data(), int(p.NumValues()), int(p.RepetitionLevelByteLen()), int(p.DefinitionLevelByteLen()), parquet.Encoding(p.Encoding()))
+		}
+	}
+	return false, d.pr.Err()
+}
+
+// load decodes a data page of n levels: levels prefixed by their byte length
+// (v1: repLen < 0) or of the given lengths (v2), then values.
+func (d *leafDecoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding) error {
+	d.pos = 0
+	d.rep, d.def = grow(d.rep, n), grow(d.def, n)
+	var err error
+	if d.s.repBits > 0 {
+		if data, err = d.levels(d.rep, data, d.s.repBits, repLen); err != nil {
+			return err
+		}
+	}
+	if d.s.defBits > 0 {
+		if data, err = d.levels(d.def, data, d.s.defBits, defLen); err != nil {
+			return err
+		}
+	} else {
+		for i := range d.def {
+			d.def[i] = 0
+		}
+	}
+	present := 0
+	for _, l := range d.def {
+		if l == d.s.maxDef {
+			present++
+		}
+	}
+	return d.values(data, present, enc)
+}
+
+// levels decodes len(dst) levels from data and returns the bytes after them.
+func (d *leafDecoder) levels(dst []int16, data []byte, width, size int) ([]byte, error) {
+	if size < 0 { // v1: a 4-byte length first
+		if len(data) < 4 {
+			return nil, errors.New("data page shorter than its levels")
+		}
+		size = int(binary.LittleEndian.Uint32(data))
+		data = data[4:]
+	}
+	if size > len(data) {
+		return nil, errors.New("data page shorter than its levels")
+	}
+	if err := decodeHybrid(dst, data[:size], width); err != nil {
+		return nil, err
+	}
+	return data[size:], nil
+}
+
+// values makes the page's n present values available as PLAIN bytes.
+func (d *leafDecoder) values(data []byte, n int, enc parquet.Encoding) error {
+	d.vpos = 0
+	w := d.s.width
+	switch {
+	case enc == parquet.Encodings.Plain:
+		if (w == 0 && len(data)*8 < n) || (w > 0 && len(data) < n*w) {
+			return errors.New("data page shorter than its values")
+		}
+		d.vals = data
+	case w == 0 && enc == parquet.Encodings.RLE: // booleans, v2 pages
+		if len(data) < 4 || int(binary.LittleEndian.Uint32(data)) > len(data)-4 {
+			return errors.New("data page shorter than its values")
+		}
+		lv := make([]int16, n)
+		if err := decodeHybrid(lv, data[4:4+binary.LittleEndian.Uint32(data)], 1); err != nil {
+			return err
+		}
+		d.vals = make([]byte, bitutil.BytesForBits(int64(n)))
+		for i, v := range lv {
+			if v != 0 {
+				bitutil.SetBit(d.vals, i)
+			}
+		}
+	case w > 0 && (enc == parquet.Encodings.RLEDict || enc == parquet.Encodings.PlainDict):
+		if len(data) < 1 || data[0] > 32 {
+			return errors.New("dictionary indices: bad bit width")
+		}
+		idx := make([]int32, n)
+		if err := decodeHybrid(idx, data[1:], int(data[0])); err != nil {
+			return err
+		}
+		size := len(d.dict) / w
+		out := make([]byte, n*w)
+		for i, k := range idx {
+			if k < 0 || int(k) >= size {
+				return errors.New("dictionary index out of the dictionary")
+			}
+			copy(out[i*w:(i+1)*w], d.dict[int(k)*w:int(k+1)*w])
+		}
+		d.vals = out
+	case w > 0 && enc == byteStreamSplit:
+		if len(data) < n*w {
+			return errors.New("data page shorter than its values")
+		}
+		out := make([]byte, n*w)
+		for b := 0; b < w; b++ {
+			stream := data[b*n : (b+1)*n]
+			for i, v := range stream {
+				out[i*w+b] = v
+			}
+		}
+		d.vals = out
+	default:
+		return fmt.Errorf("unsupported value encoding %v", enc)
+	}
+	return nil
+}
+
+// batch accumulates the Arrow buffers of one record batch of the column.
+type batch struct {
+	rows      int
+	offsets   []int32 // lists: rows+1
+	listValid []byte  // nil until a null list (flat: a null value)
+	listNulls int
+	vals      []byte
+	nvals     int
+	elemValid []byte // nil until a null element
+	elemNulls int
+}
+
+// read decodes the next n rows (fewer only at the end of the chunk).
+func (d *leafDecoder) read(n int64) (arrow.Array, error) {
+	b := &batch{}
+	if d.s.list {
+		b.offsets = make([]int32, 1, n+1)
+	}
+	for int64(b.rows) < n || d.s.list {
+		if d.pos == len(d.def) {
+			ok, err := d.next()
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+			continue
+		}
+		if d.s.list {
+			if d.rep[d.pos] == 0 && int64(b.rows) == n {
+				break // the next row starts
+			}
+			if err := d.listRun(b); err != nil {
+				return nil, err
+			}
+		} else if err := d.flatRun(b, int(n)-b.rows); err != nil {
+			return nil, err
+		}
+	}
+	if d.s.list && len(b.offsets) > 0 {
+		b.offsets = b.offsets[:b.rows+1]
+	}
+	return b.array(d.s), nil
+}
+
+// listRun takes the levels from pos up to the start of the next row, or the
+// end of the page (a row may go on in the next page).
+func (d *leafDecoder) listRun(b *batch) error {
+	s, i := d.s, d.pos
+	if d.rep[i] == 0 {
+		b.rows++
+		b.offsets = append(b.offsets, int32(b.nvals))
+		switch l := d.def[i]; {
+		case l > s.emptyDef:
+			d.open = true
+		case l == s.emptyDef || l == s.nullDef:
+			if l == s.nullDef {
+				b.setNull(b.rows - 1)
+			}
+			d.open = false
+			d.pos++
+			return nil
+		default:
+			return errLevels
+		}
+	} else if !d.open {
+		return errLevels
+	}
+	end := i + 1
+	for end < len(d.rep) && d.rep[end] == 1 {
+		end++
+	}
+	// The row's elements: a run of present values is copied at once.
+	for i < end {
+		j := i
+		for j < end && d.def[j] == s.maxDef {
+			j++
+		}
+		if j > i {
+			if err := d.take(b, j-i); err != nil {
+				return err
+			}
+			i = j
+			continue
+		}
+		if d.def[i] != s.elemNull || s.elemNull < 0 {
+			return errLevels
+		}
+		b.addElemNull(s)
+		i++
+	}
+	d.pos = end
+	b.offsets[b.rows] = int32(b.nvals)
+	return nil
+}
+
+// flatRun takes up to want rows of a flat column from the page.
+func (d *leafDecoder) flatRun(b *batch, want int) error {
+	end := min(len(d.def), d.pos+want)
+	for i := d.pos; i < end; {
+		j := i
+		for j < end && d.def[j] == d.s.maxDef {
+			j++
+		}
+		if j > i {
+			if err := d.take(b, j-i); err != nil {
+				return err
+			}
+			b.rows += j - i
+			i = j
+			continue
+		}
+		if d.def[i] != d.s.nullDef {
+			return errLevels
+		}
+		b.setNull(b.rows)
+		b.addZero(d.s)
+		b.rows++
+		i++
+	}
+	d.pos = end
+	return nil
+}
+
+// take copies k present values.
+func (d *leafDecoder) take(b *batch, k int) error {
+	w := d.s.width
+	if w == 0 {
+		if (d.vpos+k+7)/8 > len(d.vals) {
+			return errors.New("data page shorter than its values")
+		}
+		need := int(bitutil.BytesForBits(int64(b.nvals + k)))
+		if need > len(b.vals) {
+			b.vals = append(b.vals, make([]byte, need-len(b.vals)+len(b.vals)/2)...)
+		}
+		bitutil.CopyBitmap(d.vals, d.vpos, k, b.vals, b.nvals)
+	} else {
+		if (d.vpos+k)*w > len(d.vals) {
+			return errors.New("data page shorter than its values")
+		}
+		b.vals = append(b.vals, d.vals[d.vpos*w:(d.vpos+k)*w]...)
+	}
+	d.vpos += k
+	if b.elemValid != nil {
+		bitutil.SetBitsTo(b.growValid(&b.elemValid, b.nvals+k), int64(b.nvals), int64(k), true)
+	}
+	b.nvals += k
+	return nil
+}
+
+// addElemNull appends a null value (a zero in the values).
+func (b *batch) addElemNull(s leafShape) {
+	if b.elemValid == nil {
+		b.elemValid = allValid(b.nvals + 1)
+	}
+	b.growValid(&b.elemValid, b.nvals+1)
+	bitutil.ClearBit(b.elemValid, b.nvals)
+	b.elemNulls++
+	b.addZero(s)
+}
+
+// addZero appends a zero value (under a null).
+func (b *batch) addZero(s leafShape) {
+	if s.width > 0 {
+		b.vals = append(b.vals, make([]byte, s.width)...)
+	} else if need := int(bitutil.BytesForBits(int64(b.nvals + 1))); need > len(b.vals) {
+		b.vals = append(b.vals, 0)
+	}
+	b.nvals++
+}
+
+// setNull marks row i null (a list, or a flat value).
+func (b *batch) setNull(i int) {
+	if b.listValid == nil {
+		b.listValid = allValid(i + 1)
+	}
+	b.listNulls++
+	b.growValid(&b.listValid, i+1)
+	bitutil.ClearBit(b.listValid, i)
+}
+
+// allValid returns a validity bitmap of at least n bits, all set.
+func allValid(n int) []byte {
+	v := make([]byte, bitutil.BytesForBits(int64(n)))
+	bitutil.SetBitsTo(v, 0, int64(len(v)*8), true)
+	return v
+}
+
+// growValid grows a validity bitmap to n bits, the new ones set.
+func (b *batch) growValid(v *[]byte, n int) []byte {
+	have := len(*v) * 8
+	if need := int(bitutil.BytesForBits(int64(n))); need > len(*v) {
+		*v = append(*v, make([]byte, need-len(*v)+len(*v)/2)...)
+		bitutil.SetBitsTo(*v, int64(have), int64(len(*v)*8-have), true)
+	}
+	return *v
+}
+
+// array assembles the batch as an Arrow array of the shape's type.
+func (b *batch) array(s leafShape) arrow.Array {
+	if !s.list {
+		if b.listValid != nil {
+			b.growValid(&b.listValid, b.rows)
+		}
+		return array.MakeFromData(array.NewData(s.typ, b.rows, []*memory.Buffer{bufOf(b.listValid), memory.NewBufferBytes(b.vals)}, nil, b.listNulls, 0))
+	}
+	if b.elemValid != nil {
+		b.growValid(&b.elemValid, b.nvals)
+	}
+	if b.listValid != nil {
+		b.growValid(&b.listValid, b.rows)
+	}
+	values := array.NewData(s.elem, b.nvals, []*memory.Buffer{bufOf(b.elemValid), memory.NewBufferBytes(b.vals)}, nil, b.elemNulls, 0)
+	defer values.Release()
+	offsets := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(b.offsets))
+	return array.MakeFromData(array.NewData(s.typ, b.rows, []*memory.Buffer{bufOf(b.listValid), offsets}, []arrow.ArrayData{values}, b.listNulls, 0))
+}
+
+func bufOf(b []byte) *memory.Buffer {
+	if b == nil {
+		return nil
+	}
+	return memory.NewBufferBytes(b)
+}
+
+func (d *leafDecoder) release() {}
+
+// decodeHybrid decodes len(dst) values of Parquet's RLE/bit-packed hybrid
+// encoding of the given bit width (levels, dictionary indices, booleans).
+func decodeHybrid[T int16 | int32](dst []T, src []byte, width int) error {
+	nb := (width + 7) / 8
+	mask := uint64(1)<<width - 1
+	for i := 0; i < len(dst); {
+		h, k := binary.Uvarint(src)
+		if k <= 0 {
+			return errEarly
+		}
+		src = src[k:]
+		if h&1 == 0 { // a run of one value
+			if len(src) < nb {
+				return errEarly
+			}
+			var v T
+			for b := 0; b < nb; b++ {
+				v |= T(src[b]) << (8 * b)
+			}
+			src = src[nb:]
+			n := min(int(h>>1), len(dst)-i)
+			run := dst[i : i+n]
+			for j := range run {
+				run[j] = v
+			}
+			i += n
+			continue
+		}
+		// Groups of 8 values bit-packed, least significant bit first.
+		groups := h >> 1
+		if groups == 0 || groups > uint64(len(src)/max(width, 1)) {
+			return errEarly
+		}
+		packed := src[:int(groups)*width]
+		src = src[len(packed):]
+		var acc uint64
+		have, p := 0, 0
+		for n := min(int(groups)*8, len(dst)-i); n > 0; n-- {
+			for have < width {
+				acc |= uint64(packed[p]) << have
+				p++
+				have += 8
+			}
+			dst[i] = T(acc & mask)
+			acc >>= width
+			have -= width
+			i++
+		}
+	}
+	return nil
+}
+
+var errEarly = errors.New("levels or indices end before the page's values")
