@@ -344,6 +344,9 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 				return err
 			}
 			if b == nil {
+				if rest := r.Rest(); rest != nil {
+					rest.Release() // the input file's reference
+				}
 				continue
 			}
 			b.rest = r.Rest()

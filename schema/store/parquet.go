@@ -48,7 +48,7 @@ type parquetSource struct {
 	// file, its size, and the last batch's Rest.
 	restLeaves []int
 	restSc     *arrow.Schema
-	fh         *os.File
+	in         *inputFile
 	size       int64
 	rest       *Rest
 }
@@ -64,7 +64,8 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	if err != nil {
 		return nil, fileError(path, err, "cannot open")
 	}
-	pf, err := file.NewParquetReader(countingFile{fh, cfg.bytes})
+	in := newInputFile(fh, cfg.bytes)
+	pf, err := file.NewParquetReader(in)
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
@@ -109,7 +110,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		rd.Release()
 	}
 	kept = true
-	p := &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, plans: planFields(pf, rsc), sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, fh: fh,
+	p := &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, plans: planFields(pf, rsc), sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
 		skip: newRowGroupSkipper(pf, cfg)}
 	if cfg.deferred {
 		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group

@@ -68,6 +68,23 @@ func (t *tellWriter) Write(p []byte) (int, error) {
 
 func (t *tellWriter) Tell() int64 { return t.n }
 
+// copyFrom appends bytes [off, off+n) of an input file, counted as read
+// from it.
+func (t *tellWriter) copyFrom(in *inputFile, off, n int64) error {
+	var err error
+	if fb, ok := t.w.(*fileBuffer); ok {
+		err = fb.copyRange(in.File, off, n)
+	} else {
+		err = copyThrough(t.w, in.File, off, n)
+	}
+	if err != nil {
+		return err
+	}
+	in.n.Add(n)
+	t.n += n
+	return nil
+}
+
 // levels holds one column's definition and repetition levels.
 type levels struct{ def, rep []int16 }
 
@@ -312,9 +329,12 @@ func (c *columnSink) writeRowGroup(rec arrow.Record, rest *Rest) error {
 	return nil
 }
 
-// chunkCopy is a column chunk's pages as bytes, to be written as they are.
+// chunkCopy is a column chunk's pages, to be written as they are: bytes,
+// or size bytes of an input file from off.
 type chunkCopy struct {
 	bytes        []byte
+	in           *inputFile
+	off, size    int64
 	dict, data   int64 // offsets of the dictionary (-1: none) and first data page in bytes
 	values       int64
 	uncompressed int64
@@ -325,7 +345,7 @@ type chunkCopy struct {
 // (the pages, then its metadata).
 func encodedCopy(cc *metadata.ColumnChunkMetaDataBuilder, start int64, buf []byte) *chunkCopy {
 	md := cc.Contents().MetaData
-	cp := &chunkCopy{bytes: buf[:md.TotalCompressedSize], dict: -1, data: md.DataPageOffset - start,
+	cp := &chunkCopy{bytes: buf[:md.TotalCompressedSize], size: md.TotalCompressedSize, dict: -1, data: md.DataPageOffset - start,
 		values: md.NumValues, uncompressed: md.TotalUncompressedSize}
 	if md.DictionaryPageOffset != nil {
 		cp.dict = *md.DictionaryPageOffset - start
@@ -335,7 +355,7 @@ func encodedCopy(cc *metadata.ColumnChunkMetaDataBuilder, start int64, buf []byt
 
 // rawCopy describes a Rest's column chunk.
 func rawCopy(r *rawChunk) (*chunkCopy, error) {
-	cp := &chunkCopy{bytes: r.bytes, dict: -1, data: r.meta.DataPageOffset() - r.start,
+	cp := &chunkCopy{in: r.in, off: r.start, size: r.size, dict: -1, data: r.meta.DataPageOffset() - r.start,
 		values: r.meta.NumValues(), uncompressed: r.meta.TotalUncompressedSize()}
 	if r.meta.HasDictionaryPage() && r.meta.DictionaryPageOffset() > 0 {
 		cp.dict = r.meta.DictionaryPageOffset() - r.start
@@ -360,17 +380,23 @@ func rawCopy(r *rawChunk) (*chunkCopy, error) {
 func (c *columnSink) writeCopy(cc *metadata.ColumnChunkMetaDataBuilder, cp *chunkCopy) error {
 	start := c.out.Tell()
 	info := metadata.ChunkMetaInfo{NumValues: cp.values, IndexPageOffset: -1, DataPageOffset: start + cp.data,
-		CompressedSize: int64(len(cp.bytes)), UncompressedSize: cp.uncompressed}
+		CompressedSize: cp.size, UncompressedSize: cp.uncompressed}
 	if cp.dict >= 0 {
 		info.DictPageOffset = start + cp.dict
 	}
-	if _, err := c.out.Write(cp.bytes); err != nil {
+	var err error
+	if cp.in != nil {
+		err = c.out.copyFrom(cp.in, cp.off, cp.size)
+	} else {
+		_, err = c.out.Write(cp.bytes)
+	}
+	if err != nil {
 		return err
 	}
 	if err := cc.Finish(info, cp.dict >= 0, false, metadata.EncodingStats{}, nil); err != nil {
 		return err
 	}
-	_, err := cc.WriteTo(c.out)
+	_, err = cc.WriteTo(c.out)
 	return err
 }
 

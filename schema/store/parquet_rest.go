@@ -101,9 +101,12 @@ func leavesOf(sc *pqschema.Schema, name string) []int {
 }
 
 // Rest holds the columns of one batch that a deferred reader did not decode:
-// the column chunks of one whole row group, as raw bytes.
+// the column chunks of one whole row group, where they lie in the input
+// file. A writer copies them from there (in the kernel where it can); their
+// bytes are read only to decode them.
 type Rest struct {
 	path   string
+	in     *inputFile // open until Release
 	rg     int
 	rows   int64
 	md     *metadata.FileMetaData
@@ -113,13 +116,16 @@ type Rest struct {
 	dec    arrow.Record
 }
 
-// rawChunk is one column chunk's pages as bytes, with its metadata.
+// rawChunk is one column chunk's pages, bytes [start, start+size) of the
+// input, with its metadata.
 type rawChunk struct {
 	leaf  int
 	meta  *metadata.ColumnChunkMetaData
 	descr *pqschema.Column
-	start int64 // file offset of bytes
-	bytes []byte
+	in    *inputFile // the Rest's
+	start int64
+	size  int64
+	bytes []byte // read by load
 }
 
 // Schema returns the rest's columns.
@@ -152,12 +158,32 @@ func (r *Rest) Decode() (arrow.Record, error) {
 	return rec, nil
 }
 
-// Release releases the decoded columns, if any.
+// Release releases the decoded columns, if any, and the input file.
 func (r *Rest) Release() {
 	if r.dec != nil {
 		r.dec.Release()
 		r.dec = nil
 	}
+	if r.in != nil {
+		r.in.Close()
+		r.in = nil
+	}
+}
+
+// load reads the bytes of every chunk.
+func (r *Rest) load() error {
+	for i := range r.chunks {
+		c := &r.chunks[i]
+		if c.bytes != nil {
+			continue
+		}
+		buf := make([]byte, c.size)
+		if _, err := r.in.ReadAt(buf, c.start); err != nil {
+			return fileError(r.path, flattenEOF(err), "row group %d: column %q: cannot read its data (file cut or overwritten)", r.rg, r.sc.Field(i).Name)
+		}
+		c.bytes = buf
+	}
+	return nil
 }
 
 func (r *Rest) decode() (rec arrow.Record, err error) {
@@ -166,6 +192,9 @@ func (r *Rest) decode() (rec arrow.Record, err error) {
 			err = fileError(r.path, fmt.Errorf("%v", p), "row group %d: unreadable data (file cut, overwritten or corrupt)", r.rg)
 		}
 	}()
+	if err := r.load(); err != nil {
+		return nil, err
+	}
 	pf, err := file.NewParquetReader(&chunkReader{chunks: r.chunks, size: r.size}, file.WithMetadata(r.md))
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
@@ -260,12 +289,9 @@ func (p *parquetSource) readRest(rg int, rows int64) (*Rest, error) {
 		if !ok || cc.NumValues() < rows || cc.CryptoMetadata() != nil {
 			return nil, schema.Errorf(p.path, -1, name, "row group %d: column chunk metadata out of the file's range or short of its %d rows (file cut, overwritten or corrupt)", rg, rows)
 		}
-		buf := make([]byte, length)
-		if _, err := p.fh.ReadAt(buf, start); err != nil {
-			return nil, fileError(p.path, flattenEOF(err), "row group %d: column %q: cannot read its data (file cut or overwritten)", rg, name)
-		}
-		rest.chunks = append(rest.chunks, rawChunk{leaf: leaf, meta: cc, descr: p.pf.MetaData().Schema.Column(leaf), start: start, bytes: buf})
+		rest.chunks = append(rest.chunks, rawChunk{leaf: leaf, meta: cc, descr: p.pf.MetaData().Schema.Column(leaf), in: p.in, start: start, size: length})
 	}
+	rest.in = p.in.retain()
 	return rest, nil
 }
 

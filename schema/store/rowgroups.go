@@ -28,22 +28,45 @@ func SkipRowGroups(column string, may func(Range) bool) ReadOption {
 	return func(c *readConfig) { c.skipColumn, c.skipMay = column, may }
 }
 
-// countingFile counts the bytes read from a file.
-type countingFile struct {
+// inputFile is an open Parquet input. It counts the bytes read from it,
+// and stays open until its reader and every Rest that copies from it are
+// done with it (Close once each).
+type inputFile struct {
 	*os.File
-	n *atomic.Int64
+	n    *atomic.Int64
+	refs atomic.Int32
 }
 
-func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
+func newInputFile(f *os.File, n *atomic.Int64) *inputFile {
+	in := &inputFile{File: f, n: n}
+	in.refs.Store(1)
+	return in
+}
+
+func (f *inputFile) ReadAt(p []byte, off int64) (int, error) {
 	n, err := f.File.ReadAt(p, off)
 	f.n.Add(int64(n))
 	return n, err
 }
 
-func (f countingFile) Read(p []byte) (int, error) {
+func (f *inputFile) Read(p []byte) (int, error) {
 	n, err := f.File.Read(p)
 	f.n.Add(int64(n))
 	return n, err
+}
+
+// retain adds a user of the file.
+func (f *inputFile) retain() *inputFile {
+	f.refs.Add(1)
+	return f
+}
+
+// Close closes the file when its last user is done.
+func (f *inputFile) Close() error {
+	if f.refs.Add(-1) > 0 {
+		return nil
+	}
+	return f.File.Close()
 }
 
 // rowGroupSkipper decides which row groups of a Parquet file to skip.

@@ -88,7 +88,7 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 	w := &Writer{path: path, tmp: tmp, buf: bufio.NewWriterSize(tmp, 1<<20), sc: s}
 	switch f {
 	case Parquet:
-		w.sink, err = newParquetSink(w.buf, s, cfg.parquet)
+		w.sink, err = newParquetSink(&fileBuffer{Writer: w.buf, f: tmp}, s, cfg.parquet)
 	case ArrowFile, ArrowStream:
 		w.sink, err = newIPCSink(tmp, s, f) // the IPC file footer needs to seek
 	case JSONL:
