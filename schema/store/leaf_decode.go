@@ -31,10 +31,17 @@ type leafDecoder struct {
 	vals     []byte
 	vpos     int  // in values, or in bits for booleans
 	open     bool // the last row read may take more elements
+	perRow   float64 // bytes of values per row in the chunk: a batch's capacity
 }
 
-func newLeafDecoder(s leafShape, pr file.PageReader) *leafDecoder {
-	return &leafDecoder{s: s, pr: pr}
+// newLeafDecoder reads a chunk of the given rows and values (levels) from
+// its pages.
+func newLeafDecoder(s leafShape, pr file.PageReader, rows, values int64) *leafDecoder {
+	d := &leafDecoder{s: s, pr: pr}
+	if rows > 0 {
+		d.perRow = float64(values) * max(float64(s.width), 0.125) / float64(rows)
+	}
+	return d
 }
 
 // errLevels reports levels no writer of the shape writes.
@@ -183,7 +190,9 @@ type batch struct {
 
 // read decodes the next n rows (fewer only at the end of the chunk).
 func (d *leafDecoder) read(n int64) (arrow.Array, error) {
-	b := &batch{}
+	// The footer's counts size the values buffer, but they are not trusted
+	// with more than 64 MiB before the values are there.
+	b := &batch{vals: make([]byte, 0, int(min(float64(n)*d.perRow, 64<<20))+8)}
 	if d.s.list {
 		b.offsets = make([]int32, 1, n+1)
 	}

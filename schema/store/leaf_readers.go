@@ -60,7 +60,13 @@ func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg
 			releaseReaders(out)
 			return nil, err
 		}
-		out[i] = newLeafDecoder(*p.shape, pr)
+		rgm := pf.MetaData().RowGroup(rg)
+		cc, err := rgm.ColumnChunk(p.leaves[0])
+		if err != nil {
+			releaseReaders(out)
+			return nil, err
+		}
+		out[i] = newLeafDecoder(*p.shape, pr, rgm.NumRows(), cc.NumValues())
 	}
 	if len(slow) > 0 {
 		rds, _, err := fr.GetFieldReaders(context.Background(), slow, []int{rg})
