@@ -2,12 +2,14 @@ package pipeline
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
 )
 
 const foreign = "../fixtures/foreign/"
@@ -90,6 +92,49 @@ func TestForeignWriters(t *testing.T) {
 			if ext := filepath.Ext(f); !listed[filepath.ToSlash(rel)] && (ext == ".parquet" || ext == ".arrow" || ext == ".arrows") {
 				t.Errorf("%s is not in the matrix", rel)
 			}
+		}
+	}
+}
+
+// partitioned writes the base store as a Hive-partitioned directory,
+// batch=B/part-0.parquet, without the batch column (as DuckDB's and
+// pyarrow's partitioned writers leave it out), rows in the base order.
+func partitioned(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := duckdb.Open(duckdb.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, b := range []string{"0", "1"} {
+		sub := filepath.Join(dir, "batch="+b)
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		q := "COPY (SELECT * EXCLUDE (batch, file_row_number) FROM read_parquet(" + duckdb.QuoteString(foreign+"base.parquet") +
+			", file_row_number = true) WHERE batch = " + b + " ORDER BY file_row_number) TO " + duckdb.QuoteString(filepath.Join(sub, "part-0.parquet"))
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestHivePartitioned: GRPO over a partitioned copy of the base store (the
+// directory, or a glob across its partition directories) gives the base
+// store's rows and advantages; the group pass sees the partition column.
+func TestHivePartitioned(t *testing.T) {
+	dir := partitioned(t)
+	baseOut := filepath.Join(t.TempDir(), "base.parquet")
+	run(t, withFn(t, Job{In: foreign + "base.parquet", Out: baseOut}, "grpo", ""))
+	want := readTable(t, baseOut)
+	for _, in := range []string{dir, filepath.Join(dir, "batch=*", "*.parquet")} {
+		out := filepath.Join(t.TempDir(), "out.parquet")
+		run(t, withFn(t, Job{In: in, Out: out}, "grpo", ""))
+		got := readTable(t, out)
+		if len(got.tid) != 320 || !reflect.DeepEqual(got.tid, want.tid) || !reflect.DeepEqual(got.adv, want.adv) || !reflect.DeepEqual(got.ret, want.ret) {
+			t.Errorf("%s: GRPO differs from the unpartitioned store's", in)
 		}
 	}
 }
