@@ -48,6 +48,9 @@ func deferredReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *c
 	if !store.Deferrable(r.Files(), decode, job.BatchRows) {
 		return nil, nil, nil
 	}
+	if parts, err := store.Partitions(job.In, r.Files()); err != nil || len(parts) > 0 {
+		return nil, nil, err // partition columns are in no column chunk to copy
+	}
 	d, err := store.Open(job.In, store.BatchRows(job.BatchRows), store.Columns(decode...), store.Deferred())
 	if err != nil {
 		return nil, nil, err

@@ -265,18 +265,13 @@ func nullNaN(v dbsql.NullFloat64) float64 {
 	return v.Float64
 }
 
-// parquetFiles returns the files of store in if they are all Parquet;
-// otherwise it copies the named columns of the store, in order, into one
-// temporary Parquet file in dir and returns that.
+// parquetFiles returns the files of store in if DuckDB reads them in place
+// (store.ReadInPlace); otherwise it copies the named columns of the store,
+// as the store reader gives them, in order, into one temporary Parquet file
+// in dir and returns that.
 func parquetFiles(ctx context.Context, in string, files, cols []string, dir string) ([]string, error) {
-	allParquet := true
-	for _, f := range files {
-		if ft, err := store.FormatOf(f); err != nil || ft != store.Parquet {
-			allParquet = false
-		}
-	}
-	if allParquet {
-		return files, nil
+	if ok, err := store.ReadInPlace(in, files); err != nil || ok {
+		return files, err
 	}
 	r, err := store.Open(in, store.Columns(cols...))
 	if err != nil {

@@ -167,7 +167,7 @@ func sqlQuery(c *cli.Context) (string, *rsql.Analysis, error) {
 // openSQL starts DuckDB with the stores attached; cleanup closes it and
 // removes the converted stores.
 func openSQL(c *cli.Context, stores []duckdb.Store) (*sql.DB, func(), error) {
-	tmp, err := os.MkdirTemp("", "rftpipe-sql-")
+	tmp, err := store.TempDir()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -66,6 +66,7 @@ func BatchRows(n int) ReadOption {
 type Reader struct {
 	cfg    readConfig
 	files  []string
+	parts  []Partition // the columns the directory names give (Partitions)
 	idx    int
 	cur    source
 	raw    source // cur before normalise
@@ -80,7 +81,8 @@ type Reader struct {
 }
 
 // Expand resolves a store path into its files: a file, a directory (every
-// *.parquet file in it, sorted) or a glob (sorted matches).
+// *.parquet file in it and in its Hive partition directories KEY=VALUE,
+// sorted) or a glob (sorted matches).
 func Expand(path string) ([]string, error) {
 	if trinity.IsURL(path) {
 		return []string{path}, nil
@@ -113,17 +115,26 @@ func Expand(path string) ([]string, error) {
 	return out, nil
 }
 
-// parquetFiles lists the Parquet files of a store directory, sorted,
-// leaving out hidden files and files starting with "_" (temp files, Spark's
-// _SUCCESS, as pyarrow does).
+// parquetFiles lists the Parquet files of a store directory and of its
+// partition directories (named KEY=VALUE), sorted, leaving out hidden files
+// and files and directories starting with "_" (temp files, Spark's
+// _SUCCESS, rftpipe's _metrics, as pyarrow does).
 func parquetFiles(dir string) []string {
 	var out []string
-	for _, pat := range []string{"*.parquet", "*.pq"} {
-		m, _ := filepath.Glob(filepath.Join(dir, pat))
-		for _, f := range m {
-			if b := filepath.Base(f); b[0] != '.' && b[0] != '_' {
-				out = append(out, f)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		name := e.Name()
+		if name[0] == '.' || name[0] == '_' {
+			continue
+		}
+		if e.IsDir() {
+			if strings.Contains(name, "=") {
+				out = append(out, parquetFiles(filepath.Join(dir, name))...)
 			}
+			continue
+		}
+		if ext := strings.ToLower(filepath.Ext(name)); ext == ".parquet" || ext == ".pq" {
+			out = append(out, filepath.Join(dir, name))
 		}
 	}
 	sort.Strings(out)
@@ -141,7 +152,11 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{cfg: cfg, files: files, idx: -1}
+	parts, err := Partitions(path, files)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{cfg: cfg, files: files, parts: parts, idx: -1}
 	if err := r.openNext(); err != nil {
 		return nil, err
 	}
@@ -169,7 +184,9 @@ func (r *Reader) openNext() (err error) {
 	var s source
 	switch f {
 	case Parquet:
-		s, err = openParquet(file, r.cfg)
+		if err = checkEncodings(file); err == nil {
+			s, err = openParquet(file, r.cfg)
+		}
 	case ArrowFile, ArrowStream:
 		s, err = openIPC(file, f, r.cfg)
 	case JSONL:
@@ -181,7 +198,7 @@ func (r *Reader) openNext() (err error) {
 		return err
 	}
 	r.raw, r.skippedFile = s, 0
-	s = normalise(file, s, r.cfg.mem)
+	s = normalise(file, withPartitions(file, s, r.parts, r.idx, r.cfg.columns, r.cfg.mem), r.cfg.mem)
 	if r.schema != nil && !SameColumns(s.Schema(), r.schema) {
 		s.Close()
 		col, why := ColumnDiff(r.schema, s.Schema())

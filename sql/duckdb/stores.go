@@ -45,9 +45,10 @@ func ParseStore(arg string) (Store, error) {
 // Attach creates one view per store: the first is DefaultView (and its own
 // name too, when it has one), the others are their names. Parquet stores are
 // read in place by read_parquet (every file of a directory or glob, which
-// must agree on columns); JSONL and Arrow IPC stores are first
-// converted, streaming, into a Parquet file under tmpDir, which the caller
-// removes when done.
+// must agree on columns); JSONL and Arrow IPC stores, and Parquet stores
+// DuckDB would not read as rftpipe does (store.ReadInPlace: Hive partition
+// columns, legacy LZ4 pages), are first converted, streaming, into a
+// Parquet file under tmpDir, which the caller removes when done.
 func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) error {
 	seen := map[string]bool{}
 	for i, s := range stores {
@@ -90,20 +91,16 @@ func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, 
 	if err != nil {
 		return "", err
 	}
-	allParquet := true
-	for _, f := range files {
-		if fm, err := store.FormatOf(f); err != nil {
-			return "", err
-		} else if fm != store.Parquet {
-			allParquet = false
-		}
+	inPlace, err := store.ReadInPlace(s.Path, files)
+	if err != nil {
+		return "", err
 	}
-	if allParquet && len(files) > 1 {
+	if inPlace && len(files) > 1 {
 		if err := sameColumns(files); err != nil {
 			return "", err
 		}
 	}
-	if !allParquet {
+	if !inPlace {
 		out := filepath.Join(tmpDir, fmt.Sprintf("store%d.parquet", i))
 		if err := convert(ctx, s.Path, out); err != nil {
 			return "", err

@@ -66,7 +66,13 @@ func Write(ctx context.Context, o Options, w io.Writer) error {
 		o.Bins = 40
 	}
 	start := time.Now()
-	tmp, err := os.MkdirTemp(o.TempDir, "rftpipe-report-")
+	var tmp string
+	var err error
+	if o.TempDir == "" {
+		tmp, err = store.TempDir() // named so that a later run sweeps it if this one is killed
+	} else {
+		tmp, err = os.MkdirTemp(o.TempDir, "rftpipe-report-")
+	}
 	if err != nil {
 		return err
 	}
