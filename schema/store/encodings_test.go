@@ -13,9 +13,8 @@ import (
 )
 
 // TestParquetEncodings: the base store written by arrow-go with data page
-// v2 and the DELTA encodings reads as the base rows. (arrow-go v17 has no
-// BYTE_STREAM_SPLIT codec: such a file fails with one line naming the
-// column and row group.)
+// v2 and the DELTA encodings reads as the base rows. (arrow-go v17 writes
+// no BYTE_STREAM_SPLIT: pipeline's TestForeignWriters reads arrow-rs's.)
 func TestParquetEncodings(t *testing.T) {
 	base := "../../fixtures/foreign/base.parquet"
 	want, _ := readAll(t, base)

@@ -4,17 +4,10 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/compress"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/metadata"
-
-	"github.com/rftpipe/rftpipe/schema"
 )
-
-// byteStreamSplit is Parquet's BYTE_STREAM_SPLIT encoding, which arrow-go
-// v17 names no constant for and cannot decode.
-const byteStreamSplit = parquet.Encoding(9)
 
 // footerOf reads the footer of a Parquet file. A footer that makes the
 // decoder panic is bad input too.
@@ -34,34 +27,6 @@ func footerOf(path string) (md *metadata.FileMetaData, err error) {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
 	return pf.MetaData(), nil
-}
-
-// checkEncodings refuses, before any row is read, a Parquet file holding a
-// page encoding the reader cannot decode (BYTE_STREAM_SPLIT, which pyarrow
-// and arrow-rs write on request for float columns), naming the column and
-// the row group: the decoder would otherwise stop at the first such page
-// as if the file were cut.
-func checkEncodings(path string) error {
-	md, err := footerOf(path)
-	if err != nil {
-		return err
-	}
-	for rg := 0; rg < len(md.RowGroups); rg++ {
-		g := md.RowGroup(rg)
-		for c := 0; c < g.NumColumns(); c++ {
-			cc, err := g.ColumnChunk(c)
-			if err != nil {
-				return fileError(path, err, "not a readable Parquet file")
-			}
-			for _, e := range cc.Encodings() {
-				if e == byteStreamSplit {
-					return schema.Errorf(path, -1, cc.PathInSchema().String(),
-						"row group %d: the BYTE_STREAM_SPLIT encoding is not supported; rewrite the file without it (e.g. with DuckDB: rftpipe sql \"COPY experiences TO 'plain.parquet'\" --store FILE)", rg)
-				}
-			}
-		}
-	}
-	return nil
 }
 
 // ReadInPlace reports whether other Parquet readers (DuckDB) read the store

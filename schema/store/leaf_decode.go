@@ -14,7 +14,7 @@ import (
 )
 
 // byteStreamSplit is Parquet's BYTE_STREAM_SPLIT encoding, which arrow-go
-// v17 neither names nor decodes.
+// v17 neither names nor decodes (the leaf codec does).
 const byteStreamSplit = parquet.Encoding(9)
 
 // leafDecoder reads one column chunk of a leafShape column, record batch by

@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // leafReader reads one field of one row group, record batch by record batch.
@@ -108,4 +111,29 @@ func leafEncodings(pf *file.Reader, rg, leaf int) bool {
 		}
 	}
 	return true
+}
+
+// checkDecodable refuses, before any row is read, a file with a column
+// chunk in BYTE_STREAM_SPLIT that pqarrow would have to decode (the leaf
+// codec decodes it for the shapes it takes), naming the column and the row
+// group: pqarrow would stop at its first page as if the file were cut.
+func checkDecodable(path string, pf *file.Reader, plans []fieldPlan) error {
+	for rg := 0; rg < pf.NumRowGroups(); rg++ {
+		for _, p := range plans {
+			if p.shape != nil && leafEncodings(pf, rg, p.leaves[0]) {
+				continue
+			}
+			for _, leaf := range p.leaves {
+				cc, err := pf.MetaData().RowGroup(rg).ColumnChunk(leaf)
+				if err != nil {
+					return fileError(path, err, "not a readable Parquet file")
+				}
+				if slices.Contains(cc.Encodings(), byteStreamSplit) {
+					return schema.Errorf(path, -1, cc.PathInSchema().String(),
+						"row group %d: BYTE_STREAM_SPLIT is supported on float, double and integer columns and lists of them only; rewrite the file without it (e.g. with DuckDB: rftpipe sql \"COPY experiences TO 'plain.parquet'\" --store FILE)", rg)
+				}
+			}
+		}
+	}
+	return nil
 }

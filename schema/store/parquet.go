@@ -110,7 +110,11 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		rd.Release()
 	}
 	kept = true
-	p := &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, plans: planFields(pf, rsc), sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
+	plans := planFields(pf, rsc)
+	if err := checkDecodable(path, pf, plans); err != nil {
+		return nil, err
+	}
+	p := &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, plans: plans, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
 		skip: newRowGroupSkipper(pf, cfg)}
 	if cfg.deferred {
 		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group

@@ -184,9 +184,7 @@ func (r *Reader) openNext() (err error) {
 	var s source
 	switch f {
 	case Parquet:
-		if err = checkEncodings(file); err == nil {
-			s, err = openParquet(file, r.cfg)
-		}
+		s, err = openParquet(file, r.cfg)
 	case ArrowFile, ArrowStream:
 		s, err = openIPC(file, f, r.cfg)
 	case JSONL:
