@@ -168,24 +168,13 @@ func (b *Batch) Tokens(name string) ([]float64, error) {
 	if !ok {
 		return nil, schema.Errorf(b.File, -1, name, "has type %s, want a list", a.DataType())
 	}
-	var value func(j int) float64
-	switch v := l.ListValues().(type) {
-	case *array.Float32:
-		value = func(j int) float64 { return float64(v.Value(j)) }
-	case *array.Float64:
-		value = v.Value
-	case *array.Boolean:
-		value = func(j int) float64 {
-			if v.Value(j) {
-				return 1
-			}
-			return 0
-		}
+	vals := l.ListValues()
+	switch vals.(type) {
+	case *array.Float32, *array.Float64, *array.Boolean:
 	default:
 		return nil, schema.Errorf(b.File, -1, name, "has type %s, want a list of float32, float64 or bool", a.DataType())
 	}
 	out := make([]float64, rows.Tokens())
-	vals := l.ListValues()
 	for i := 0; i < b.Len(); i++ {
 		if l.IsNull(i) {
 			return nil, b.Errorf(i, name, "null list")
@@ -195,11 +184,28 @@ func (b *Batch) Tokens(name string) ([]float64, error) {
 		if int(hi-lo) != len(dst) {
 			return nil, b.Errorf(i, name, "%d values, the row has %d response tokens", hi-lo, len(dst))
 		}
-		for k := range dst {
-			if vals.IsNull(int(lo) + k) {
-				return nil, b.Errorf(i, name, "null value at token %d", k)
+		if vals.NullN() > 0 {
+			for k := range dst {
+				if vals.IsNull(int(lo) + k) {
+					return nil, b.Errorf(i, name, "null value at token %d", k)
+				}
 			}
-			dst[k] = value(int(lo) + k)
+		}
+		// One loop per value type: this runs for every token of the store.
+		switch v := vals.(type) {
+		case *array.Float32:
+			for k, x := range v.Float32Values()[lo:hi] {
+				dst[k] = float64(x)
+			}
+		case *array.Float64:
+			copy(dst, v.Float64Values()[lo:hi])
+		case *array.Boolean:
+			for k := range dst {
+				dst[k] = 0
+				if v.Value(int(lo) + k) {
+					dst[k] = 1
+				}
+			}
 		}
 	}
 	if b.tokens == nil {

@@ -208,33 +208,64 @@ func observe(ctx context.Context, job *Job, p int, all *columns, g *Grouping, re
 	defer r.Close()
 	cols := newColumns(r.Files()[0], r.Schema(), job.Columns)
 	bt := newBatcher(job, cols, r.Schema())
+	// Reading (decoding) and observing overlap: one batch is read ahead.
+	ahead := make(chan *Batch, 1)
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		defer close(ahead)
+		return r.ForEach(ectx, func(rec arrow.Record) error {
+			file, fileRow, _ := r.Pos()
+			b, err := bt.batch(rec, file, fileRow)
+			if b == nil || err != nil {
+				return err
+			}
+			select {
+			case ahead <- b:
+				return nil
+			case <-ectx.Done():
+				b.rec.Release()
+				return ectx.Err()
+			}
+		})
+	})
 	var rows int64
-	err = r.ForEach(ctx, func(rec arrow.Record) error {
-		file, fileRow, _ := r.Pos()
-		b, err := bt.batch(rec, file, fileRow)
-		if b == nil || err != nil {
-			return err
-		}
-		defer b.rec.Release()
-		if err := b.validate(); err != nil {
-			return err
-		}
-		defer b.release()
-		rows += int64(b.Len())
-		for _, st := range job.Stages {
-			if o, ok := observing(st, p); ok {
-				if err := o.Observe(p, b); err != nil {
-					return err
+	eg.Go(func() error {
+		for b := range ahead {
+			n, err := observeBatch(job, p, b)
+			rows += n
+			if err != nil {
+				for b := range ahead {
+					b.rec.Release()
 				}
+				return err
 			}
 		}
 		return nil
 	})
+	err = eg.Wait()
 	if err == nil && g != nil && rows != g.Rows {
 		err = schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", g.Rows, rows)
 	}
 	res.BytesRead += r.BytesRead()
 	return rows, err
+}
+
+// observeBatch runs the stages observing pass p over one batch, which it
+// releases, and returns its rows.
+func observeBatch(job *Job, p int, b *Batch) (int64, error) {
+	defer b.rec.Release()
+	if err := b.validate(); err != nil {
+		return 0, err
+	}
+	defer b.release()
+	for _, st := range job.Stages {
+		if o, ok := observing(st, p); ok {
+			if err := o.Observe(p, b); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return int64(b.Len()), nil
 }
 
 // streamer is the streaming pass: it reads batches on one goroutine, runs
