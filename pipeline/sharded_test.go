@@ -45,9 +45,10 @@ func shardRead(t *testing.T, path string, sh *shard.Shard) (bytes, read, skipped
 }
 
 // TestShardReadsItsRowGroups: on a batch-ordered store of 1M rows in 64
-// batches (row groups of 4096 rows), each of 8 shards reads only the row groups that can hold its
-// batches — at most 20% of the bytes of a whole read — skips the others
-// (every row accounted for, read or skipped) and finds all of its rows.
+// batches, as gen writes it (row groups of up to 8192 rows, none holding
+// two batches), each of 8 shards reads only the row groups of its batches —
+// at most 20% of the bytes of a whole read — skips the others (every row
+// accounted for, read or skipped) and finds all of its rows.
 func TestShardReadsItsRowGroups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: writes a 1M-row store")
@@ -56,10 +57,7 @@ func TestShardReadsItsRowGroups(t *testing.T) {
 	cfg := synth.Default()
 	cfg.Tasks, cfg.Runs, cfg.TasksPerBatch = 125000, 8, 1954 // 64 batches, 1M rows
 	cfg.PromptLen, cfg.RespMin, cfg.RespMax = 8, 8, 24
-	// Row groups of 4096 rows: a batch (15,625 rows) spans 4 or 5, so the
-	// row groups a shard reads for the batch boundaries add little (with
-	// 8192-row groups a shard of 9 batches reads 21% of the bytes).
-	w, err := store.Create(path, cfg.Schema(), store.WithParquet(store.ParquetOptions{RowGroupRows: 4096}))
+	w, err := store.Create(path, cfg.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}

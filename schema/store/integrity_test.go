@@ -20,7 +20,8 @@ import (
 func genStore(t *testing.T, path string, tasks int) {
 	t.Helper()
 	cfg := synth.Default()
-	cfg.Tasks, cfg.RespMin, cfg.RespMax, cfg.ChunkRows = tasks, 16, 16, 1000
+	// One explore batch: records (row groups) of 1000 rows.
+	cfg.Tasks, cfg.TasksPerBatch, cfg.RespMin, cfg.RespMax, cfg.ChunkRows = tasks, tasks, 16, 16, 1000
 	w, err := store.Create(path, cfg.Schema())
 	if err != nil {
 		t.Fatal(err)

@@ -188,12 +188,28 @@ func Generate(ctx context.Context, c Config, emit func(arrow.Record) error) erro
 			}(i)
 		}
 	}()
-	for ch := range slots {
+	perBatch := int64(c.TasksPerBatch) * int64(c.Runs) * int64(c.Steps)
+	for i := 0; i < nchunks; i++ {
+		ch, ok := <-slots
+		if !ok {
+			break
+		}
 		r := <-ch
 		if r.err != nil {
 			return r.err
 		}
-		err := emit(r.rec)
+		// A record (and so a row group of the store written from it) never
+		// holds rows of two explore batches: a shard of a sharded job then
+		// reads only the row groups of its own batches.
+		lo := int64(i) * int64(c.ChunkRows)
+		var err error
+		for off := int64(0); off < r.rec.NumRows() && err == nil; {
+			end := min(r.rec.NumRows(), ((lo+off)/perBatch+1)*perBatch-lo)
+			part := r.rec.NewSlice(off, end)
+			err = emit(part)
+			part.Release()
+			off = end
+		}
 		r.rec.Release()
 		if err != nil {
 			return err
