@@ -19,8 +19,8 @@ import (
 // of r, with the columns it decodes resolved; nil when the job cannot defer
 // (an output that is not Parquet, a store Deferrable refuses).
 func deferredReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *columns, error) {
-	if f, err := store.FormatOf(job.Out); err != nil || f != store.Parquet || job.Shard != nil {
-		return nil, nil, nil // (a shard's batches are rows taken out of row groups)
+	if f, err := store.FormatOf(job.Out); err != nil || f != store.Parquet {
+		return nil, nil, nil
 	}
 	for _, st := range job.Stages {
 		// A batch with dropped or copied rows is decoded whole anyway:
@@ -41,6 +41,9 @@ func deferredReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *c
 			add(c)
 		}
 	}
+	if job.Shard != nil {
+		add(schema.Batch) // which rows are the shard's
+	}
 	add(schema.ActionMask) // the response layout (Batch.Rows)
 	if cols.lookup(schema.ActionMask) < 0 {
 		add(schema.Logprobs)
@@ -51,7 +54,7 @@ func deferredReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *c
 	if parts, err := store.Partitions(job.In, r.Files()); err != nil || len(parts) > 0 {
 		return nil, nil, err // partition columns are in no column chunk to copy
 	}
-	d, err := store.Open(job.In, store.BatchRows(job.BatchRows), store.Columns(decode...), store.Deferred())
+	d, err := store.Open(job.In, job.readOptions(store.Columns(decode...), store.Deferred())...)
 	if err != nil {
 		return nil, nil, err
 	}

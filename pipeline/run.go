@@ -215,7 +215,7 @@ func observe(ctx context.Context, job *Job, p int, all *columns, g *Grouping, re
 		defer close(ahead)
 		return r.ForEach(ectx, func(rec arrow.Record) error {
 			file, fileRow, _ := r.Pos()
-			b, err := bt.batch(rec, file, fileRow)
+			b, err := bt.batch(rec, nil, file, fileRow)
 			if b == nil || err != nil {
 				return err
 			}
@@ -370,17 +370,13 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 				s.job.Progress(rec.NumRows())
 			}
 			file, fileRow, _ := r.Pos()
-			b, err := bt.batch(rec, file, fileRow)
+			b, err := bt.batch(rec, r.Rest(), file, fileRow)
 			if err != nil {
 				return err
 			}
 			if b == nil {
-				if rest := r.Rest(); rest != nil {
-					rest.Release() // the input file's reference
-				}
 				continue
 			}
-			b.rest = r.Rest()
 			select {
 			case in <- b:
 			case <-ctx.Done():

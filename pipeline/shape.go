@@ -100,12 +100,10 @@ func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, rest *store.Rest, e
 	var nullDup arrow.Array
 	for i, j := range s.src {
 		switch {
-		case j >= 0 && b.rest != nil:
+		case j >= 0: // by name: decoded, from the rest, or appended to the record (withRest)
 			if cols[i], err = b.input(s.in.Field(j).Name); err != nil {
 				return nil, nil, nil, err
 			}
-		case j >= 0:
-			cols[i] = b.rec.Column(j)
 		case i == s.dupOf:
 			nullDup = array.MakeArrayOfNull(s.mem, arrow.PrimitiveTypes.Int64, n)
 			cols[i] = nullDup

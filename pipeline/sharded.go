@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/pipeline/shard"
@@ -83,15 +84,22 @@ func newBatcher(job *Job, cols *columns, sc *arrow.Schema) *batcher {
 	return &batcher{cols: cols, sh: job.Shard, batchCol: fieldIndex(sc, schema.Batch)}
 }
 
-// batch returns the Batch of rec, whose first row is fileRow of file; nil
-// when the shard holds none of its rows. The Batch's record is the caller's
-// to release. The rows of a sharded job are validated here, all of them, so
-// that an error names its row in the file.
-func (bt *batcher) batch(rec arrow.Record, file string, fileRow int64) (*Batch, error) {
-	b := &Batch{cols: bt.cols, File: file, FileRow: fileRow, Row: bt.rows, mem: memory.DefaultAllocator}
+// batch returns the Batch of rec, whose first row is fileRow of file, and
+// of rest, the columns of a deferred read left undecoded (nil: none); nil
+// when the shard holds none of its rows. The Batch's record (and rest) are
+// the caller's to release; so is rest when batch returns nil. The rows of a
+// sharded job are validated here, all of them, so that an error names its
+// row in the file.
+func (bt *batcher) batch(rec arrow.Record, rest *store.Rest, file string, fileRow int64) (b *Batch, err error) {
+	defer func() {
+		if b == nil && rest != nil {
+			rest.Release() // the input file's reference
+		}
+	}()
+	b = &Batch{cols: bt.cols, File: file, FileRow: fileRow, Row: bt.rows, mem: memory.DefaultAllocator}
 	if bt.sh == nil {
 		rec.Retain()
-		b.rec = rec
+		b.rec, b.rest = rec, rest
 		bt.rows += rec.NumRows()
 		return b, nil
 	}
@@ -111,10 +119,20 @@ func (bt *batcher) batch(rec arrow.Record, file string, fileRow int64) (*Batch, 
 	}
 	if len(bt.idx) == int(rec.NumRows()) {
 		rec.Retain()
-		b.rec = rec
+		b.rec, b.rest = rec, rest
 	} else {
-		var err error
-		if b.rec, err = takeRows(rec, bt.idx); err != nil {
+		// Rows of other shards go: a deferred read's other columns are
+		// decoded and appended, and the rows taken from them all.
+		whole := rec
+		if rest != nil {
+			if whole, err = withRest(rec, rest); err != nil {
+				return nil, err
+			}
+			defer whole.Release()
+			rest.Release()
+			rest = nil
+		}
+		if b.rec, err = takeRows(whole, bt.idx); err != nil {
 			return nil, err
 		}
 	}
@@ -165,4 +183,15 @@ func restrictExps(ctx context.Context, db *dbsql.DB, s shard.Shard) error {
 		}
 	}
 	return nil
+}
+
+// withRest returns rec with the columns of rest (decoded) after its own.
+func withRest(rec arrow.Record, rest *store.Rest) (arrow.Record, error) {
+	dec, err := rest.Decode()
+	if err != nil {
+		return nil, err
+	}
+	fields := append(append([]arrow.Field(nil), rec.Schema().Fields()...), dec.Schema().Fields()...)
+	cols := append(append([]arrow.Array(nil), rec.Columns()...), dec.Columns()...)
+	return array.NewRecord(arrow.NewSchema(fields, nil), cols, rec.NumRows()), nil
 }

@@ -3,11 +3,16 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
@@ -88,5 +93,84 @@ func TestShardReadsItsRowGroups(t *testing.T) {
 	}
 	if held != rows {
 		t.Errorf("the shards hold %d of %d rows", held, rows)
+	}
+}
+
+// rowStrings returns every row of a store rendered as text, sorted.
+func rowStrings(t *testing.T, path string) []string {
+	t.Helper()
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var rows []string
+	err = r.ForEach(context.Background(), func(rec arrow.Record) error {
+		for i := 0; i < int(rec.NumRows()); i++ {
+			var sb strings.Builder
+			for c, col := range rec.Columns() {
+				fmt.Fprintf(&sb, "%s=%s;", rec.ColumnName(c), col.ValueStr(i))
+			}
+			rows = append(rows, sb.String())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+// TestShardCutsRowGroups: on a store whose one row group holds all 16
+// batches, each of 3 shards cuts its rows out of the row group — the
+// columns its deferred read left undecoded are decoded for it — and the
+// shards' rows together are the single run's, every column.
+func TestShardCutsRowGroups(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	cfg := synth.Default()
+	cfg.Tasks, cfg.Runs, cfg.TasksPerBatch, cfg.RespMin, cfg.RespMax = 48, 4, 3, 8, 24
+	var recs []arrow.Record
+	err := synth.Generate(context.Background(), cfg, func(rec arrow.Record) error {
+		rec.Retain()
+		recs = append(recs, rec)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := make([]arrow.Array, len(recs[0].Columns()))
+	for c := range cols {
+		parts := make([]arrow.Array, len(recs))
+		for i, rec := range recs {
+			parts[i] = rec.Column(c)
+		}
+		if cols[c], err = array.Concatenate(parts, memory.DefaultAllocator); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole := array.NewRecord(recs[0].Schema(), cols, int64(cfg.Rows()))
+	w, err := store.Create(in, whole.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(whole); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	single := filepath.Join(dir, "single.parquet")
+	run(t, withFn(t, Job{In: in, Out: single}, "grpo", ""))
+	var got []string
+	for i := 0; i < 3; i++ {
+		out := filepath.Join(dir, fmt.Sprintf("part-%d.parquet", i))
+		run(t, withFn(t, Job{In: in, Out: out, Shard: &shard.Shard{N: 3, I: i}}, "grpo", ""))
+		got = append(got, rowStrings(t, out)...)
+	}
+	slices.Sort(got)
+	if want := rowStrings(t, single); !slices.Equal(got, want) {
+		t.Fatalf("the shards' %d rows differ from the single run's %d", len(got), len(want))
 	}
 }
