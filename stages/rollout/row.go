@@ -70,14 +70,16 @@ type rowSums struct {
 }
 
 // base fills l and e with every token's ℓ and e^ℓ and returns the row's
-// sums. Its loop multiplies by the mask without selecting first and has no
+// sums. Its loops multiply by the mask without selecting first and have no
 // data-dependent branch; that is masked_sum's select-then-multiply exactly
-// when every λ is finite and unclamped (x·0 = 0 for finite x, and e^λ = e^ℓ),
-// which it tracks. Otherwise the row is summed again by baseExact.
+// when every λ is finite and unclamped (x·0 = 0 for finite x, and ℓ = λ),
+// which the first loop tracks. Otherwise the row is summed again by
+// baseExact. The exponentials take a loop of their own: with few live
+// values the compiler keeps everything in registers.
 func base(old, ro, m, l, e []float64) rowSums {
 	n := len(m)
 	old, ro, l, e = old[:n], ro[:n], l[:n], e[:n]
-	var nb, S, sOld, sRo, k3, chi2 float64
+	var nb, S, sOld, sRo float64
 	plain := true
 	for t, mt := range m {
 		o, r := old[t], ro[t]
@@ -86,17 +88,22 @@ func base(old, ro, m, l, e []float64) rowSums {
 		if lc != lam { // clamped or NaN
 			plain = false
 		}
-		x := fastexp.Core(lc) // any value for NaN: baseExact redoes the row
-		l[t], e[t] = lc, x
+		l[t] = lc
 		nb += mt
 		S += lam * mt
 		sOld += o * mt
 		sRo += r * mt
-		k3 += (x - lam - 1) * mt
-		chi2 += x * x * mt
 	}
 	if !plain {
 		return baseExact(old, ro, m, l, e)
+	}
+	var k3, chi2 float64
+	for t, mt := range m {
+		lam := l[t] // = λ
+		x := fastexp.Core(lam)
+		e[t] = x
+		k3 += (x - lam - 1) * mt
+		chi2 += x * x * mt
 	}
 	return rowSums{nb: nb, S: S, sOld: sOld, sRo: sRo, k3: k3, chi2: chi2, plain: true}
 }
