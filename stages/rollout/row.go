@@ -100,7 +100,10 @@ func base(old, ro, m, l, e []float64) rowSums {
 	var k3, chi2 float64
 	for t, mt := range m {
 		lam := l[t] // = λ
-		x := fastexp.Core(lam)
+		x := 0.0    // at a masked position e^ℓ only meets products with m = 0
+		if mt != 0 {
+			x = fastexp.Core(lam)
+		}
 		e[t] = x
 		k3 += (x - lam - 1) * mt
 		chi2 += x * x * mt
@@ -226,38 +229,45 @@ func (c *Corrector) row(in Input, b int, inv float64, w, mout []float64, a *Acc,
 // tokenWeights is the token level of IS: the raw weights e^ℓ·m (a plain
 // product: NaN at a masked position stays, RC-06), their metric sums over
 // the valid tokens into is, and the truncated (and normalised) weights
-// into wr when not nil. It returns Σ w·m of the row.
+// into wr when not nil (one loop reads e^ℓ once for both). It returns
+// Σ w·m of the row.
 func (c *Corrector) tokenWeights(e, m, wr []float64, inv float64, is *isAcc) float64 {
 	e = e[:len(m)]
-	C, cLo := c.c, c.cLo
-	var rowW, hiW, loW float64
-	var x moments
-	ext := is.ext
-	for t, mt := range m {
-		if mt == 0 {
-			continue
-		}
-		raw := e[t] * mt
-		rowW += raw * mt
-		if raw > C {
-			hiW += mt
-		}
-		if raw < cLo {
-			loW += mt
-		}
-		ext.add(raw)
-		x.add(clamp(raw, cLo, C), mt)
-	}
-	is.sumW += rowW
-	is.high += hiW
-	is.low += loW
-	is.ext = ext
-	is.x.merge(x)
 	if wr != nil {
 		wr = wr[:len(m)]
-		zero := c.cfg.ZeroMaskedWeights
-		for t, mt := range m {
-			v := e[t] * mt
+	}
+	C, cLo := c.c, c.cLo
+	zero := c.cfg.ZeroMaskedWeights
+	var rowW, hiW, loW float64
+	var x moments
+	// The extrema of the valid tokens' weights: plain compares, a NaN
+	// noted apart (it makes both NaN, as torch's max and min).
+	ext := extrema{max: math.Inf(-1), min: math.Inf(1)}
+	nan := false
+	for t, mt := range m {
+		raw := e[t] * mt
+		if mt != 0 {
+			rowW += raw * mt
+			if raw > C {
+				hiW += mt
+			}
+			if raw < cLo {
+				loW += mt
+			}
+			if raw > ext.max {
+				ext.max = raw
+			}
+			if raw < ext.min {
+				ext.min = raw
+			}
+			if raw != raw {
+				nan = true
+			}
+			ext.n++
+			x.add(clamp(raw, cLo, C), mt)
+		}
+		if wr != nil {
+			v := raw
 			if v > C {
 				v = C
 			}
@@ -268,6 +278,14 @@ func (c *Corrector) tokenWeights(e, m, wr []float64, inv float64, is *isAcc) flo
 			wr[t] = v
 		}
 	}
+	is.sumW += rowW
+	is.high += hiW
+	is.low += loW
+	if nan {
+		ext.max, ext.min = math.NaN(), math.NaN()
+	}
+	is.ext.merge(ext)
+	is.x.merge(x)
 	return rowW
 }
 
