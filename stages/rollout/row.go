@@ -240,10 +240,9 @@ func (c *Corrector) tokenWeights(e, m, wr []float64, inv float64, is *isAcc) flo
 	zero := c.cfg.ZeroMaskedWeights
 	var rowW, hiW, loW float64
 	var x moments
-	// The extrema of the valid tokens' weights: plain compares, a NaN
-	// noted apart (it makes both NaN, as torch's max and min).
+	// The extrema of the valid tokens' weights (Go's max and min: a NaN
+	// makes both NaN, as torch's).
 	ext := extrema{max: math.Inf(-1), min: math.Inf(1)}
-	nan := false
 	for t, mt := range m {
 		raw := e[t] * mt
 		if mt != 0 {
@@ -254,24 +253,12 @@ func (c *Corrector) tokenWeights(e, m, wr []float64, inv float64, is *isAcc) flo
 			if raw < cLo {
 				loW += mt
 			}
-			if raw > ext.max {
-				ext.max = raw
-			}
-			if raw < ext.min {
-				ext.min = raw
-			}
-			if raw != raw {
-				nan = true
-			}
+			ext.max, ext.min = max(ext.max, raw), min(ext.min, raw)
 			ext.n++
 			x.add(clamp(raw, cLo, C), mt)
 		}
 		if wr != nil {
-			v := raw
-			if v > C {
-				v = C
-			}
-			v *= inv
+			v := min(raw, C) * inv
 			if zero && mt == 0 {
 				v = 0
 			}
@@ -281,9 +268,6 @@ func (c *Corrector) tokenWeights(e, m, wr []float64, inv float64, is *isAcc) flo
 	is.sumW += rowW
 	is.high += hiW
 	is.low += loW
-	if nan {
-		ext.max, ext.min = math.NaN(), math.NaN()
-	}
 	is.ext.merge(ext)
 	is.x.merge(x)
 	return rowW
