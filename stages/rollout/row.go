@@ -296,11 +296,7 @@ func (c *Corrector) seqWeights(s rowSums, m, wr []float64, inv float64, is *isAc
 		wr = wr[:len(m)]
 		C, zero := c.c, c.cfg.ZeroMaskedWeights
 		for t, mt := range m {
-			x := wb * mt
-			if x > C {
-				x = C
-			}
-			x *= inv
+			x := min(wb*mt, C) * inv
 			if zero && mt == 0 {
 				x = 0
 			}
