@@ -9,20 +9,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/objective"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
 // TestLossStreamsLikeOneBatch: the loss step over a store read in record
 // batches of 7 rows equals the same step over the store as one batch, for
-// a loss of each shape (plain, mixed row sets, gradient after the sums).
+// a loss of each shape (plain, mixed row sets, gradient after the sums, the
+// rollout correction first: bypass_mode with rejection and normalised
+// weights, whose batch mean and rejection-sampled mask totals are gathered
+// in the statistics pass).
 func TestLossStreamsLikeOneBatch(t *testing.T) {
-	for _, c := range []struct{ fn, store string }{
-		{"ppo", "full.parquet"}, {"mix", "full.parquet"}, {"gspo", "full.parquet"}, {"dpo", "dpo_pairs.parquet"},
+	bypass := args.Values{"rollout_is": "token", "rollout_is_batch_normalize": true,
+		"rollout_rs": "token_k1,seq_mean_k3", "rollout_rs_threshold": "0.97_1.03,0.0002"}
+	for _, c := range []struct {
+		name, fn, store string
+		args            args.Values
+	}{
+		{"ppo", "ppo", "full.parquet", nil}, {"mix", "mix", "full.parquet", nil}, {"gspo", "gspo", "full.parquet", nil},
+		{"dpo", "dpo", "dpo_pairs.parquet", nil},
+		{"bypass_ppo_clip", "bypass_mode", "full.parquet", bypass},
+		{"bypass_reinforce", "bypass_mode", "full.parquet", args.Overlay(bypass, args.Values{"loss_type": "reinforce", "rollout_is": "sequence", "loss_agg_mode": "seq-mean-token-mean"})},
 	} {
-		t.Run(c.fn, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			run := func(rows int) (objective.Result, int64) {
-				o, err := objective.New(objective.Config{PolicyLoss: c.fn, KLLoss: "k3", KLCoef: 0.01, Entropy: "default", EntropyCoef: 0.001})
+				o, err := objective.New(objective.Config{PolicyLoss: c.fn, Args: c.args, KLLoss: "k3", KLCoef: 0.01, Entropy: "default", EntropyCoef: 0.001})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/array"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/objective"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -41,10 +42,16 @@ var Inputs = []struct {
 // adds up the terms' sums batch by batch and writes grad_logprob
 // (dLoss/dlogprob) as it goes; Finish turns the sums into the loss and its
 // metrics. A loss whose gradient needs the batch's sums (dpo) takes one more
-// statistics pass for them.
+// statistics pass for them. bypass_mode, which runs the rollout correction
+// on its inputs first, gathers the totals of the rejection-sampled mask
+// (and the weights' batch mean) in the statistics pass and corrects each
+// batch before evaluating it (loss.Stream).
 type LossStage struct {
 	obj *objective.Objective
-	ev  tokens.Evaluator
+	// run is the objective evaluated: obj, with bypass_mode's streamed loss.
+	run    *objective.Objective
+	stream *loss.Stream
+	ev     tokens.Evaluator
 	// cols overrides Inputs: input → store column.
 	cols map[string]string
 	step int64
@@ -60,7 +67,13 @@ type LossStage struct {
 // not fit; step is the training step every row is at (mix_chord's
 // schedule).
 func NewLoss(o *objective.Objective, ev tokens.Evaluator, cols map[string]string, step int64) *LossStage {
-	return &LossStage{obj: o, ev: ev, cols: cols, step: step}
+	l := &LossStage{obj: o, run: o, ev: ev, cols: cols, step: step}
+	if s, p := o.Policy.Stream(); s != nil {
+		run := *o
+		run.Policy = p
+		l.run, l.stream = &run, s
+	}
+	return l
 }
 
 // Name implements Stage.
@@ -70,9 +83,12 @@ func (l *LossStage) Name() string { return "loss/" + l.obj.Policy.Name() }
 func (l *LossStage) Needs() Needs {
 	n := Needs{Columns: []string{schema.ActionMask}, Passes: 1, Writes: []string{schema.GradLogprob},
 		CrossBatch: "the loss is taken over the store as one trainer batch (its aggregation divides by the whole store's token and row totals)"}
-	if l.obj.Policy.Def.GradAfterSums {
+	switch {
+	case l.obj.Policy.Def.GradAfterSums:
 		n.Passes = 2 // the second pass evaluates: every input
-	} else {
+	case l.stream != nil:
+		// the statistics pass runs the rollout correction: every input
+	default:
 		n.PassColumns = []string{schema.ActionMask, schema.ExpertMask, l.cols[tokens.ActionMask], l.cols[tokens.ExpertMask]}
 	}
 	for _, in := range Inputs {
@@ -175,7 +191,14 @@ func (l *LossStage) Observe(pass int, b *Batch) error {
 	if pass == 0 {
 		t, err := l.totalsOf(b)
 		l.totals.Add(t)
-		return err
+		if err != nil || l.stream == nil {
+			return err
+		}
+		tb, err := l.window(b)
+		if err != nil {
+			return err
+		}
+		return l.wrap(b, l.stream.Observe(tb))
 	}
 	tb, err := l.window(b)
 	if err != nil {
@@ -222,14 +245,15 @@ func (l *LossStage) start(tb *tokens.Batch, b *Batch) error {
 	if err := tb.SetWindow(int(b.Row), l.totals); err != nil {
 		return err
 	}
+	if l.stream != nil {
+		if err := l.stream.Window(tb); err != nil {
+			return l.wrap(b, err)
+		}
+	}
 	if l.eval != nil {
 		return nil
 	}
-	if l.obj.Policy.Def.WholeBatch && tb.Rows.N() < l.totals.Rows[tokens.AllRows] {
-		return schema.Errorf(b.File, -1, "", "policy loss %s plans from the whole batch at once and the store has %d rows, more than one record batch (%d): give it a store of at most %d rows",
-			l.obj.Policy.Name(), l.totals.Rows[tokens.AllRows], tb.Rows.N(), DefaultBatchRows)
-	}
-	e, err := l.obj.Start(l.ev, tb)
+	e, err := l.run.Start(l.ev, tb)
 	if err != nil {
 		return l.wrap(b, err)
 	}

@@ -1,6 +1,8 @@
 package loss
 
 import (
+	"fmt"
+
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/rollout"
@@ -34,11 +36,10 @@ func bypassDef() *Def {
 		opt("zero_masked_weights", args.Bool, false, "RC-06 fix: weight 0 at masked positions"),
 	)
 	return &Def{
-		Name:       "bypass_mode",
-		CPUOnly:    true,
-		WholeBatch: true,
-		Params:     append(params, globalParams...),
-		Inputs:     []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
+		Name:    "bypass_mode",
+		CPUOnly: true,
+		Params:  append(params, globalParams...),
+		Inputs:  []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
 		build: func(v args.Values) (planner, error) {
 			cfg := rollout.Default()
 			cfg.IS, cfg.BatchNormalize = v.String("rollout_is"), v.Bool("rollout_is_batch_normalize")
@@ -80,42 +81,177 @@ func (p *bypass) plan(b *tokens.Batch) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ppo := p.k.(*PPO); ppo {
-		w = nil // the PPO ratio already is π_θ/π_rollout; the weights only feed the metrics
-	}
-	rb := tokens.New(b.Rows)
-	if err := rb.Set(tokens.ActionMask, mask); err != nil {
-		return nil, err
-	}
-	term := tokens.Term{Kernel: p.k, Rows: tokens.AllRows, Mode: p.mode, Coef: 1, Global: p.global}
-	lay, err := rb.Layout([]tokens.Term{term})
+	rk, st, err := p.remask(b.Rows, 0, mask, w, nil)
 	if err != nil {
 		return nil, err
 	}
+	return p.planOf(rk, func() (agg.Metrics, tokens.Stats, error) { return corr, st, nil }), nil
+}
+
+// term is the loss's one term over every row.
+func (p *bypass) term() tokens.Term {
+	return tokens.Term{Kernel: p.k, Rows: tokens.AllRows, Mode: p.mode, Coef: 1, Global: p.global}
+}
+
+// remask returns the kernel evaluated on the rejection-sampled mask and the
+// weights (nil: none; ppo_clip takes none) of a batch, or of a window of
+// one (first: the window's first row in the batch; t: the totals of the
+// rejection-sampled mask over the whole batch), and the term's statistics
+// over that mask.
+func (p *bypass) remask(rows agg.Rows, first int, mask, w []float64, t *tokens.Totals) (*remasked, tokens.Stats, error) {
+	if _, ppo := p.k.(*PPO); ppo {
+		w = nil // the PPO ratio already is π_θ/π_rollout; the weights only feed the metrics
+	}
+	rb := tokens.New(rows)
+	if err := rb.Set(tokens.ActionMask, mask); err != nil {
+		return nil, tokens.Stats{}, err
+	}
+	if t != nil {
+		if err := rb.SetWindow(first, *t); err != nil {
+			return nil, tokens.Stats{}, err
+		}
+	}
+	term := p.term()
+	lay, err := rb.Layout([]tokens.Term{term})
+	if err != nil {
+		return nil, tokens.Stats{}, err
+	}
 	st := lay.Stats[0]
-	rk := &remasked{inner: p.k, rows: b.Rows, mask: mask, weights: w, count: make([]float64, b.Rows.N()), scale: make([]float64, b.Rows.N())}
+	rk := &remasked{inner: p.k, rows: rows, first: first, mask: mask, weights: w, count: make([]float64, rows.N()), scale: make([]float64, rows.N())}
 	for r := range rk.scale {
 		rk.count[r] = rb.RowCount(r)
 		rk.scale[r], _ = rb.RowScale(term, st, r)
 	}
-	term.Kernel = rk
+	return rk, st, nil
+}
+
+// planOf is the plan evaluating kernel k; result gives, once every row is
+// evaluated, the correction's metrics and the term's statistics.
+func (p *bypass) planOf(k tokens.Kernel, result func() (agg.Metrics, tokens.Stats, error)) *Plan {
+	term := p.term()
+	term.Kernel = k
 	return &Plan{
 		Terms: []tokens.Term{term},
 		Finish: func(res []tokens.TermResult) (Outcome, error) {
+			corr, st, err := result()
+			if err != nil {
+				return Outcome{}, err
+			}
 			v, m := p.k.Summary(p.mode, tokens.TermResult{Sums: res[0].Sums, Stats: st})
 			for k, x := range corr {
 				m[k] = x
 			}
 			return Outcome{Loss: v, Metrics: m}, nil
 		},
-	}, nil
+	}
 }
+
+// Stream is bypass_mode over a batch handed over in windows of rows (a
+// store streamed record batch by record batch). The correction's mask and
+// weights are per-row work, but the loss needs three batch-wide quantities
+// first: the totals of the rejection-sampled mask (its token count, rows and
+// non-empty rows: what the aggregation divides by), and, with
+// rollout_is_batch_normalize, the batch mean of the truncated weights. A
+// statistics pass gathers both (Observe, every window); then each window is
+// corrected (Window) before the objective evaluates it, the correction's
+// metric sums adding up over the windows. The result equals the loss of the
+// whole batch at once.
+type Stream struct {
+	p      *bypass
+	norm   rollout.Norm
+	totals tokens.Totals // of the rejection-sampled mask
+	acc    rollout.Acc
+	cur    *remasked // the current window
+}
+
+// Stream returns the streaming evaluation of a bypass_mode loss (nil for
+// any other loss) and the loss to hand to the objective instead of l: it
+// evaluates the window set by Stream.Window.
+func (l *Loss) Stream() (*Stream, *Loss) {
+	p, ok := l.p.(*bypass)
+	if !ok {
+		return nil, nil
+	}
+	s := &Stream{p: p}
+	return s, &Loss{Def: l.Def, Args: l.Args, p: streamPlanner{s}}
+}
+
+// input is the correction's input of a window: the current log-prob versus
+// the rollout log-prob (old_logprob in bypass mode).
+func input(b *tokens.Batch) (rollout.Input, error) {
+	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask); err != nil {
+		return rollout.Input{}, fmt.Errorf("policy loss bypass_mode: %w", err)
+	}
+	return rollout.Input{Rows: b.Rows, Old: b.Col(tokens.LogProb), Rollout: b.Col(tokens.OldLogProb), Mask: b.Col(tokens.ActionMask)}, nil
+}
+
+// Observe is the statistics pass over one window: the batch normalisation
+// sums and the totals of the rejection-sampled mask.
+func (s *Stream) Observe(b *tokens.Batch) error {
+	in, err := input(b)
+	if err != nil {
+		return err
+	}
+	if err := s.p.corr.Observe(&s.norm, in); err != nil {
+		return err
+	}
+	mask := make([]float64, len(in.Mask))
+	var acc rollout.Acc
+	if err := s.p.corr.Apply(in, nil, nil, mask, &acc); err != nil {
+		return err
+	}
+	rb := tokens.New(b.Rows)
+	if err := rb.Set(tokens.ActionMask, mask); err != nil {
+		return err
+	}
+	s.totals.Add(tokens.TotalsOf(rb))
+	return nil
+}
+
+// Window corrects window b (after every Observe): the kernel then
+// evaluates b's rows on their rejection-sampled mask and weights, and the
+// correction's metric sums take b's.
+func (s *Stream) Window(b *tokens.Batch) error {
+	in, err := input(b)
+	if err != nil {
+		return err
+	}
+	w, mask := make([]float64, len(in.Mask)), make([]float64, len(in.Mask))
+	if err := s.p.corr.Apply(in, &s.norm, w, mask, &s.acc); err != nil {
+		return err
+	}
+	s.cur, _, err = s.p.remask(b.Rows, b.First(), mask, w, &s.totals)
+	return err
+}
+
+// streamPlanner plans a Stream's evaluation.
+type streamPlanner struct{ s *Stream }
+
+func (sp streamPlanner) plan(*tokens.Batch) (*Plan, error) {
+	s := sp.s
+	return s.p.planOf(window{s}, func() (agg.Metrics, tokens.Stats, error) {
+		m, err := s.p.corr.Metrics(&s.acc, &s.norm)
+		st := tokens.Stats{Rows: s.totals.Rows[tokens.AllRows], NonEmpty: s.totals.NonEmpty[tokens.AllRows],
+			Total: s.totals.Mask[tokens.AllRows], Width: s.totals.Width}
+		return m, st, err
+	}), nil
+}
+
+// window is the kernel of a Stream: the current window's.
+type window struct{ s *Stream }
+
+// Sums implements tokens.Kernel.
+func (w window) Sums() int { return w.s.p.k.Sums() }
+
+// Row implements tokens.Kernel.
+func (w window) Row(r *tokens.Row, sums []float64) { w.s.cur.Row(r, sums) }
 
 // remasked evaluates a kernel on a replaced mask and weights (bypass mode's
 // rejection-sampled mask), with the row scales of that mask.
 type remasked struct {
 	inner         Kernel
 	rows          agg.Rows
+	first         int // the first row of rows in the batch
 	mask, weights []float64
 	count, scale  []float64
 }
@@ -125,12 +261,13 @@ func (k *remasked) Sums() int { return k.inner.Sums() }
 
 // Row implements tokens.Kernel.
 func (k *remasked) Row(r *tokens.Row, s []float64) {
-	lo, hi := k.rows.Span(r.Index)
+	i := r.Index - k.first
+	lo, hi := k.rows.Span(i)
 	v := *r
 	v.Mask, v.Weights = k.mask[lo:hi:hi], nil
 	if k.weights != nil {
 		v.Weights = k.weights[lo:hi:hi]
 	}
-	v.Count, v.Scale, v.GradScale = k.count[r.Index], k.scale[r.Index], k.scale[r.Index]
+	v.Count, v.Scale, v.GradScale = k.count[i], k.scale[i], k.scale[i]
 	k.inner.Row(&v, s)
 }

@@ -45,10 +45,6 @@ type Def struct {
 	// multiplied by the weight before aggregation, a constant for the
 	// gradient. A batch with weights is refused by the other losses.
 	Weighted bool
-	// WholeBatch losses plan from every row's inputs at once (bypass_mode
-	// runs the rollout correction in its plan): they cannot be evaluated
-	// window by window.
-	WholeBatch bool
 	// CPUOnly losses have no device kernels: a device evaluator refuses
 	// them (geo_mean's gradient needs row sums after the token pass,
 	// bypass_mode runs the rollout correction in its plan).

@@ -128,3 +128,101 @@ func TestWeightsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestBypassStreamEqualsWhole: bypass_mode evaluated in windows of rows
+// (Stream: a statistics pass over every window, then each window corrected
+// and evaluated) equals its evaluation on the whole batch at once — loss,
+// metrics and gradient — for both loss types, with rejection that drops
+// tokens and rows and batch-normalised weights.
+func TestBypassStreamEqualsWhole(t *testing.T) {
+	base := args.Values{"rollout_is": "token", "rollout_is_batch_normalize": true,
+		"rollout_rs": "token_k1,seq_mean_k3", "rollout_rs_threshold": "0.9_1.1,0.004"}
+	for _, a := range []args.Values{
+		base,
+		args.Overlay(base, args.Values{"loss_type": "reinforce", "rollout_is": "sequence", "loss_agg_mode": "seq-mean-token-mean"}),
+		args.Overlay(base, args.Values{"loss_type": "reinforce", "batch_num_tokens": 5000.0}),
+	} {
+		d, err := Default().Get("bypass_mode")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := d.New(args.Overlay(d.DefaultArgs(), a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := tokens.Synthetic(61, 40, 3)
+		want := make([]float64, b.Rows.Tokens())
+		whole, err := l.Eval(b, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if whole.Metrics["rollout_corr/rollout_rs_masked_fraction"] == 0 || whole.Metrics["rollout_corr/rollout_rs_seq_mean_k3_masked_fraction"] == 0 {
+			t.Fatalf("%v: nothing rejected", a)
+		}
+		s, sl := l.Stream()
+		var wins [][2]int
+		for lo := 0; lo < b.Rows.N(); lo += 7 {
+			wins = append(wins, [2]int{lo, min(lo+7, b.Rows.N())})
+		}
+		tot := tokens.TotalsOf(b)
+		window := func(w [2]int) *tokens.Batch {
+			win := b.Slice(w[0], w[1])
+			if err := win.SetWindow(w[0], tot); err != nil {
+				t.Fatal(err)
+			}
+			return win
+		}
+		for _, w := range wins {
+			if err := s.Observe(window(w)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		grad := make([]float64, b.Rows.Tokens())
+		var p *Plan
+		var sums []float64
+		for _, w := range wins {
+			win := window(w)
+			if err := s.Window(win); err != nil {
+				t.Fatal(err)
+			}
+			if p == nil {
+				if p, err = sl.Plan(win); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lo, _ := b.Rows.Span(w[0])
+			_, hi := b.Rows.Span(w[1] - 1)
+			res, err := win.Eval(grad[lo:hi], p.Terms...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sums == nil {
+				sums = make([]float64, len(res[0].Sums))
+			}
+			for i, v := range res[0].Sums {
+				sums[i] += v
+			}
+		}
+		out, err := p.Finish([]tokens.TermResult{{Sums: sums}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		close := func(x, y float64) bool { return x == y || math.Abs(x-y) <= 1e-12*math.Max(1, math.Abs(y)) }
+		if !close(out.Loss, whole.Loss) {
+			t.Errorf("%v: loss in windows %v, whole %v", a, out.Loss, whole.Loss)
+		}
+		for k, v := range whole.Metrics {
+			if got, ok := out.Metrics[k]; !ok || !close(got, v) {
+				t.Errorf("%v: %s in windows %v, whole %v", a, k, got, v)
+			}
+		}
+		if len(out.Metrics) != len(whole.Metrics) {
+			t.Errorf("%v: %d metrics in windows, %d whole", a, len(out.Metrics), len(whole.Metrics))
+		}
+		for i := range want {
+			if !close(grad[i], want[i]) {
+				t.Fatalf("%v: gradient %d in windows %v, whole %v", a, i, grad[i], want[i])
+			}
+		}
+	}
+}

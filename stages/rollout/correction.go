@@ -106,9 +106,18 @@ type Norm struct{ Sum, Count float64 }
 // Merge adds another partial statistic.
 func (n *Norm) Merge(o Norm) { n.Sum += o.Sum; n.Count += o.Count }
 
-// factor returns the normalisation divisor μ and whether it applies
-// (μ > 1e-8; NaN does not).
-func (c *Corrector) factor(n *Norm) (float64, bool) {
+// factor returns the reciprocal of the normalisation divisor μ, by which
+// Apply multiplies the truncated weights: 1/μ when μ > 1e-8, else 1 (NaN
+// does not normalise).
+func (c *Corrector) factor(n *Norm) float64 {
+	if mu, ok := c.mu(n); ok {
+		return 1 / mu
+	}
+	return 1
+}
+
+// mu returns the normalisation divisor μ and whether it applies (μ > 1e-8).
+func (c *Corrector) mu(n *Norm) (float64, bool) {
 	if !c.NeedsFirstPass() || n == nil {
 		return 1, false
 	}
@@ -124,6 +133,40 @@ func (c *Corrector) factor(n *Norm) (float64, bool) {
 	return 1, false
 }
 
+// chunkRows is the number of rows one worker evaluates at a time; partial
+// sums are merged in chunk order, so results do not depend on GOMAXPROCS.
+const chunkRows = 256
+
+// chunks runs fn over the rows of a batch in chunks of chunkRows, the
+// chunks spread over GOMAXPROCS workers: fn(w, k, lo, hi) evaluates chunk
+// k, rows lo..hi−1, on worker w (0 ≤ w < GOMAXPROCS; one chunk at a time
+// per worker). There are ceil(rows/chunkRows) chunks.
+func chunks(rows int, fn func(w, k, lo, hi int)) {
+	nchunk := (rows + chunkRows - 1) / chunkRows
+	run := func(w, k int) { fn(w, k, k*chunkRows, min(rows, (k+1)*chunkRows)) }
+	workers := min(runtime.GOMAXPROCS(0), nchunk)
+	if workers <= 1 {
+		for k := range nchunk {
+			run(0, k)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int, nchunk)
+	for k := range nchunk {
+		next <- k
+	}
+	close(next)
+	for w := range workers {
+		wg.Go(func() {
+			for k := range next {
+				run(w, k)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // Observe is the first pass: it adds in's contribution to n. Only needed
 // when NeedsFirstPass.
 func (c *Corrector) Observe(n *Norm, in Input) error {
@@ -133,46 +176,84 @@ func (c *Corrector) Observe(n *Norm, in Input) error {
 	if !c.NeedsFirstPass() {
 		return nil
 	}
-	for b := 0; b < in.Rows.N(); b++ {
-		lo, hi := in.Rows.Span(b)
-		old, ro, m := in.Old[lo:hi], in.Rollout[lo:hi:hi], in.Mask[lo:hi:hi]
-		if c.seq {
-			s, nb := 0.0, 0.0
-			for t, mt := range m {
-				s += sel(old[t]-ro[t], mt)
-				nb += mt
+	rows := in.Rows.N()
+	parts := make([]Norm, (rows+chunkRows-1)/chunkRows)
+	chunks(rows, func(_, k, lo, hi int) {
+		p := &parts[k]
+		for b := lo; b < hi; b++ {
+			t0, t1 := in.Rows.Span(b)
+			m := in.Mask[t0:t1:t1]
+			old, ro := in.Old[t0:t1:t1][:len(m)], in.Rollout[t0:t1:t1][:len(m)]
+			if c.seq {
+				c.observeSeq(p, old, ro, m)
+			} else {
+				c.observeToken(p, old, ro, m)
 			}
-			if nb > 0 {
-				w := math.Min(math.Exp(clamp(s, -safety, safety)), c.c) // NaN stays NaN, as torch.clamp
-				sw := 0.0
-				for _, mt := range m {
-					sw += sel(w*mt, mt)
-				}
-				n.Sum += sw / (nb + eps)
-				n.Count++
-			}
-			continue
 		}
-		for t, mt := range m {
-			l := clamp(old[t]-ro[t], -safety, safety)
-			w := l // NaN stays NaN
-			if l == l {
-				w = fastexp.Core(l) * mt
-			}
-			if w > c.c {
-				w = c.c
-			}
-			n.Sum += sel(w, mt)
-			n.Count += mt
-		}
+	})
+	for _, p := range parts {
+		n.Merge(p)
 	}
 	return nil
 }
 
-// chunkRows is the number of rows one worker of Apply evaluates at a time;
-// partial metric sums are merged in chunk order, so results do not depend
-// on GOMAXPROCS.
-const chunkRows = 256
+// observeSeq adds a row's mean weight w_b·n_b/(n_b+1e-8) to n when it has a
+// valid token. The weight is e^clamp(S_b) truncated at C, S_b = Σ λ·m.
+func (c *Corrector) observeSeq(n *Norm, old, ro, m []float64) {
+	s, nb := 0.0, 0.0
+	for t, mt := range m {
+		s += (old[t] - ro[t]) * mt
+		nb += mt
+	}
+	if math.IsNaN(s) || math.IsInf(s, 0) { // a non-finite λ, maybe masked: select first
+		s = 0
+		for t, mt := range m {
+			s += sel(old[t]-ro[t], mt)
+		}
+	}
+	if nb > 0 {
+		w := math.Min(math.Exp(clamp(s, -safety, safety)), c.c) // NaN stays NaN, as torch.clamp
+		n.Sum += w * nb / (nb + eps)
+		n.Count++
+	}
+}
+
+// observeToken adds a row's Σ w·m and Σ m of the truncated token weights
+// w = min(e^ℓ·m, C) to n.
+func (c *Corrector) observeToken(n *Norm, old, ro, m []float64) {
+	C := c.c
+	sum, cnt := 0.0, 0.0
+	plain := true
+	for t, mt := range m {
+		lam := old[t] - ro[t]
+		l := clamp(lam, -safety, safety)
+		if l != lam {
+			plain = false
+		}
+		w := fastexp.Core(l) * mt
+		if w > C {
+			w = C
+		}
+		sum += w * mt
+		cnt += mt
+	}
+	if !plain { // a NaN or clamped λ: select first, and NaN weights stay NaN
+		sum = 0
+		for t, mt := range m {
+			l := clamp(old[t]-ro[t], -safety, safety)
+			w := l
+			if l == l {
+				w = fastexp.Core(l) * mt
+			}
+			if w > C {
+				w = C
+			}
+			sum += sel(w, mt)
+		}
+	}
+	n.Sum += sum
+	n.Count += cnt
+}
 
 // Apply is the second pass over one record batch: it writes the IS weights
 // into weights (skipped when nil or !Weighted), the rejection-sampled mask
@@ -190,39 +271,21 @@ func (c *Corrector) Apply(in Input, n *Norm, weights, mask []float64, acc *Acc) 
 	if !c.Weighted() {
 		weights = nil
 	}
-	mu, norm := c.factor(n)
+	inv := c.factor(n)
 	rows := in.Rows.N()
-	nchunk := (rows + chunkRows - 1) / chunkRows
-	parts := make([]Acc, nchunk)
-	run := func(k int) {
+	parts := make([]Acc, (rows+chunkRows-1)/chunkRows)
+	scratches := make([]*scratch, runtime.GOMAXPROCS(0))
+	chunks(rows, func(w, k, lo, hi int) {
 		p := &parts[k]
 		p.init(c)
-		sc := newScratch(c)
-		for b := k * chunkRows; b < min(rows, (k+1)*chunkRows); b++ {
-			c.row(in, b, mu, norm, weights, mask, p, sc)
+		if scratches[w] == nil {
+			scratches[w] = newScratch(c)
 		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), nchunk)
-	if workers <= 1 {
-		for k := range nchunk {
-			run(k)
+		sc := scratches[w]
+		for b := lo; b < hi; b++ {
+			c.row(in, b, inv, weights, mask, p, sc)
 		}
-	} else {
-		var wg sync.WaitGroup
-		next := make(chan int, nchunk)
-		for k := range nchunk {
-			next <- k
-		}
-		close(next)
-		for range workers {
-			wg.Go(func() {
-				for k := range next {
-					run(k)
-				}
-			})
-		}
-		wg.Wait()
-	}
+	})
 	acc.init(c)
 	for k := range parts {
 		acc.merge(&parts[k])

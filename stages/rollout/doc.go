@@ -46,5 +46,6 @@
 // of action_mask, as verl replaces response_mask before advantages are
 // computed; the policy losses of package loss then read both. In bypass
 // mode nothing is written: the bypass_mode loss runs the correction itself
-// on the current log-prob versus the rollout log-prob.
+// on the current log-prob versus the rollout log-prob, record batch by
+// record batch after a statistics pass (stages/loss Stream).
 package rollout

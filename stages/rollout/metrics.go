@@ -45,7 +45,7 @@ func (c *Corrector) Metrics(a *Acc, n *Norm) (agg.Metrics, error) {
 		put("rollout_is_seq_fraction_high", f32frac(is.r.high, a.rows))
 		put("rollout_is_seq_fraction_low", f32frac(is.r.low, a.rows))
 		if c.cfg.BatchNormalize {
-			mu, ok := c.factor(n)
+			mu, ok := c.mu(n)
 			if !ok {
 				mu = 1
 			}

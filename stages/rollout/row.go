@@ -6,13 +6,31 @@ import (
 	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
 )
 
+// A row is evaluated in short passes over its tokens, each a tight loop
+// over contiguous slices with few live values (the accumulators stay in
+// registers): base computes every token's clamped log ratio ℓ and e^ℓ once
+// (the only exponential per token) and the off-policy sums; the IS weights,
+// the token-level rejection options and the row statistics then read ℓ and
+// e^ℓ from the worker's scratch, each pass only when the configuration
+// needs it. A row is 2 KB per slice at 256 tokens, so the later passes read
+// from the L1 cache.
+
 // scratch is a worker's per-row buffers.
 type scratch struct {
+	l, e []float64 // per token: ℓ = clamp(old − rollout, ±20) and e^ℓ
 	keep []float64 // per-token product of the token options' keep flags
 	rej  []bool    // per token option: the row has a rejected valid token
 }
 
 func newScratch(c *Corrector) *scratch { return &scratch{rej: make([]bool, len(c.rules))} }
+
+// grow sizes the per-token buffers for a row of n tokens.
+func (sc *scratch) grow(n int) {
+	if cap(sc.l) < n {
+		sc.l, sc.e, sc.keep = make([]float64, n), make([]float64, n), make([]float64, n)
+	}
+	sc.l, sc.e, sc.keep = sc.l[:n], sc.e[:n], sc.keep[:n]
+}
 
 // keeps reports whether rule r keeps statistic s (NaN rejects).
 func (r *rule) keeps(s float64) bool {
@@ -30,172 +48,136 @@ func (r *rule) floor() float64 {
 	return 0
 }
 
+// stat is statistic k of one token from ℓ and e^ℓ.
+func stat(k Statistic, l, e float64) float64 {
+	switch k {
+	case K1:
+		return -l
+	case K2:
+		return 0.5 * l * l
+	default:
+		return e - 1 - l
+	}
+}
+
+// rowSums are a row's masked sums over its valid tokens: n_b, S_b = Σ λ·m
+// (unclamped), Σ old·m, Σ rollout·m, Σ (e^λ − λ − 1)·m, Σ (e^ℓ)²·m.
+type rowSums struct {
+	nb, S, sOld, sRo, k3, chi2 float64
+	// plain: every λ of the row is finite and within ±20 (so ℓ = λ and
+	// every input is finite).
+	plain bool
+}
+
+// base fills l and e with every token's ℓ and e^ℓ and returns the row's
+// sums. Its loops multiply by the mask without selecting first and have no
+// data-dependent branch; that is masked_sum's select-then-multiply exactly
+// when every λ is finite and unclamped (x·0 = 0 for finite x, and ℓ = λ),
+// which the first loop tracks. Otherwise the row is summed again by
+// baseExact. The exponentials take a loop of their own: with few live
+// values the compiler keeps everything in registers.
+func base(old, ro, m, l, e []float64) rowSums {
+	n := len(m)
+	old, ro, l, e = old[:n], ro[:n], l[:n], e[:n]
+	var nb, S, sOld, sRo float64
+	plain := true
+	for t, mt := range m {
+		o, r := old[t], ro[t]
+		lam := o - r
+		lc := clamp(lam, -safety, safety)
+		if lc != lam { // clamped or NaN
+			plain = false
+		}
+		l[t] = lc
+		nb += mt
+		S += lam * mt
+		sOld += o * mt
+		sRo += r * mt
+	}
+	if !plain {
+		return baseExact(old, ro, m, l, e)
+	}
+	var k3, chi2 float64
+	for t, mt := range m {
+		lam := l[t] // = λ
+		x := 0.0    // at a masked position e^ℓ only meets products with m = 0
+		if mt != 0 {
+			x = fastexp.Core(lam)
+		}
+		e[t] = x
+		k3 += (x - lam - 1) * mt
+		chi2 += x * x * mt
+	}
+	return rowSums{nb: nb, S: S, sOld: sOld, sRo: sRo, k3: k3, chi2: chi2, plain: true}
+}
+
+// baseExact is base for rows with a non-finite or clamped log ratio: the
+// sums select valid tokens before multiplying (a NaN or infinity at a
+// masked position does not leak), e^ℓ is NaN where ℓ is, and the k3_kl
+// term takes the unclamped e^λ.
+func baseExact(old, ro, m, l, e []float64) rowSums {
+	var s rowSums
+	for t, mt := range m {
+		lam := old[t] - ro[t]
+		lc := clamp(lam, -safety, safety)
+		x := lc // NaN stays NaN
+		if lc == lc {
+			x = fastexp.Core(lc) // |ℓ| ≤ 20
+		}
+		l[t], e[t] = lc, x
+		if mt == 0 {
+			continue
+		}
+		s.nb += mt
+		s.S += lam * mt
+		s.sOld += old[t] * mt
+		s.sRo += ro[t] * mt
+		xu := x
+		if lam != lc {
+			xu = math.Exp(lam)
+		}
+		s.k3 += (xu - lam - 1) * mt
+		s.chi2 += x * x * mt
+	}
+	return s
+}
+
 // row evaluates row b: IS weights (written to w when not nil, truncated and
-// divided by mu when norm), the rejection mask (written to mout) and the
-// row's metric contributions to a. It reads every input of the row before
-// writing mout, so mout may alias in.Mask.
-func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float64, a *Acc, sc *scratch) {
+// multiplied by inv, the reciprocal of the batch normalisation factor), the
+// rejection mask (written to mout) and the row's metric contributions to a.
+// It reads every input of the row before writing mout, so mout may alias
+// in.Mask.
+func (c *Corrector) row(in Input, b int, inv float64, w, mout []float64, a *Acc, sc *scratch) {
 	lo, hi := in.Rows.Span(b)
 	m := in.Mask[lo:hi:hi]
 	n := len(m) // the reslices below let the compiler drop bounds checks
 	old, ro := in.Old[lo:hi:hi][:n], in.Rollout[lo:hi:hi][:n]
-	var wr []float64
-	if w != nil {
-		wr = w[lo:hi:hi][:n]
-	}
-	tokenRS := len(c.tokenRules) > 0
-	var keep []float64
-	if tokenRS {
-		if cap(sc.keep) < n {
-			sc.keep = make([]float64, n)
-		}
-		keep = sc.keep[:n]
-		clear(sc.rej)
-	}
-	weighted, tokenIS := c.Weighted(), c.Weighted() && !c.seq
-	zero := c.cfg.ZeroMaskedWeights
-	rules := c.rules
-	is, off := &a.is, &a.off
-	// Row-local accumulators (registers, not the accumulator's memory).
-	var nb, S, sOld, sRo, rowW, k3, chi2, hiW, loW float64
-	var xW moments
-	extW := is.ext
-	// Row sums and maxima of k1, k2, k3 (scalars: they stay in registers).
-	var sum1, sum2, sum3 float64
-	var max2, max3 extrema
-	st1, st2, st3 := c.stats[K1], c.stats[K2], c.stats[K3]
-	mx2, mx3 := c.rowMaxNeed[K2], c.rowMaxNeed[K3]
-	C, cLo := c.c, c.cLo
-	for t, mt := range m {
-		lam := old[t] - ro[t]
-		l := clamp(lam, -safety, safety)
-		e := l // NaN stays NaN
-		if l == l {
-			e = fastexp.Core(l) // |l| ≤ 20
-		}
-		if tokenIS {
-			raw := e * mt // a plain product: NaN at a masked position stays (RC-06)
-			if mt != 0 {
-				rowW += raw * mt
-				if raw > C {
-					hiW += mt
-				}
-				if raw < cLo {
-					loW += mt
-				}
-				extW.add(raw)
-				xW.add(clamp(raw, cLo, C), mt)
-			}
-			if wr != nil {
-				if raw > C {
-					raw = C
-				}
-				if norm {
-					raw /= mu
-				}
-				if zero && mt == 0 {
-					raw = 0
-				}
-				wr[t] = raw
-			}
-		}
-		kp := 1.0
-		if mt != 0 {
-			nb += mt
-			S += lam * mt
-			sOld += old[t] * mt
-			sRo += ro[t] * mt
-			eu := e
-			if lam != l {
-				eu = math.Exp(lam)
-			}
-			k3 += (eu - lam - 1) * mt
-			chi2 += e * e * mt
-			if st1 {
-				sum1 -= l * mt
-			}
-			if st2 {
-				k2 := 0.5 * l * l
-				sum2 += k2 * mt
-				if mx2 {
-					max2.add(k2)
-				}
-			}
-			if st3 {
-				k3 := e - 1 - l
-				sum3 += k3 * mt
-				if mx3 {
-					max3.add(k3)
-				}
-			}
-			for _, i := range c.tokenRules {
-				r, ra := &rules[i], &a.rs[i]
-				var s float64
-				switch r.Stat {
-				case K1:
-					s = -l
-				case K2:
-					s = 0.5 * l * l
-				default:
-					s = e - 1 - l
-				}
-				ra.sumS += s * mt
-				ra.ext.add(s)
-				if s > r.Hi {
-					ra.high += mt
-				}
-				if s < r.Lo {
-					ra.low += mt
-				}
-				ra.x.add(clamp(s, r.floor(), r.Hi), mt)
-				if !r.keeps(s) {
-					kp = 0
-					ra.rejected += mt
-					sc.rej[i] = true
-				}
-			}
-		}
-		if tokenRS {
-			keep[t] = kp
-		}
-	}
-	valid := nb > 0
-	off.kl -= S // Σ (rollout - old)·m
-	off.k3 += k3
-	off.chi2 += chi2
-	if tokenIS {
-		is.sumW += rowW
-		is.high += hiW
-		is.low += loW
-		is.ext = extW
-		is.x.merge(xW)
-	}
-	a.tokens += nb
+	sc.grow(n)
+	s := base(old, ro, m, sc.l, sc.e)
+	valid := s.nb > 0
+	off := &a.off
+	off.kl -= s.S // Σ (rollout − old)·m
+	off.k3 += s.k3
+	off.chi2 += s.chi2
+	a.tokens += s.nb
 	a.rows++
 
-	// Sequence-level weights: one per row from the unclamped sum S_b.
-	wb := 0.0
-	if weighted && c.seq {
-		wb = math.Exp(clamp(S, -safety, safety))
-		is.ext.add(S)
-		if S > c.lHi {
-			is.seqHigh++
+	if c.Weighted() {
+		var wr []float64
+		if w != nil {
+			wr = w[lo:hi:hi][:n]
 		}
-		if S < c.lLo {
-			is.seqLow++
+		var rowW float64
+		if c.seq {
+			rowW = c.seqWeights(s, m, wr, inv, &a.is)
+		} else {
+			rowW = c.tokenWeights(sc.e, m, wr, inv, &a.is)
 		}
-		if valid {
-			rowW = wb * nb
-			is.sumW += rowW
-			is.x.add(clamp(wb, c.cLo, c.c), nb)
-		}
-	}
-	if weighted {
-		is.r.add(rowW/(nb+eps), 1, c.c, c.cLo)
+		a.is.r.add(rowW/(s.nb+eps), 1, c.c, c.cLo)
 	}
 
 	// Off-policy row terms.
-	muOld, muRo := sOld/(nb+eps), sRo/(nb+eps)
+	muOld, muRo := s.sOld/(s.nb+eps), s.sRo/(s.nb+eps)
 	d := muRo - muOld
 	off.trainPPL += math.Exp(-muOld)
 	off.trainLog += -muOld
@@ -204,73 +186,31 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 	off.d.add(d, 0, math.Inf(1), math.Inf(-1))
 	off.absD += math.Abs(d)
 	off.pplRatio += math.Exp(d)
-	off.chi2Seq += math.Exp(2 * clamp(S, -safety, safety))
+	off.chi2Seq += math.Exp(2 * clamp(s.S, -safety, safety))
 
-	// Row-level options, and the row values of the token options.
-	rowSum := [4]float64{K1: sum1, K2: sum2, K3: sum3}
-	rowMax := [4]extrema{K2: max2, K3: max3}
-	rowKeep := 1.0
-	for i := range rules {
-		r, ra := &rules[i], &a.rs[i]
-		var s float64
-		switch r.Level {
-		case Token:
-			if valid {
-				ra.v.add(rowSum[r.Stat]/(nb+eps), 0, r.Hi, r.Lo)
-				if sc.rej[i] {
-					ra.rows++
-				}
-			}
-			continue
-		case SeqSum:
-			s = rowSum[r.Stat]
-		case SeqMean:
-			s = rowSum[r.Stat] / (nb + eps)
-		case SeqMax:
-			if rowMax[r.Stat].n > 0 {
-				s = rowMax[r.Stat].max
-			}
-		}
-		if !valid {
-			continue
-		}
-		ra.sumS += s * nb
-		ra.x.add(clamp(s, r.floor(), r.Hi), nb)
-		ra.v.add(s, 0, r.Hi, r.Lo)
-		if !r.keeps(s) {
-			rowKeep = 0
-			ra.rejected += nb
-			ra.rows++
-		}
+	if len(c.rules) == 0 {
+		copy(mout[lo:hi:hi][:n], m) // a no-op when mout is the input mask
+		return
 	}
+	tokenRS := len(c.tokenRules) > 0
+	if tokenRS {
+		c.tokenRejection(sc, m, a)
+	}
+	rowKeep := c.rowRejection(s, sc, m, valid, a)
 
-	// Outputs: the sequence weights and the mask m·Π keep.
-	if weighted && c.seq && wr != nil {
-		for t, mt := range m {
-			v := wb * mt
-			if v > C {
-				v = C
-			}
-			if norm {
-				v /= mu
-			}
-			if zero && mt == 0 {
-				v = 0
-			}
-			wr[t] = v
-		}
-	}
+	// The mask m·Π keep.
 	out := mout[lo:hi:hi][:n]
 	switch {
 	case !tokenRS && rowKeep == 1:
-		copy(out, m) // a no-op when out is the input mask
+		copy(out, m)
 	case !tokenRS:
 		clear(out)
-		a.rsMasked += nb
+		a.rsMasked += s.nb
 		if valid {
 			a.rsRows++
 		}
 	default:
+		keep := sc.keep[:n]
 		rejected := false
 		for t, mt := range m {
 			f := rowKeep * keep[t]
@@ -284,4 +224,198 @@ func (c *Corrector) row(in Input, b int, mu float64, norm bool, w, mout []float6
 			a.rsRows++
 		}
 	}
+}
+
+// tokenWeights is the token level of IS: the raw weights e^ℓ·m (a plain
+// product: NaN at a masked position stays, RC-06), their metric sums over
+// the valid tokens into is, and the truncated (and normalised) weights
+// into wr when not nil (one loop reads e^ℓ once for both). It returns
+// Σ w·m of the row.
+func (c *Corrector) tokenWeights(e, m, wr []float64, inv float64, is *isAcc) float64 {
+	e = e[:len(m)]
+	if wr != nil {
+		wr = wr[:len(m)]
+	}
+	C, cLo := c.c, c.cLo
+	zero := c.cfg.ZeroMaskedWeights
+	var rowW, hiW, loW float64
+	var x moments
+	// The extrema of the valid tokens' weights (Go's max and min: a NaN
+	// makes both NaN, as torch's).
+	ext := extrema{max: math.Inf(-1), min: math.Inf(1)}
+	for t, mt := range m {
+		raw := e[t] * mt
+		if mt != 0 {
+			rowW += raw * mt
+			if raw > C {
+				hiW += mt
+			}
+			if raw < cLo {
+				loW += mt
+			}
+			ext.max, ext.min = max(ext.max, raw), min(ext.min, raw)
+			ext.n++
+			x.add(clamp(raw, cLo, C), mt)
+		}
+		if wr != nil {
+			v := min(raw, C) * inv
+			if zero && mt == 0 {
+				v = 0
+			}
+			wr[t] = v
+		}
+	}
+	is.sumW += rowW
+	is.high += hiW
+	is.low += loW
+	is.ext.merge(ext)
+	is.x.merge(x)
+	return rowW
+}
+
+// seqWeights is the sequence level of IS: one weight e^clamp(S_b) per row
+// (from the unclamped sum), its metric terms into is and the truncated
+// (and normalised) weights into wr when not nil. It returns Σ w·m of the
+// row.
+func (c *Corrector) seqWeights(s rowSums, m, wr []float64, inv float64, is *isAcc) float64 {
+	wb := math.Exp(clamp(s.S, -safety, safety))
+	is.ext.add(s.S)
+	if s.S > c.lHi {
+		is.seqHigh++
+	}
+	if s.S < c.lLo {
+		is.seqLow++
+	}
+	rowW := 0.0
+	if s.nb > 0 {
+		rowW = wb * s.nb
+		is.sumW += rowW
+		is.x.add(clamp(wb, c.cLo, c.c), s.nb)
+	}
+	if wr != nil {
+		wr = wr[:len(m)]
+		C, zero := c.c, c.cfg.ZeroMaskedWeights
+		for t, mt := range m {
+			x := min(wb*mt, C) * inv
+			if zero && mt == 0 {
+				x = 0
+			}
+			wr[t] = x
+		}
+	}
+	return rowW
+}
+
+// tokenRejection evaluates the token-level options over the row's valid
+// tokens: their metric sums and the per-token product of their keep flags
+// in sc.keep.
+func (c *Corrector) tokenRejection(sc *scratch, m []float64, a *Acc) {
+	n := len(m)
+	l, e, keep := sc.l[:n], sc.e[:n], sc.keep[:n]
+	for t := range keep {
+		keep[t] = 1
+	}
+	for _, i := range c.tokenRules {
+		r, ra := &c.rules[i], &a.rs[i]
+		k, lo, hi, floor := r.Stat, r.Lo, r.Hi, r.floor()
+		var sumS, high, low, rejected float64
+		var x moments
+		ext := ra.ext
+		rej := false
+		for t, mt := range m {
+			if mt == 0 {
+				continue
+			}
+			s := stat(k, l[t], e[t])
+			sumS += s * mt
+			ext.add(s)
+			if s > hi {
+				high += mt
+			}
+			if s < lo {
+				low += mt
+			}
+			x.add(clamp(s, floor, hi), mt)
+			if !r.keeps(s) {
+				keep[t] = 0
+				rejected += mt
+				rej = true
+			}
+		}
+		ra.sumS += sumS
+		ra.ext = ext
+		ra.high += high
+		ra.low += low
+		ra.x.merge(x)
+		ra.rejected += rejected
+		sc.rej[i] = rej
+	}
+}
+
+// rowRejection evaluates the row-level options from the row's sums, means
+// and maxima of k1, k2, k3 over its valid tokens (each computed only when
+// an option needs it), adds their metric terms and the row values of the
+// token-level options, and returns the row's keep flag (0 or 1).
+func (c *Corrector) rowRejection(s rowSums, sc *scratch, m []float64, valid bool, a *Acc) float64 {
+	n := len(m)
+	l, e := sc.l[:n], sc.e[:n]
+	var rowSum [4]float64
+	var rowMax [4]extrema
+	for k := K1; k <= K3; k++ {
+		if !c.stats[k] {
+			continue
+		}
+		if k == K1 && s.plain {
+			rowSum[K1] = 0 - s.S // Σ −ℓ·m summed in order is exactly 0 − S_b when ℓ = λ
+			continue
+		}
+		sum := 0.0
+		var mx extrema
+		for t, mt := range m {
+			if mt == 0 {
+				continue
+			}
+			v := stat(k, l[t], e[t])
+			sum += v * mt
+			if c.rowMaxNeed[k] {
+				mx.add(v)
+			}
+		}
+		rowSum[k], rowMax[k] = sum, mx
+	}
+	rowKeep := 1.0
+	for i := range c.rules {
+		r, ra := &c.rules[i], &a.rs[i]
+		var v float64
+		switch r.Level {
+		case Token:
+			if valid {
+				ra.v.add(rowSum[r.Stat]/(s.nb+eps), 0, r.Hi, r.Lo)
+				if sc.rej[i] {
+					ra.rows++
+				}
+			}
+			continue
+		case SeqSum:
+			v = rowSum[r.Stat]
+		case SeqMean:
+			v = rowSum[r.Stat] / (s.nb + eps)
+		case SeqMax:
+			if rowMax[r.Stat].n > 0 {
+				v = rowMax[r.Stat].max
+			}
+		}
+		if !valid {
+			continue
+		}
+		ra.sumS += v * s.nb
+		ra.x.add(clamp(v, r.floor(), r.Hi), s.nb)
+		ra.v.add(v, 0, r.Hi, r.Lo)
+		if !r.keeps(v) {
+			rowKeep = 0
+			ra.rejected += s.nb
+			ra.rows++
+		}
+	}
+	return rowKeep
 }

@@ -14,16 +14,9 @@ func sel(v, m float64) float64 {
 	return v * m
 }
 
-// clamp is torch.clamp: NaN stays NaN.
-func clamp(x, lo, hi float64) float64 {
-	if x < lo {
-		return lo
-	}
-	if x > hi {
-		return hi
-	}
-	return x
-}
+// clamp is torch.clamp: NaN stays NaN (as with Go's min and max, which
+// compile to branch-free code).
+func clamp(x, lo, hi float64) float64 { return min(max(x, lo), hi) }
 
 // extrema is a running max and min with torch's NaN propagation (a NaN
 // operand makes both NaN).

@@ -180,3 +180,31 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainRowsExact: base's branch-free loops (finite, unclamped log
+// ratios) give bit for bit the sums and e^ℓ of the select-then-multiply
+// loop, and a row with a non-finite or clamped log ratio takes that loop.
+func TestPlainRowsExact(t *testing.T) {
+	in := synth(50, 64, 11)
+	in.Old[3*64+60] = math.NaN()             // masked or not, row 3 is not plain
+	in.Rollout[7*64+2] = in.Old[7*64+2] + 25 // row 7: a clamped ratio
+	for b := 0; b < in.Rows.N(); b++ {
+		lo, hi := in.Rows.Span(b)
+		old, ro, m := in.Old[lo:hi], in.Rollout[lo:hi], in.Mask[lo:hi]
+		n := hi - lo
+		l, e, l2, e2 := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+		got, want := base(old, ro, m, l, e), baseExact(old, ro, m, l2, e2)
+		if got.plain != (b != 3 && b != 7) {
+			t.Errorf("row %d: plain %v", b, got.plain)
+		}
+		got.plain = false
+		if got != want {
+			t.Errorf("row %d: sums %+v, want %+v", b, got, want)
+		}
+		for i := range m {
+			if m[i] != 0 && (math.Float64bits(e[i]) != math.Float64bits(e2[i]) || math.Float64bits(l[i]) != math.Float64bits(l2[i])) {
+				t.Errorf("row %d token %d: ℓ %v e^ℓ %v, want %v %v", b, i, l[i], e[i], l2[i], e2[i])
+			}
+		}
+	}
+}
