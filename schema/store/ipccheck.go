@@ -32,11 +32,12 @@ var errCorruptSchema = errors.New("corrupt Arrow schema")
 // Field offsets (vtable slots) of the Arrow flatbuffer tables walked here,
 // from the Arrow format's Message.fbs, Schema.fbs and File.fbs.
 const (
-	messageHeaderType = 6 // Message.header_type
-	messageHeader     = 8 // Message.header
-	schemaFields      = 6 // Schema.fields
-	schemaMetadata    = 8 // Schema.custom_metadata
-	fieldTypeType     = 8 // Field.type_type
+	messageHeaderType = 6  // Message.header_type
+	messageHeader     = 8  // Message.header
+	messageBodyLength = 10 // Message.bodyLength
+	schemaFields      = 6  // Schema.fields
+	schemaMetadata    = 8  // Schema.custom_metadata
+	fieldTypeType     = 8  // Field.type_type
 	fieldType         = 10
 	fieldChildren     = 14
 	fieldMetadata     = 16
@@ -86,7 +87,34 @@ func checkIPCStream(f io.ReaderAt, size int64) error {
 	if _, err := f.ReadAt(b, off); err != nil {
 		return nil
 	}
-	return checkSchemaMessage(b)
+	if err := checkSchemaMessage(b); err != nil {
+		return err
+	}
+	// arrow makes the body's buffer before it reads a byte of it too.
+	if body := bodyLength(b); body < 0 || body > size-off-n {
+		return fmt.Errorf("%w: a %d-byte message body at byte %d of %d", errCorruptSchema, body, off+n, size)
+	}
+	return nil
+}
+
+// bodyLength returns the body length a message's metadata gives (-1: a
+// corrupt one).
+func bodyLength(b []byte) (n int64) {
+	if len(b) < 4 {
+		return 0
+	}
+	if guard(func(w *walker) {
+		t := w.root()
+		if o := t.Offset(messageBodyLength); o != 0 {
+			if int(t.Pos)+int(o)+8 > len(b) {
+				panic("body length past the end")
+			}
+			n = t.GetInt64(t.Pos + flatbuffers.UOffsetT(o))
+		}
+	}, b) != nil {
+		return -1
+	}
+	return n
 }
 
 // messageAt reads the length prefix of the stream message at offset at and

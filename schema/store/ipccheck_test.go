@@ -149,9 +149,6 @@ func TestCorruptIPCFooterIsBadInput(t *testing.T) {
 	}
 }
 
-// messageBodyLength is the vtable slot of Message.bodyLength.
-const messageBodyLength = 10
-
 // TestCorruptIPCLengthsAreBadInput writes an Arrow IPC stream whose record
 // batch claims a 1 TiB body, or 2 GB of metadata, and reads it.
 func TestCorruptIPCLengthsAreBadInput(t *testing.T) {
@@ -205,5 +202,25 @@ func TestCorruptIPCLengthsAreBadInput(t *testing.T) {
 				t.Fatalf("read: %v, want bad input saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSchemaMessageBodyPastTheEnd: a schema message (as Parquet's
+// ARROW:schema holds one) claiming a body larger than the bytes left is
+// refused before arrow makes a buffer of that size.
+func TestSchemaMessageBodyPastTheEnd(t *testing.T) {
+	for _, body := range []int64{0, 1 << 35} {
+		fb := flatbuffers.NewBuilder(64)
+		fb.StartObject(5)
+		fb.PrependInt64Slot(3, body, 0) // bodyLength
+		fb.Finish(fb.EndObject())
+		msg := fb.FinishedBytes()
+		stream := binary.LittleEndian.AppendUint32(nil, 0xFFFFFFFF)
+		stream = binary.LittleEndian.AppendUint32(stream, uint32(len(msg)))
+		stream = append(stream, msg...)
+		err := checkIPCStream(bytes.NewReader(stream), int64(len(stream)))
+		if got := err != nil && errors.Is(err, errCorruptSchema); got != (body > 0) {
+			t.Errorf("body %d: err = %v", body, err)
+		}
 	}
 }

@@ -29,20 +29,25 @@ type leafDecoder struct {
 	rep, def []int16
 	pos      int
 	vals     []byte
-	vpos     int  // in values, or in bits for booleans
-	open     bool // the last row read may take more elements
+	vpos     int     // in values, or in bits for booleans
+	open     bool    // the last row read may take more elements
 	perRow   float64 // bytes of values per row in the chunk: a batch's capacity
+	left     int64   // values (levels) of the chunk not yet loaded
 }
 
 // newLeafDecoder reads a chunk of the given rows and values (levels) from
 // its pages.
 func newLeafDecoder(s leafShape, pr file.PageReader, rows, values int64) *leafDecoder {
-	d := &leafDecoder{s: s, pr: pr}
+	d := &leafDecoder{s: s, pr: pr, left: min(values, maxChunkValues)}
 	if rows > 0 {
 		d.perRow = float64(values) * max(float64(s.width), 0.125) / float64(rows)
 	}
 	return d
 }
+
+// maxChunkValues bounds the values of a column chunk the leaf decoder
+// takes its footer's word for (1<<28: 1 GiB of levels).
+const maxChunkValues = 1 << 28
 
 // errLevels reports levels no writer of the shape writes.
 var errLevels = errors.New("definition or repetition levels out of the column's range")
@@ -73,6 +78,12 @@ func (d *leafDecoder) next() (bool, error) {
 // load decodes a data page of n levels: levels prefixed by their byte length
 // (v1: repLen < 0) or of the given lengths (v2), then values.
 func (d *leafDecoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding) error {
+	// A page holds at most the chunk's values; a header that claims more is
+	// corrupt, and must not size an allocation.
+	if n < 0 || int64(n) > d.left {
+		return fmt.Errorf("data page of %d values, more than the %d left in its column chunk", n, d.left)
+	}
+	d.left -= int64(n)
 	d.pos = 0
 	d.rep, d.def = grow(d.rep, n), grow(d.def, n)
 	var err error

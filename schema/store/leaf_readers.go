@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -49,41 +50,48 @@ func planFields(pf *file.Reader, sc *arrow.Schema) []fieldPlan {
 }
 
 // fieldReaders opens the readers of the planned fields over row group rg.
-func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg int) ([]leafReader, error) {
-	out := make([]leafReader, len(plans))
-	var slow []int
-	fast := make([]bool, len(plans))
+// It opens pqarrow's readers one field at a time on the caller's goroutine
+// (pqarrow's GetFieldReaders opens them on goroutines of its own, where a
+// panic over a corrupt footer would kill the process), and turns a panic
+// into an error.
+func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg int) (out []leafReader, err error) {
+	out = make([]leafReader, len(plans))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+		if err != nil {
+			releaseReaders(out)
+			out = nil
+		}
+	}()
+	rgm := pf.MetaData().RowGroup(rg)
 	for i, p := range plans {
-		if fast[i] = p.shape != nil && leafEncodings(pf, rg, p.leaves[0]); !fast[i] {
-			slow = append(slow, p.leaves...)
+		if p.shape != nil && leafEncodings(pf, rg, p.leaves[0]) {
+			pr, err := pf.RowGroup(rg).GetColumnPageReader(p.leaves[0])
+			if err != nil {
+				return nil, err
+			}
+			cc, err := rgm.ColumnChunk(p.leaves[0])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = newLeafDecoder(*p.shape, pr, rgm.NumRows(), cc.NumValues())
 			continue
 		}
-		pr, err := pf.RowGroup(rg).GetColumnPageReader(p.leaves[0])
+		fields, err := fr.Manifest.GetFieldIndices(p.leaves)
+		if err != nil || len(fields) != 1 {
+			return nil, fmt.Errorf("column %v: not one field (%v)", p.leaves, err)
+		}
+		leaves := map[int]bool{}
+		for _, l := range p.leaves {
+			leaves[l] = true
+		}
+		rd, err := fr.GetFieldReader(context.Background(), fields[0], leaves, []int{rg})
 		if err != nil {
-			releaseReaders(out)
 			return nil, err
 		}
-		rgm := pf.MetaData().RowGroup(rg)
-		cc, err := rgm.ColumnChunk(p.leaves[0])
-		if err != nil {
-			releaseReaders(out)
-			return nil, err
-		}
-		out[i] = newLeafDecoder(*p.shape, pr, rgm.NumRows(), cc.NumValues())
-	}
-	if len(slow) > 0 {
-		rds, _, err := fr.GetFieldReaders(context.Background(), slow, []int{rg})
-		if err != nil {
-			releaseReaders(out)
-			return nil, err
-		}
-		k := 0
-		for i := range plans {
-			if !fast[i] {
-				out[i] = pqarrowReader{rds[k]}
-				k++
-			}
-		}
+		out[i] = pqarrowReader{rd}
 	}
 	return out, nil
 }
