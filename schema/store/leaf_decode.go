@@ -45,9 +45,14 @@ func newLeafDecoder(s leafShape, pr file.PageReader, rows, values int64) *leafDe
 	return d
 }
 
-// maxChunkValues bounds the values of a column chunk the leaf decoder
-// takes its footer's word for (1<<28: 1 GiB of levels).
-const maxChunkValues = 1 << 28
+// The leaf decoder takes a footer's or a page header's word for the values
+// they hold only up to these counts: a corrupt count must not size an
+// allocation. Writers cut pages at about a megabyte (arrow-go, arrow-rs,
+// DuckDB, parquet-mr): 1<<24 levels is a page of 16M values.
+const (
+	maxChunkValues = 1 << 31
+	maxPageValues  = 1 << 24
+)
 
 // errLevels reports levels no writer of the shape writes.
 var errLevels = errors.New("definition or repetition levels out of the column's range")
@@ -80,8 +85,8 @@ func (d *leafDecoder) next() (bool, error) {
 func (d *leafDecoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding) error {
 	// A page holds at most the chunk's values; a header that claims more is
 	// corrupt, and must not size an allocation.
-	if n < 0 || int64(n) > d.left {
-		return fmt.Errorf("data page of %d values, more than the %d left in its column chunk", n, d.left)
+	if n < 0 || int64(n) > d.left || n > maxPageValues {
+		return fmt.Errorf("data page of %d values, more than the %d left in its column chunk (or than %d)", n, d.left, maxPageValues)
 	}
 	d.left -= int64(n)
 	d.pos = 0
