@@ -214,7 +214,7 @@ func (p *parquetSource) Next() (arrow.Record, error) {
 			release()
 			return nil, schema.Errorf(p.path, -1, "", "row group %d: %d rows, more than a deferred read takes", p.rg, p.left)
 		}
-		rest, err := p.readRest(p.rg, n)
+		rest, err := p.readRest(p.rg, n, cols)
 		if err != nil {
 			release()
 			return nil, err

@@ -163,12 +163,17 @@ func (c *columnSink) copies(rest *Rest) bool {
 		if len(k) != 1 {
 			continue // not written
 		}
-		if !sameLeaf(rest.chunks[i].descr, c.pqs.Column(k[0])) ||
-			rest.chunks[i].meta.Compression() != c.props.CompressionFor(c.pqs.Column(k[0]).Path()) {
+		if !c.copiesChunk(&rest.chunks[i], k[0]) {
 			return false
 		}
 	}
 	return true
+}
+
+// copiesChunk reports whether a raw chunk can be copied as column i of this
+// file: the file stores that column alike (Parquet type, levels, codec).
+func (c *columnSink) copiesChunk(ch *rawChunk, i int) bool {
+	return sameLeaf(ch.descr, c.pqs.Column(i)) && ch.meta.Compression() == c.props.CompressionFor(c.pqs.Column(i).Path())
 }
 
 // sameLeaf reports whether two leaf columns store their values alike: same
@@ -226,6 +231,13 @@ func (c *columnSink) writeRowGroup(rec arrow.Record, rest *Rest) error {
 				if plans[j].col == plans[i].col && arrow.TypeEqual(c.sc.Field(j).Type, f.Type) {
 					plans[i].col, plans[i].same, reused[j] = nil, j, true
 					break
+				}
+			}
+			// A column the reader decoded and the job passes on unchanged
+			// (the very array read) is copied as its input chunk too.
+			if plans[i].col != nil && rest != nil && rest.rows == n {
+				if ch := rest.sourceChunk(f.Name, plans[i].col); ch != nil && c.copiesChunk(ch, i) {
+					plans[i].col, plans[i].raw = nil, ch
 				}
 			}
 			continue

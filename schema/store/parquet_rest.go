@@ -114,6 +114,22 @@ type Rest struct {
 	sc     *arrow.Schema // the rest's columns, in store order
 	chunks []rawChunk    // one per column of sc
 	dec    arrow.Record
+	// The columns the reader decoded: the arrays it read and their chunks
+	// (sourceChunk).
+	source       []arrow.Array
+	sourceChunks []rawChunk
+	sourceNames  []string
+}
+
+// sourceChunk returns the input chunk of column name when col is the very
+// array the reader decoded from it (nil otherwise).
+func (r *Rest) sourceChunk(name string, col arrow.Array) *rawChunk {
+	for i, n := range r.sourceNames {
+		if n == name && r.source[i] == col {
+			return &r.sourceChunks[i]
+		}
+	}
+	return nil
 }
 
 // rawChunk is one column chunk's pages, bytes [start, start+size) of the
@@ -274,8 +290,9 @@ func chunkRange(cc *metadata.ColumnChunkMetaData, dataEnd int64) (start, length 
 	return start, length, ok
 }
 
-// readRest reads the raw column chunks of the rest columns of row group rg.
-func (p *parquetSource) readRest(rg int, rows int64) (*Rest, error) {
+// readRest reads where the column chunks of row group rg lie: those of the
+// rest columns, and of the decoded ones (cols, as read).
+func (p *parquetSource) readRest(rg int, rows int64, cols []arrow.Array) (*Rest, error) {
 	rgm := p.pf.MetaData().RowGroup(rg)
 	rest := &Rest{path: p.path, rg: rg, rows: rows, md: p.pf.MetaData(), size: p.size, sc: p.restSc}
 	dataEnd := p.size - int64(p.pf.MetaData().Size()) - 8
@@ -290,6 +307,22 @@ func (p *parquetSource) readRest(rg int, rows int64) (*Rest, error) {
 			return nil, schema.Errorf(p.path, -1, name, "row group %d: column chunk metadata out of the file's range or short of its %d rows (file cut, overwritten or corrupt)", rg, rows)
 		}
 		rest.chunks = append(rest.chunks, rawChunk{leaf: leaf, meta: cc, descr: p.pf.MetaData().Schema.Column(leaf), in: p.in, start: start, size: length})
+	}
+	// The decoded columns' chunks, for a writer that passes them on as read.
+	for i, plan := range p.plans {
+		if len(plan.leaves) != 1 {
+			continue
+		}
+		cc, err := rgm.ColumnChunk(plan.leaves[0])
+		if err != nil {
+			continue
+		}
+		if start, length, ok := chunkRange(cc, dataEnd); ok && cc.CryptoMetadata() == nil {
+			rest.sourceNames = append(rest.sourceNames, p.sc.Field(i).Name)
+			rest.source = append(rest.source, cols[i])
+			rest.sourceChunks = append(rest.sourceChunks, rawChunk{leaf: plan.leaves[0], meta: cc,
+				descr: p.pf.MetaData().Schema.Column(plan.leaves[0]), in: p.in, start: start, size: length})
+		}
 	}
 	rest.in = p.in.retain()
 	return rest, nil

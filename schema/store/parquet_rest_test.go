@@ -1,13 +1,17 @@
 package store_test
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet/file"
 
 	"github.com/rftpipe/rftpipe/schema/store"
 )
@@ -144,4 +148,104 @@ func TestSharedColumnArray(t *testing.T) {
 	if k != len(want) {
 		t.Fatalf("read %d rows, want %d", k, len(want))
 	}
+}
+
+// chunkBytes returns the bytes of every column chunk of a Parquet file, row
+// group by row group.
+func chunkBytes(t *testing.T, path string) [][]byte {
+	t.Helper()
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for rg := 0; rg < pf.NumRowGroups(); rg++ {
+		for c := 0; c < pf.MetaData().Schema.NumColumns(); c++ {
+			cc, err := pf.MetaData().RowGroup(rg).ColumnChunk(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := cc.DataPageOffset()
+			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 {
+				start = min(start, cc.DictionaryPageOffset())
+			}
+			out = append(out, data[start:start+cc.TotalCompressedSize()])
+		}
+	}
+	return out
+}
+
+// TestDecodedColumnsCopiedAsRead: a column a deferred read decoded and the
+// writer is handed as read (the very array) is copied as its input chunk,
+// like the rest's; a decoded column replaced by another array, even of the
+// same values, is encoded.
+func TestDecodedColumnsCopiedAsRead(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "a.parquet")
+	deferredCopy(t, demo, out, "batch", "task", "reward", "action_mask")
+	in, got := chunkBytes(t, demo), chunkBytes(t, out)
+	if len(in) != len(got) {
+		t.Fatalf("%d chunks, want %d", len(got), len(in))
+	}
+	for i := range in {
+		if !bytes.Equal(in[i], got[i]) {
+			t.Fatalf("chunk %d was not copied as read", i)
+		}
+	}
+
+	r, err := store.Open(demo, store.Columns("reward"), store.Deferred())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fresh := filepath.Join(t.TempDir(), "b.parquet")
+	w, err := store.Create(fresh, fullSchema(t, demo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same values in a new array (its slice of itself, concatenated).
+		reward, err := array.Concatenate([]arrow.Array{rec.Column(0)}, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := array.NewRecord(rec.Schema(), []arrow.Array{reward}, rec.NumRows())
+		rest := r.Rest()
+		if err := w.WriteWith(other, rest); err != nil {
+			t.Fatal(err)
+		}
+		rest.Release()
+		other.Release()
+		reward.Release()
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := readAll(t, demo)
+	if back, _ := readAll(t, fresh); back != want {
+		t.Fatal("the store with a re-encoded column reads back differently")
+	}
+}
+
+// fullSchema returns the schema of every column of a store.
+func fullSchema(t *testing.T, path string) *arrow.Schema {
+	t.Helper()
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	return r.Schema()
 }
