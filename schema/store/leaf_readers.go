@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store/leafcodec"
 )
 
 // leafReader reads one field of one row group, record batch by record batch.
@@ -26,11 +27,17 @@ type pqarrowReader struct{ *pqarrow.ColumnReader }
 func (r pqarrowReader) read(n int64) (arrow.Array, error) { return readBatch(r.ColumnReader, n) }
 func (r pqarrowReader) release()                          { r.Release() }
 
+// decoderReader reads a field with the leaf codec.
+type decoderReader struct{ *leafcodec.Decoder }
+
+func (r decoderReader) read(n int64) (arrow.Array, error) { return r.Read(n) }
+func (r decoderReader) release()                          {}
+
 // fieldPlan says how one field of a read is decoded: by the leaf codec when
 // shape is set, by pqarrow otherwise.
 type fieldPlan struct {
 	leaves []int
-	shape  *leafShape
+	shape  *leafcodec.Shape
 }
 
 // planFields plans the fields of sc (as pqarrow reads them), whose leaves
@@ -41,7 +48,7 @@ func planFields(pf *file.Reader, sc *arrow.Schema) []fieldPlan {
 	for i, f := range sc.Fields() {
 		plans[i].leaves = leavesOf(psc, f.Name)
 		if len(plans[i].leaves) == 1 {
-			if s, ok := shapeOf(psc.Column(plans[i].leaves[0]), f.Type); ok {
+			if s, ok := leafcodec.ShapeOf(psc.Column(plans[i].leaves[0]), f.Type); ok {
 				plans[i].shape = &s
 			}
 		}
@@ -76,7 +83,7 @@ func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg
 			if err != nil {
 				return nil, err
 			}
-			out[i] = newLeafDecoder(*p.shape, pr, rgm.NumRows(), cc.NumValues())
+			out[i] = decoderReader{leafcodec.NewDecoder(*p.shape, pr, rgm.NumRows(), cc.NumValues())}
 			continue
 		}
 		fields, err := fr.Manifest.GetFieldIndices(p.leaves)
@@ -113,7 +120,7 @@ func leafEncodings(pf *file.Reader, rg, leaf int) bool {
 	}
 	for _, e := range cc.Encodings() {
 		switch e {
-		case parquet.Encodings.Plain, parquet.Encodings.PlainDict, parquet.Encodings.RLE, parquet.Encodings.RLEDict, byteStreamSplit:
+		case parquet.Encodings.Plain, parquet.Encodings.PlainDict, parquet.Encodings.RLE, parquet.Encodings.RLEDict, leafcodec.ByteStreamSplit:
 		default:
 			return false
 		}
@@ -136,7 +143,7 @@ func checkDecodable(path string, pf *file.Reader, plans []fieldPlan) error {
 				if err != nil {
 					return fileError(path, err, "not a readable Parquet file")
 				}
-				if slices.Contains(cc.Encodings(), byteStreamSplit) {
+				if slices.Contains(cc.Encodings(), leafcodec.ByteStreamSplit) {
 					return schema.Errorf(path, -1, cc.PathInSchema().String(),
 						"row group %d: BYTE_STREAM_SPLIT is supported on float, double and integer columns and lists of them only; rewrite the file without it (e.g. with DuckDB: rftpipe sql \"COPY experiences TO 'plain.parquet'\" --store FILE)", rg)
 				}

@@ -20,6 +20,8 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 	pqschema "github.com/apache/arrow/go/v17/parquet/schema"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/rftpipe/rftpipe/schema/store/leafcodec"
 )
 
 // columnSink writes each record batch as one row group (or several, past
@@ -273,10 +275,10 @@ func (c *columnSink) writeRowGroup(rec arrow.Record, rest *Rest) error {
 				return err
 			}
 			f := c.sc.Field(i)
-			if s, ok := leafEncodes(c.props, ccs[i].Descr(), f.Type, p.col); ok {
-				enc := &leafEncoder{pager: pager}
+			if s, ok := leafcodec.Encodes(c.props, ccs[i].Descr(), f.Type, p.col); ok {
+				enc := leafcodec.NewEncoder(pager)
 				cws[i] = enc
-				return enc.write(s, p.col.(*array.List), int(c.props.DataPageSize()))
+				return enc.Write(s, p.col.(*array.List), int(c.props.DataPageSize()))
 			}
 			cw := file.NewColumnChunkWriter(ccs[i], pager, c.props)
 			cws[i] = cw

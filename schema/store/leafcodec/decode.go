@@ -1,7 +1,8 @@
-package store
+package leafcodec
 
 import (
 	"encoding/binary"
+	"slices"
 	"errors"
 	"fmt"
 
@@ -13,15 +14,15 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/file"
 )
 
-// byteStreamSplit is Parquet's BYTE_STREAM_SPLIT encoding, which arrow-go
+// ByteStreamSplit is Parquet's BYTE_STREAM_SPLIT encoding, which arrow-go
 // v17 neither names nor decodes (the leaf codec does).
-const byteStreamSplit = parquet.Encoding(9)
+const ByteStreamSplit = parquet.Encoding(9)
 
-// leafDecoder reads one column chunk of a leafShape column, record batch by
+// Decoder reads one column chunk of a Shape column, record batch by
 // record batch, from its pages: levels decoded run by run, values copied as
 // bytes (PLAIN), gathered (dictionary) or de-interleaved (BYTE_STREAM_SPLIT).
-type leafDecoder struct {
-	s    leafShape
+type Decoder struct {
+	s    Shape
 	pr   file.PageReader
 	dict []byte // the dictionary page's values, PLAIN
 	// The current data page: its levels, the next one to use, and its
@@ -35,10 +36,10 @@ type leafDecoder struct {
 	left     int64   // values (levels) of the chunk not yet loaded
 }
 
-// newLeafDecoder reads a chunk of the given rows and values (levels) from
+// NewDecoder reads a chunk of the given rows and values (levels) from
 // its pages.
-func newLeafDecoder(s leafShape, pr file.PageReader, rows, values int64) *leafDecoder {
-	d := &leafDecoder{s: s, pr: pr, left: min(values, maxChunkValues)}
+func NewDecoder(s Shape, pr file.PageReader, rows, values int64) *Decoder {
+	d := &Decoder{s: s, pr: pr, left: min(values, maxChunkValues)}
 	if rows > 0 {
 		d.perRow = float64(values) * max(float64(s.width), 0.125) / float64(rows)
 	}
@@ -58,7 +59,7 @@ const (
 var errLevels = errors.New("definition or repetition levels out of the column's range")
 
 // next loads the next data page; false at the end of the chunk.
-func (d *leafDecoder) next() (bool, error) {
+func (d *Decoder) next() (bool, error) {
 	for d.pr.Next() {
 		pg := d.pr.Page()
 		switch p := pg.(type) {
@@ -82,7 +83,7 @@ func (d *leafDecoder) next() (bool, error) {
 
 // load decodes a data page of n levels: levels prefixed by their byte length
 // (v1: repLen < 0) or of the given lengths (v2), then values.
-func (d *leafDecoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding) error {
+func (d *Decoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding) error {
 	// A page holds at most the chunk's values; a header that claims more is
 	// corrupt, and must not size an allocation.
 	if n < 0 || int64(n) > d.left || n > maxPageValues {
@@ -90,7 +91,7 @@ func (d *leafDecoder) load(data []byte, n, repLen, defLen int, enc parquet.Encod
 	}
 	d.left -= int64(n)
 	d.pos = 0
-	d.rep, d.def = grow(d.rep, n), grow(d.def, n)
+	d.rep, d.def = slices.Grow(d.rep[:0], n)[:n], slices.Grow(d.def[:0], n)[:n]
 	var err error
 	if d.s.repBits > 0 {
 		if data, err = d.levels(d.rep, data, d.s.repBits, repLen); err != nil {
@@ -116,7 +117,7 @@ func (d *leafDecoder) load(data []byte, n, repLen, defLen int, enc parquet.Encod
 }
 
 // levels decodes len(dst) levels from data and returns the bytes after them.
-func (d *leafDecoder) levels(dst []int16, data []byte, width, size int) ([]byte, error) {
+func (d *Decoder) levels(dst []int16, data []byte, width, size int) ([]byte, error) {
 	if size < 0 { // v1: a 4-byte length first
 		if len(data) < 4 {
 			return nil, errors.New("data page shorter than its levels")
@@ -134,7 +135,7 @@ func (d *leafDecoder) levels(dst []int16, data []byte, width, size int) ([]byte,
 }
 
 // values makes the page's n present values available as PLAIN bytes.
-func (d *leafDecoder) values(data []byte, n int, enc parquet.Encoding) error {
+func (d *Decoder) values(data []byte, n int, enc parquet.Encoding) error {
 	d.vpos = 0
 	w := d.s.width
 	switch {
@@ -174,7 +175,7 @@ func (d *leafDecoder) values(data []byte, n int, enc parquet.Encoding) error {
 			copy(out[i*w:(i+1)*w], d.dict[int(k)*w:int(k+1)*w])
 		}
 		d.vals = out
-	case w > 0 && enc == byteStreamSplit:
+	case w > 0 && enc == ByteStreamSplit:
 		if len(data) < n*w {
 			return errors.New("data page shorter than its values")
 		}
@@ -204,8 +205,8 @@ type batch struct {
 	elemNulls int
 }
 
-// read decodes the next n rows (fewer only at the end of the chunk).
-func (d *leafDecoder) read(n int64) (arrow.Array, error) {
+// Read decodes the next n rows (fewer only at the end of the chunk).
+func (d *Decoder) Read(n int64) (arrow.Array, error) {
 	// The footer's counts size the values buffer, but they are not trusted
 	// with more than 64 MiB before the values are there.
 	b := &batch{vals: make([]byte, 0, int(min(float64(n)*d.perRow, 64<<20))+8)}
@@ -242,7 +243,7 @@ func (d *leafDecoder) read(n int64) (arrow.Array, error) {
 
 // listRun takes the levels from pos up to the start of the next row, or the
 // end of the page (a row may go on in the next page).
-func (d *leafDecoder) listRun(b *batch) error {
+func (d *Decoder) listRun(b *batch) error {
 	s, i := d.s, d.pos
 	if d.rep[i] == 0 {
 		b.rows++
@@ -292,7 +293,7 @@ func (d *leafDecoder) listRun(b *batch) error {
 }
 
 // flatRun takes up to want rows of a flat column from the page.
-func (d *leafDecoder) flatRun(b *batch, want int) error {
+func (d *Decoder) flatRun(b *batch, want int) error {
 	end := min(len(d.def), d.pos+want)
 	for i := d.pos; i < end; {
 		j := i
@@ -320,7 +321,7 @@ func (d *leafDecoder) flatRun(b *batch, want int) error {
 }
 
 // take copies k present values.
-func (d *leafDecoder) take(b *batch, k int) error {
+func (d *Decoder) take(b *batch, k int) error {
 	w := d.s.width
 	if w == 0 {
 		if (d.vpos+k+7)/8 > len(d.vals) {
@@ -346,7 +347,7 @@ func (d *leafDecoder) take(b *batch, k int) error {
 }
 
 // addElemNull appends a null value (a zero in the values).
-func (b *batch) addElemNull(s leafShape) {
+func (b *batch) addElemNull(s Shape) {
 	if b.elemValid == nil {
 		b.elemValid = allValid(b.nvals + 1)
 	}
@@ -357,7 +358,7 @@ func (b *batch) addElemNull(s leafShape) {
 }
 
 // addZero appends a zero value (under a null).
-func (b *batch) addZero(s leafShape) {
+func (b *batch) addZero(s Shape) {
 	if s.width > 0 {
 		b.vals = append(b.vals, make([]byte, s.width)...)
 	} else if need := int(bitutil.BytesForBits(int64(b.nvals + 1))); need > len(b.vals) {
@@ -394,7 +395,7 @@ func (b *batch) growValid(v *[]byte, n int) []byte {
 }
 
 // array assembles the batch as an Arrow array of the shape's type.
-func (b *batch) array(s leafShape) arrow.Array {
+func (b *batch) array(s Shape) arrow.Array {
 	if !s.list {
 		if b.listValid != nil {
 			b.growValid(&b.listValid, b.rows)
@@ -420,7 +421,6 @@ func bufOf(b []byte) *memory.Buffer {
 	return memory.NewBufferBytes(b)
 }
 
-func (d *leafDecoder) release() {}
 
 // decodeHybrid decodes len(dst) values of Parquet's RLE/bit-packed hybrid
 // encoding of the given bit width (levels, dictionary indices, booleans).

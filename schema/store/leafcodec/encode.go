@@ -1,4 +1,4 @@
-package store
+package leafcodec
 
 import (
 	"bytes"
@@ -13,21 +13,24 @@ import (
 	pqschema "github.com/apache/arrow/go/v17/parquet/schema"
 )
 
-// leafEncoder writes the column chunk of a list column the leaf codec
+// Encoder writes the column chunk of a list column the leaf codec
 // takes: data pages v1 of whole rows, values PLAIN, levels RLE runs (a
 // row's repetition levels are two runs, a page's definition levels
 // usually one).
-type leafEncoder struct {
+type Encoder struct {
 	pager   file.PageWriter
 	written int64
 }
 
-// leafEncodes returns the leaf codec's shape for column descr of type t when
+// NewEncoder returns an encoder of one column chunk through pager.
+func NewEncoder(pager file.PageWriter) *Encoder { return &Encoder{pager: pager} }
+
+// Encodes returns the leaf codec's shape for column descr of type t when
 // the codec writes it under props as pqarrow would (PLAIN values, data pages
 // v1, no dictionary, statistics or encryption) and col, a list, has no null
 // elements.
-func leafEncodes(props *parquet.WriterProperties, descr *pqschema.Column, t arrow.DataType, col arrow.Array) (leafShape, bool) {
-	s, ok := shapeOf(descr, t)
+func Encodes(props *parquet.WriterProperties, descr *pqschema.Column, t arrow.DataType, col arrow.Array) (Shape, bool) {
+	s, ok := ShapeOf(descr, t)
 	path := descr.Path()
 	if !ok || !s.list || props.DataPageVersion() != parquet.DataPageV1 || props.EncodingFor(path) != parquet.Encodings.Plain ||
 		(props.DictionaryEnabledFor(path) && s.width > 0) || props.StatisticsEnabledFor(path) || props.FileEncryptionProperties() != nil {
@@ -38,13 +41,13 @@ func leafEncodes(props *parquet.WriterProperties, descr *pqschema.Column, t arro
 }
 
 // Close writes the chunk's pages and metadata to the pager's sink.
-func (e *leafEncoder) Close() error { return e.pager.Close(false, false) }
+func (e *Encoder) Close() error { return e.pager.Close(false, false) }
 
 // TotalBytesWritten returns the bytes of the chunk's pages, headers included.
-func (e *leafEncoder) TotalBytesWritten() int64 { return e.written }
+func (e *Encoder) TotalBytesWritten() int64 { return e.written }
 
-// write encodes the rows of l in pages of about pageSize bytes of values.
-func (e *leafEncoder) write(s leafShape, l *array.List, pageSize int) error {
+// Write encodes the rows of l in pages of about pageSize bytes of values.
+func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 	values := l.ListValues().Data()
 	bitsPerValue := max(s.width*8, 1)
 	var page, packed bytes.Buffer
@@ -96,7 +99,7 @@ func (e *leafEncoder) write(s leafShape, l *array.List, pageSize int) error {
 }
 
 // appendPlain appends values [lo, hi) of a values array PLAIN-encoded.
-func appendPlain(buf *bytes.Buffer, s leafShape, values arrow.ArrayData, lo, hi int) {
+func appendPlain(buf *bytes.Buffer, s Shape, values arrow.ArrayData, lo, hi int) {
 	if hi <= lo {
 		return
 	}

@@ -1,4 +1,9 @@
-package store
+// Package leafcodec reads and writes the Parquet column chunks of the
+// experience store's big columns — primitive columns and standard
+// three-level lists of primitives — on arrow-go's page reader and writer,
+// faster than arrow-go's general path; schema/store uses it where a column
+// has one of its shapes and pqarrow everywhere else.
+package leafcodec
 
 import (
 	"math/bits"
@@ -12,15 +17,14 @@ import (
 // log-probs, masks, advantages), and arrow-go v17's general Parquet path
 // spends most of a job's time on them: it turns levels into list offsets one
 // level at a time (decoding) and runs a general RLE encoder over levels whose
-// shape is known in advance (encoding). leafDecoder and encodeLeaf are a
-// codec for exactly these shapes — a primitive column, or a standard
-// three-level list of primitives — that works on whole runs of levels and
-// copies values as bytes. Every other shape, type or encoding goes through
-// pqarrow, as before.
+// shape is known in advance (encoding). Decoder and Encoder are a codec for
+// exactly these shapes — a primitive column, or a standard three-level list
+// of primitives — that works on whole runs of levels and copies values as
+// bytes. Every other shape, type or encoding goes through pqarrow.
 
-// leafShape describes a Parquet leaf column the leaf codec handles and the
+// Shape describes a Parquet leaf column the leaf codec handles and the
 // Arrow type it is read as.
-type leafShape struct {
+type Shape struct {
 	typ      arrow.DataType // the column's Arrow type: the value type or a list of it
 	elem     arrow.DataType // the value type
 	list     bool
@@ -34,10 +38,10 @@ type leafShape struct {
 	repBits  int
 }
 
-// shapeOf returns the leaf codec's shape for Parquet leaf col read as Arrow
+// ShapeOf returns the leaf codec's shape for Parquet leaf col read as Arrow
 // type t, and false when the codec does not handle it (pqarrow does).
-func shapeOf(col *pqschema.Column, t arrow.DataType) (leafShape, bool) {
-	s := leafShape{typ: t, elem: t, nullDef: -1, elemNull: -1}
+func ShapeOf(col *pqschema.Column, t arrow.DataType) (Shape, bool) {
+	s := Shape{typ: t, elem: t, nullDef: -1, elemNull: -1}
 	path := col.ColumnPath()
 	if l, ok := t.(*arrow.ListType); ok {
 		s.list, s.elem = true, l.Elem()
@@ -63,18 +67,22 @@ func shapeOf(col *pqschema.Column, t arrow.DataType) (leafShape, bool) {
 	s.phys = col.PhysicalType()
 	s.maxDef = col.MaxDefinitionLevel()
 	leafOptional := col.SchemaNode().RepetitionType() == parquet.Repetitions.Optional
+	var opt int16 // 1 when the leaf itself is optional
+	if leafOptional {
+		opt = 1
+	}
 	if !s.list {
 		if leafOptional {
 			s.nullDef = 0
 		}
-		if s.maxDef != int16(b2i(leafOptional)) {
+		if s.maxDef != opt {
 			return s, false
 		}
 	} else {
 		if leafOptional {
 			s.elemNull = s.maxDef - 1
 		}
-		repeatedDef := s.maxDef - int16(b2i(leafOptional))
+		repeatedDef := s.maxDef - opt
 		s.emptyDef = repeatedDef - 1
 		switch s.emptyDef {
 		case 1:
