@@ -2,9 +2,9 @@ package leafcodec
 
 import (
 	"encoding/binary"
-	"slices"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -420,7 +420,6 @@ func bufOf(b []byte) *memory.Buffer {
 	}
 	return memory.NewBufferBytes(b)
 }
-
 
 // decodeHybrid decodes len(dst) values of Parquet's RLE/bit-packed hybrid
 // encoding of the given bit width (levels, dictionary indices, booleans).
