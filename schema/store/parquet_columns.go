@@ -172,6 +172,17 @@ func (c *columnSink) copies(rest *Rest) bool {
 	return true
 }
 
+// keepsStats reports whether a copy of ch as column i keeps the statistics
+// the file writes for it (the batch ids' min/max, which sharded reads skip
+// row groups by): ch must have them, or the column needs none.
+func (c *columnSink) keepsStats(ch *rawChunk, i int) bool {
+	if !c.props.StatisticsEnabledFor(c.pqs.Column(i).Path()) {
+		return true
+	}
+	ok, _ := ch.meta.StatsSet()
+	return ok
+}
+
 // copiesChunk reports whether a raw chunk can be copied as column i of this
 // file: the file stores that column alike (Parquet type, levels, codec).
 func (c *columnSink) copiesChunk(ch *rawChunk, i int) bool {
@@ -238,7 +249,7 @@ func (c *columnSink) writeRowGroup(rec arrow.Record, rest *Rest) error {
 			// A column the reader decoded and the job passes on unchanged
 			// (the very array read) is copied as its input chunk too.
 			if plans[i].col != nil && rest != nil && rest.rows == n {
-				if ch := rest.sourceChunk(f.Name, plans[i].col); ch != nil && c.copiesChunk(ch, i) {
+				if ch := rest.sourceChunk(f.Name, plans[i].col); ch != nil && c.copiesChunk(ch, i) && c.keepsStats(ch, i) {
 					plans[i].col, plans[i].raw = nil, ch
 				}
 			}

@@ -11,7 +11,10 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet"
+	"github.com/apache/arrow/go/v17/parquet/compress"
 	"github.com/apache/arrow/go/v17/parquet/file"
+	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
 	"github.com/rftpipe/rftpipe/schema/store"
 )
@@ -248,4 +251,62 @@ func fullSchema(t *testing.T, path string) *arrow.Schema {
 	}
 	defer r.Close()
 	return r.Schema()
+}
+
+// TestCopiesKeepBatchStatistics: a decoded batch column whose input chunks
+// lack min/max statistics is encoded, not copied, so the output keeps the
+// statistics sharded reads skip row groups by.
+func TestCopiesKeepBatchStatistics(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "nostats.parquet"), filepath.Join(dir, "out.parquet")
+	r, err := store.Open(demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := parquet.NewWriterProperties(parquet.WithStats(false), parquet.WithRootRepetition(parquet.Repetitions.Required),
+		parquet.WithCompression(compress.Codecs.Zstd))
+	w, err := pqarrow.NewFileWriter(r.Schema(), f, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteBuffered(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deferredCopy(t, in, out, "batch", "task", "reward", "action_mask")
+	pf, err := file.OpenParquetFile(out, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	col := pf.MetaData().Schema.ColumnIndexByName("batch")
+	for rg := 0; rg < pf.NumRowGroups(); rg++ {
+		cc, err := pf.MetaData().RowGroup(rg).ColumnChunk(col)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := cc.StatsSet(); !ok {
+			t.Fatalf("row group %d: the batch column has no statistics", rg)
+		}
+	}
+	want, _ := readAll(t, demo)
+	if got, _ := readAll(t, out); got != want {
+		t.Fatal("the copy reads back differently")
+	}
 }
