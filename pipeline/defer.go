@@ -12,8 +12,9 @@ import (
 // the streaming pass then reads a Parquet store deferred (store.Deferred),
 // decoding only the columns the stages read, one batch per row group; a
 // batch whose rows all pass through, in order and without copies, is written
-// with the other columns' chunks copied as bytes (store.Writer.WriteWith),
-// any other batch decodes them first (store.Rest.Decode).
+// with the other columns' chunks (and those of the decoded columns it passes
+// on unchanged) copied from the input (store.Writer.WriteWith), any other
+// batch decodes them first (store.Rest.Decode).
 
 // deferredReader opens the streaming pass's deferred reader over the store
 // of r, with the columns it decodes resolved; nil when the job cannot defer

@@ -33,9 +33,11 @@ import (
 //
 // It lays out the file itself (magic, row groups, footer built with
 // arrow-go's metadata builders), so that a row group may also take column
-// chunks as raw bytes: those of a deferred read's Rest (WriteWith), and a
-// column that is the very array of an earlier column of the batch (returns
-// written as advantages) is encoded once and its bytes written twice.
+// chunks as they lie in an input file: those of a deferred read's Rest and
+// of the columns it decoded that the batch passes on as read (WriteWith);
+// and a column that is the very array of an earlier column of the batch
+// (returns written as advantages) is encoded once and its bytes written
+// twice.
 //
 // It computes the Parquet definition and repetition levels itself, so it only
 // takes schemas whose columns are flat (see flatColumn): every column of the

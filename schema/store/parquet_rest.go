@@ -22,10 +22,11 @@ import (
 // unchanged column chunks copied into the output as they are, page bytes and
 // all, with only their offsets in the footer rewritten. Deferred reading
 // gives each batch those columns as a Rest: the reader decodes only the
-// columns named by Columns, one batch per row group, and reads the other
-// column chunks as raw bytes; the Parquet Writer copies them (WriteWith), and
-// a row group whose rows do not all pass through decodes them on demand
-// (Rest.Decode).
+// columns named by Columns, one batch per row group, and notes where every
+// column chunk lies in the file; the Parquet Writer copies the other
+// columns' chunks, and those of decoded columns passed on as read, from the
+// input file (WriteWith), and a row group whose rows do not all pass through
+// decodes them on demand (Rest.Decode).
 
 // Deferred makes the reader of a Parquet store decode only the columns named
 // by Columns, one record batch per row group, each with the store's other
