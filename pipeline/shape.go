@@ -100,7 +100,7 @@ func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, rest *store.Rest, e
 	var nullDup arrow.Array
 	for i, j := range s.src {
 		switch {
-		case j >= 0: // by name: decoded, from the rest, or appended to the record (withRest)
+		case j >= 0: // by name: decoded, from the rest, or joined to the record (Rest.Join)
 			if cols[i], err = b.input(s.in.Field(j).Name); err != nil {
 				return nil, nil, nil, err
 			}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
-	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/pipeline/shard"
@@ -86,10 +85,11 @@ func newBatcher(job *Job, cols *columns, sc *arrow.Schema) *batcher {
 
 // batch returns the Batch of rec, whose first row is fileRow of file, and
 // of rest, the columns of a deferred read left undecoded (nil: none); nil
-// when the shard holds none of its rows. The Batch's record (and rest) are
-// the caller's to release; so is rest when batch returns nil. The rows of a
-// sharded job are validated here, all of them, so that an error names its
-// row in the file.
+// when the shard holds none of its rows. The Batch's record and rest are
+// the caller's to release; batch releases rest itself when it returns nil
+// or cuts the shard's rows out (decoding rest). The rows of a sharded job
+// are validated here, all of them, so that an error names its row in the
+// file.
 func (bt *batcher) batch(rec arrow.Record, rest *store.Rest, file string, fileRow int64) (b *Batch, err error) {
 	defer func() {
 		if b == nil && rest != nil {
@@ -125,7 +125,7 @@ func (bt *batcher) batch(rec arrow.Record, rest *store.Rest, file string, fileRo
 		// decoded and appended, and the rows taken from them all.
 		whole := rec
 		if rest != nil {
-			if whole, err = withRest(rec, rest); err != nil {
+			if whole, err = rest.Join(rec); err != nil {
 				return nil, err
 			}
 			defer whole.Release()
@@ -183,15 +183,4 @@ func restrictExps(ctx context.Context, db *dbsql.DB, s shard.Shard) error {
 		}
 	}
 	return nil
-}
-
-// withRest returns rec with the columns of rest (decoded) after its own.
-func withRest(rec arrow.Record, rest *store.Rest) (arrow.Record, error) {
-	dec, err := rest.Decode()
-	if err != nil {
-		return nil, err
-	}
-	fields := append(append([]arrow.Field(nil), rec.Schema().Fields()...), dec.Schema().Fields()...)
-	cols := append(append([]arrow.Array(nil), rec.Columns()...), dec.Columns()...)
-	return array.NewRecord(arrow.NewSchema(fields, nil), cols, rec.NumRows()), nil
 }

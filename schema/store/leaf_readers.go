@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
-	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
@@ -74,7 +73,7 @@ func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg
 	}()
 	rgm := pf.MetaData().RowGroup(rg)
 	for i, p := range plans {
-		if p.shape != nil && leafEncodings(pf, rg, p.leaves[0]) {
+		if p.codec(pf, rg) {
 			pr, err := pf.RowGroup(rg).GetColumnPageReader(p.leaves[0])
 			if err != nil {
 				return nil, err
@@ -111,21 +110,14 @@ func releaseReaders(rds []leafReader) {
 	}
 }
 
-// leafEncodings reports whether the leaf codec decodes every encoding the
-// column chunk of leaf in row group rg lists.
-func leafEncodings(pf *file.Reader, rg, leaf int) bool {
-	cc, err := pf.MetaData().RowGroup(rg).ColumnChunk(leaf)
-	if err != nil {
+// codec reports whether the leaf codec reads the field's chunk of row group
+// rg: it takes the field's shape and every encoding the chunk lists.
+func (p fieldPlan) codec(pf *file.Reader, rg int) bool {
+	if p.shape == nil {
 		return false
 	}
-	for _, e := range cc.Encodings() {
-		switch e {
-		case parquet.Encodings.Plain, parquet.Encodings.PlainDict, parquet.Encodings.RLE, parquet.Encodings.RLEDict, leafcodec.ByteStreamSplit:
-		default:
-			return false
-		}
-	}
-	return true
+	cc, err := pf.MetaData().RowGroup(rg).ColumnChunk(p.leaves[0])
+	return err == nil && leafcodec.Decodes(cc.Encodings())
 }
 
 // checkDecodable refuses, before any row is read, a file with a column
@@ -135,7 +127,7 @@ func leafEncodings(pf *file.Reader, rg, leaf int) bool {
 func checkDecodable(path string, pf *file.Reader, plans []fieldPlan) error {
 	for rg := 0; rg < pf.NumRowGroups(); rg++ {
 		for _, p := range plans {
-			if p.shape != nil && leafEncodings(pf, rg, p.leaves[0]) {
+			if p.codec(pf, rg) {
 				continue
 			}
 			for _, leaf := range p.leaves {

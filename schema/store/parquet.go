@@ -32,7 +32,6 @@ type parquetSource struct {
 	path    string
 	fr      *pqarrow.FileReader
 	pf      *file.Reader
-	leaves  []int
 	plans   []fieldPlan  // per field of sc
 	readers []leafReader // of row group rg
 	sc      *arrow.Schema
@@ -114,7 +113,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	if err := checkDecodable(path, pf, plans); err != nil {
 		return nil, err
 	}
-	p := &parquetSource{path: path, fr: fr, pf: pf, leaves: leaves, plans: plans, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
+	p := &parquetSource{path: path, fr: fr, pf: pf, plans: plans, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
 		skip: newRowGroupSkipper(pf, cfg)}
 	if cfg.deferred {
 		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group

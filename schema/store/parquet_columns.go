@@ -203,19 +203,18 @@ func sameLeaf(a, b *pqschema.Column) bool {
 // mergeRest returns the record of schema sc with its columns from rec or,
 // decoded, from rest (by name).
 func mergeRest(sc *arrow.Schema, rec arrow.Record, rest *Rest) (arrow.Record, error) {
-	dec, err := rest.Decode()
+	all, err := rest.Join(rec)
 	if err != nil {
 		return nil, err
 	}
+	defer all.Release()
 	cols := make([]arrow.Array, sc.NumFields())
 	for i, f := range sc.Fields() {
-		if k := rec.Schema().FieldIndices(f.Name); len(k) > 0 {
-			cols[i] = rec.Column(k[0])
-		} else if k := dec.Schema().FieldIndices(f.Name); len(k) > 0 {
-			cols[i] = dec.Column(k[0])
-		} else {
+		k := all.Schema().FieldIndices(f.Name)
+		if len(k) == 0 {
 			return nil, fmt.Errorf("no column %s to write", f.Name)
 		}
+		cols[i] = all.Column(k[0])
 	}
 	return array.NewRecord(sc, cols, rest.rows), nil
 }

@@ -106,31 +106,48 @@ func leavesOf(sc *pqschema.Schema, name string) []int {
 // file. A writer copies them from there (in the kernel where it can); their
 // bytes are read only to decode them.
 type Rest struct {
-	path   string
-	in     *inputFile // open until Release
-	rg     int
-	rows   int64
-	md     *metadata.FileMetaData
-	size   int64
-	sc     *arrow.Schema // the rest's columns, in store order
-	chunks []rawChunk    // one per column of sc
-	dec    arrow.Record
-	// The columns the reader decoded: the arrays it read and their chunks
-	// (sourceChunk).
-	source       []arrow.Array
-	sourceChunks []rawChunk
-	sourceNames  []string
+	path    string
+	in      *inputFile // open until Release
+	rg      int
+	rows    int64
+	md      *metadata.FileMetaData
+	size    int64
+	sc      *arrow.Schema // the rest's columns, in store order
+	chunks  []rawChunk    // one per column of sc
+	dec     arrow.Record
+	decoded []decodedChunk // the columns the reader decoded (sourceChunk)
+}
+
+// decodedChunk is a column the reader decoded: the array it read and the
+// chunk it read it from.
+type decodedChunk struct {
+	name  string
+	col   arrow.Array
+	chunk rawChunk
 }
 
 // sourceChunk returns the input chunk of column name when col is the very
 // array the reader decoded from it (nil otherwise).
 func (r *Rest) sourceChunk(name string, col arrow.Array) *rawChunk {
-	for i, n := range r.sourceNames {
-		if n == name && r.source[i] == col {
-			return &r.sourceChunks[i]
+	for i := range r.decoded {
+		if d := &r.decoded[i]; d.name == name && d.col == col {
+			return &d.chunk
 		}
 	}
 	return nil
+}
+
+// Join returns rec's columns followed by the rest's, decoded: the record of
+// every column of the batch's rows (rec holds the columns the reader
+// decoded).
+func (r *Rest) Join(rec arrow.Record) (arrow.Record, error) {
+	dec, err := r.Decode()
+	if err != nil {
+		return nil, err
+	}
+	fields := append(append([]arrow.Field(nil), rec.Schema().Fields()...), dec.Schema().Fields()...)
+	cols := append(append([]arrow.Array(nil), rec.Columns()...), dec.Columns()...)
+	return array.NewRecord(arrow.NewSchema(fields, nil), cols, rec.NumRows()), nil
 }
 
 // rawChunk is one column chunk's pages, bytes [start, start+size) of the
@@ -319,10 +336,8 @@ func (p *parquetSource) readRest(rg int, rows int64, cols []arrow.Array) (*Rest,
 			continue
 		}
 		if start, length, ok := chunkRange(cc, dataEnd); ok && cc.CryptoMetadata() == nil {
-			rest.sourceNames = append(rest.sourceNames, p.sc.Field(i).Name)
-			rest.source = append(rest.source, cols[i])
-			rest.sourceChunks = append(rest.sourceChunks, rawChunk{leaf: plan.leaves[0], meta: cc,
-				descr: p.pf.MetaData().Schema.Column(plan.leaves[0]), in: p.in, start: start, size: length})
+			rest.decoded = append(rest.decoded, decodedChunk{name: p.sc.Field(i).Name, col: cols[i],
+				chunk: rawChunk{leaf: plan.leaves[0], meta: cc, descr: p.pf.MetaData().Schema.Column(plan.leaves[0]), in: p.in, start: start, size: length}})
 		}
 	}
 	rest.in = p.in.retain()

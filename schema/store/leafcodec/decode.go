@@ -15,7 +15,7 @@ import (
 )
 
 // ByteStreamSplit is Parquet's BYTE_STREAM_SPLIT encoding, which arrow-go
-// v17 neither names nor decodes (the leaf codec does).
+// v17 neither names nor decodes (the Decoder does).
 const ByteStreamSplit = parquet.Encoding(9)
 
 // Decoder reads one column chunk of a Shape column, record batch by
@@ -34,6 +34,19 @@ type Decoder struct {
 	open     bool    // the last row read may take more elements
 	perRow   float64 // bytes of values per row in the chunk: a batch's capacity
 	left     int64   // values (levels) of the chunk not yet loaded
+}
+
+// Decodes reports whether the Decoder decodes a column chunk that lists the
+// given encodings (the footer's).
+func Decodes(encs []parquet.Encoding) bool {
+	for _, e := range encs {
+		switch e {
+		case parquet.Encodings.Plain, parquet.Encodings.PlainDict, parquet.Encodings.RLE, parquet.Encodings.RLEDict, ByteStreamSplit:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // NewDecoder reads a chunk of the given rows and values (levels) from

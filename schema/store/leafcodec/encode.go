@@ -37,7 +37,16 @@ func Encodes(props *parquet.WriterProperties, descr *pqschema.Column, t arrow.Da
 		return s, false
 	}
 	l, ok := col.(*array.List)
-	return s, ok && l.ListValues().NullN() == 0 && (s.nullDef >= 0 || l.NullN() == 0)
+	if !ok || l.ListValues().NullN() > 0 || (s.nullDef < 0 && l.NullN() > 0) {
+		return s, false
+	}
+	// A null list holds no values in Parquet; Arrow lets it span some.
+	for i := 0; l.NullN() > 0 && i < l.Len(); i++ {
+		if lo, hi := l.ValueOffsets(i); l.IsNull(i) && hi != lo {
+			return s, false
+		}
+	}
+	return s, true
 }
 
 // Close writes the chunk's pages and metadata to the pager's sink.
