@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/synth"
 )
 
 const stores = "../fixtures/stores/"
@@ -538,5 +540,41 @@ func TestTakeRows(t *testing.T) {
 			}
 		}
 		got.Release()
+	}
+}
+
+// TestDamagedStoreNamesRowGroup: a store whose footer is intact but whose
+// data pages are cut makes DuckDB's group pass fail in words of its own
+// ("don't know what type"); the job then fails as bad input naming the row
+// group and column, as the store reader finds them.
+func TestDamagedStoreNamesRowGroup(t *testing.T) {
+	dir := t.TempDir()
+	whole := filepath.Join(dir, "whole.parquet")
+	cfg := synth.Default()
+	cfg.Tasks, cfg.Runs, cfg.PromptLen, cfg.RespMin, cfg.RespMax, cfg.Seed = 5000, 8, 4, 16, 16, 1
+	w, err := store.Create(whole, cfg.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if err := synth.Generate(context.Background(), cfg, w.Write); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
+	data, footer := b[:len(b)-8-n], b[len(b)-8-n:]
+	cut := filepath.Join(dir, "cut.parquet")
+	if err := os.WriteFile(cut, append(data[:len(data)/2:len(data)/2], footer...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), withFn(t, Job{In: cut, Out: filepath.Join(dir, "out.parquet")}, "grpo", ""))
+	if !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "row group") || !strings.Contains(err.Error(), "cut.parquet") {
+		t.Fatalf("err = %v, want bad input naming the file and a row group", err)
 	}
 }
