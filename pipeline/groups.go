@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/apache/arrow/go/v17/arrow"
-
 	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
@@ -62,20 +60,9 @@ func (g *Grouping) Row(i int64) int32 {
 // With a shard, only the rows of its batches are grouped.
 func groupPass(ctx context.Context, in string, files []string, n GroupNeeds, sh *shard.Shard, tmpDir string) (*Grouping, error) {
 	g, err := duckGroups(ctx, in, files, n, sh, tmpDir)
-	if err != nil && !errors.Is(err, schema.ErrBadInput) && ctx.Err() == nil {
-		// DuckDB failed on the store in words of its own (a damaged page can
-		// read as "don't know what type"): the store reader, over the same
-		// columns, names the file, row group and column when it is damaged.
-		r, oerr := store.Open(in, store.Columns(groupColumns(n)...))
-		if oerr == nil {
-			oerr = r.ForEach(ctx, func(arrow.Record) error { return nil })
-			r.Close()
-		}
-		if errors.Is(oerr, schema.ErrBadInput) {
-			return nil, oerr
-		}
-	}
-	return g, err
+	// DuckDB fails on a damaged store in words of its own; the store reader
+	// names the file, row group and column.
+	return g, duckdb.Located(ctx, err, in)
 }
 
 // duckGroups is the group pass, in DuckDB.

@@ -122,7 +122,11 @@ func runSQL(c *cli.Context) error {
 		_, err = duckdb.Write(c.Context, db, query, format, c.App.Writer)
 	}
 	if err != nil {
-		return sqlFailure(c, err)
+		paths := make([]string, len(stores))
+		for i, s := range stores {
+			paths[i] = s.Path
+		}
+		return sqlFailure(c, duckdb.Located(c.Context, err, paths...))
 	}
 	if out != "" {
 		fmt.Fprintf(c.App.ErrWriter, "sql: wrote %d rows to %s\n", n, out)

@@ -363,6 +363,26 @@ func project(s *arrow.Schema, wanted []string) []int {
 	return out
 }
 
+// Locate reads the store at path whole (the named columns, or every one) to
+// find damage: it returns the reader's bad-input error naming the file, row
+// group and column of the first, and nil when the store reads whole (or
+// cannot be opened for another reason).
+func Locate(ctx context.Context, path string, columns ...string) error {
+	var opts []ReadOption
+	if len(columns) > 0 {
+		opts = append(opts, Columns(columns...))
+	}
+	r, err := Open(path, opts...)
+	if err == nil {
+		err = r.ForEach(ctx, func(arrow.Record) error { return nil })
+		r.Close()
+	}
+	if errors.Is(err, schema.ErrBadInput) {
+		return err
+	}
+	return nil
+}
+
 // SameColumns reports whether two schemas have the same column names and
 // types, ignoring metadata (Parquet adds field ids).
 func SameColumns(a, b *arrow.Schema) bool {

@@ -97,13 +97,13 @@ func Write(ctx context.Context, o Options, w io.Writer) error {
 		}
 	}
 	if err := b.load(); err != nil {
-		return err
+		return duckdb.Located(ctx, err, o.Store)
 	}
 	progress(1)
 	p := &page{Store: o.Store, Files: len(files), Generated: start.UTC().Format("2006-01-02 15:04 MST")}
 	for i, step := range steps {
 		if err := step(p); err != nil {
-			return err
+			return duckdb.Located(ctx, err, o.Store)
 		}
 		progress(i + 2)
 	}
