@@ -206,24 +206,7 @@ func TestLeafEncoder(t *testing.T) {
 				if err := sk.Close(); err != nil {
 					t.Fatal(err)
 				}
-				pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tbl, err := fr.ReadTable(t.Context())
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer tbl.Release()
-				for i := 0; i < int(tbl.NumCols()); i++ {
-					got, err := array.Concatenate(tbl.Column(i).Data().Chunks(), memory.DefaultAllocator)
-					if err != nil {
-						t.Fatal(err)
-					}
+				for i, got := range pqarrowColumns(t, buf.Bytes()) {
 					if !array.Equal(got, rec.Column(i)) {
 						t.Fatalf("column %s: %d rows read back differ from the %d written (%s vs %s)", rec.ColumnName(i), got.Len(), rec.Column(i).Len(), got.DataType(), rec.Column(i).DataType())
 					}
@@ -267,7 +250,15 @@ func TestNullListWithValues(t *testing.T) {
 	if err := sk.Close(); err != nil {
 		t.Fatal(err)
 	}
-	pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+	if got := pqarrowColumns(t, buf.Bytes())[0]; !array.Equal(got, col) {
+		t.Fatalf("read back %v, wrote %v", got, col)
+	}
+}
+
+// pqarrowColumns reads a Parquet file's columns whole with pqarrow.
+func pqarrowColumns(t *testing.T, data []byte) []arrow.Array {
+	t.Helper()
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,11 +271,11 @@ func TestNullListWithValues(t *testing.T) {
 		t.Fatalf("the written store does not read back: %v", err)
 	}
 	defer tbl.Release()
-	got, err := array.Concatenate(tbl.Column(0).Data().Chunks(), memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
+	cols := make([]arrow.Array, tbl.NumCols())
+	for i := range cols {
+		if cols[i], err = array.Concatenate(tbl.Column(i).Data().Chunks(), memory.DefaultAllocator); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if !array.Equal(got, col) {
-		t.Fatalf("read back %v, wrote %v", got, col)
-	}
+	return cols
 }
