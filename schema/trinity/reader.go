@@ -185,6 +185,15 @@ func (r *Reader) MissingBlobs() (int64, string) { return r.missing.n, r.missing.
 // end (0 before, and for a 0.5 table).
 func (r *Reader) OrphanBlobs() (int64, string) { return r.orphans.n, r.orphans.String() }
 
+// Counts returns the missing and orphan blob counts under their metric
+// names (0.6 and mixed buffers).
+func (r *Reader) Counts() map[string]int64 {
+	if r.layout == Layout05 {
+		return nil
+	}
+	return map[string]int64{"trinity/missing_blob_skipped": r.missing.n, "trinity/orphan_blobs": r.orphans.n}
+}
+
 // Warnings returns what a reader of the whole table should be told: the
 // metadata rows skipped for a missing blob and the blob rows no metadata row
 // names. Complete once the table has been read to its end.
