@@ -101,6 +101,9 @@ type Result struct {
 	BytesRead int64
 	// Elapsed is the wall time of the whole job.
 	Elapsed time.Duration
+	// Warnings are the input's: rows it read but did not yield (a Trinity
+	// 0.6 buffer's orphan rows), one line each; their counts are in Metrics.
+	Warnings []string
 }
 
 // Stage is one step of a job. It declares what it reads and writes

@@ -115,6 +115,10 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	}
 	res.In, res.Out, res.Duplicated = s.rows, s.written, s.copied
 	res.BytesRead += r.BytesRead()
+	res.Warnings = r.Warnings()
+	for name, n := range r.Counts() {
+		res.Metrics[name] = float64(n)
+	}
 	if total >= 0 && s.rows != total {
 		return nil, schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", total, s.rows)
 	}

@@ -53,6 +53,11 @@ const (
 	RolloutISWeights = "rollout_is_weights"
 	// GradLogprob is written by the loss step: dLoss/dlogprob per token.
 	GradLogprob = "grad_logprob"
+	// RoutedExperts is MoE router replay (Trinity-RFT 0.6): per token of
+	// tokens but the last, per MoE layer, the top-k expert ids —
+	// [len(tokens)-1][layers][top_k]. It is not in Order: it sorts with the
+	// extra columns, as the stores Trinity's 0.6 exports have it.
+	RoutedExperts = "routed_experts"
 )
 
 // Aliases maps Trinity-RFT's and verl's names of the per-token inputs to the
@@ -100,6 +105,7 @@ var types = map[string]arrow.DataType{
 	ExpertMask:       arrow.FixedWidthTypes.Boolean,
 	RolloutISWeights: arrow.ListOf(arrow.PrimitiveTypes.Float32),
 	GradLogprob:      arrow.ListOf(arrow.PrimitiveTypes.Float32),
+	RoutedExperts:    arrow.ListOf(arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Int16))),
 }
 
 // Order is the canonical column order of a store written by rftpipe.
@@ -152,6 +158,9 @@ func accepts(name string, got arrow.DataType) bool {
 	case Reward:
 		return got.ID() == arrow.FLOAT64 || got.ID() == arrow.FLOAT32
 	}
+	if name == RoutedExperts {
+		return nestedInts(got, 3)
+	}
 	if lw, ok := want.(*arrow.ListType); ok {
 		var elem arrow.DataType
 		switch l := got.(type) {
@@ -163,6 +172,23 @@ func accepts(name string, got arrow.DataType) bool {
 			return false
 		}
 		return arrow.TypeEqual(elem, lw.Elem())
+	}
+	return false
+}
+
+// nestedInts reports whether t is depth levels of lists (of any list kind)
+// around integers.
+func nestedInts(t arrow.DataType, depth int) bool {
+	if depth == 0 {
+		return isInteger(t)
+	}
+	switch l := t.(type) {
+	case *arrow.ListType:
+		return nestedInts(l.Elem(), depth-1)
+	case *arrow.LargeListType:
+		return nestedInts(l.Elem(), depth-1)
+	case *arrow.FixedSizeListType:
+		return nestedInts(l.Elem(), depth-1)
 	}
 	return false
 }

@@ -33,28 +33,40 @@ func convertCommand() *cli.Command {
 			default:
 				return usagef("--on-invalid-reward must be error or keep")
 			}
-			n, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")}, opt)
+			n, warnings, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")}, opt)
 			if err != nil {
 				return err
 			}
+			printWarnings(c, "convert", warnings)
 			fmt.Fprintf(c.App.ErrWriter, "convert: %d experiences %s -> %s\n", n, in, out)
 			return nil
 		},
 	}
 }
 
-// copyStore streams every batch of in to out, atomically, validating each row.
-func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt schema.ValidateOptions) (int64, error) {
+// copyStore streams every batch of in to out, atomically, validating each
+// row; it returns the rows copied and the input's warnings (rows a buffer
+// read but did not yield).
+func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt schema.ValidateOptions) (int64, []string, error) {
 	r, err := store.Open(in)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer r.Close()
 	bar := newProgress(c, "convert", -1)
 	defer bar.Done()
-	return store.Copy(c.Context, r, out, func(rec arrow.Record) error {
+	n, err := store.Copy(c.Context, r, out, func(rec arrow.Record) error {
 		file, row, _ := r.Pos()
 		bar.Add(rec.NumRows())
 		return schema.Validate(file, row, rec, opt)
 	}, store.NotOver(in), store.WithParquet(po))
+	return n, r.Warnings(), err
+}
+
+// printWarnings prints the input's warnings (rows a buffer read but did not
+// yield), one line each.
+func printWarnings(c *cli.Context, cmd string, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(c.App.ErrWriter, "%s: warning: %s\n", cmd, w)
+	}
 }

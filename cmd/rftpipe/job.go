@@ -115,6 +115,7 @@ func runAlgorithmJob(c *cli.Context) error {
 		}
 		fmt.Fprintf(c.App.ErrWriter, "run: algorithm %s (%s): %d experiences -> %d written to %s in %.1fs\n",
 			res.Config.AlgorithmType, job.What(res), out.In, out.Out, j.Output, out.Elapsed.Seconds())
+		printWarnings(c, "run", out.Warnings)
 		return out.Metrics, nil
 	})
 }

@@ -122,6 +122,7 @@ func runLoss(c *cli.Context) error {
 			return nil, err
 		}
 		r := st.Result()
+		printWarnings(c, "loss", res.Warnings)
 		w := c.App.Writer
 		if format == "json" {
 			enc := json.NewEncoder(w)

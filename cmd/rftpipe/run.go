@@ -95,6 +95,7 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences in %d groups -> %d written (%d filtered, %d invalid dropped, %d duplicated) to %s in %.1fs (%.0f/s)\n",
 					name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, part,
 					res.Elapsed.Seconds(), float64(res.In)/res.Elapsed.Seconds())
+				printWarnings(c, "run", res.Warnings)
 				if res.Out == 0 && res.In > 0 {
 					fmt.Fprintln(c.App.ErrWriter, "run: warning: every experience was filtered out; the output store is empty")
 				}

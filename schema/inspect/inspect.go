@@ -20,6 +20,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 // Summary is what `rftpipe inspect --format json` prints; scripts rely on
@@ -35,6 +36,10 @@ type Summary struct {
 	Steps    int      `json:"steps"` // distinct step values
 	Reward   *Stats   `json:"reward,omitempty"`
 	Response *Stats   `json:"response_length,omitempty"`
+	// Buffer describes a Trinity-RFT buffer's layout and schema type (empty
+	// for files); Warnings are the rows it read but did not yield.
+	Buffer   string   `json:"buffer,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Column is a column's name and Arrow type.
@@ -86,7 +91,7 @@ func Store(ctx context.Context, path string) (*Summary, error) {
 	}
 	defer r.Close()
 	sc := r.Schema()
-	sum := &Summary{Store: path, Files: len(r.Files())}
+	sum := &Summary{Store: path, Files: len(r.Files()), Buffer: bufferLayout(sc)}
 	for _, f := range sc.Fields() {
 		sum.Columns = append(sum.Columns, Column{f.Name, f.Type.String()})
 	}
@@ -147,6 +152,7 @@ func Store(ctx context.Context, path string) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	sum.Warnings = r.Warnings()
 	sum.Batches, sum.Tasks, sum.Runs, sum.Steps = len(batches), len(tasks), len(runs), len(steps)
 	if len(sc.FieldIndices(schema.Reward)) > 0 {
 		sum.Reward = &reward
@@ -155,6 +161,22 @@ func Store(ctx context.Context, path string) (*Summary, error) {
 		sum.Response = &resp
 	}
 	return sum, nil
+}
+
+// bufferLayout describes the layout a Trinity-RFT buffer's reader found
+// (recorded in the schema's metadata); "" for other stores.
+func bufferLayout(sc *arrow.Schema) string {
+	md := sc.Metadata()
+	li, ki := md.FindKey(trinity.MetaLayout), md.FindKey(trinity.MetaSchemaType)
+	if li < 0 || ki < 0 {
+		return ""
+	}
+	what := map[trinity.Layout]string{
+		trinity.Layout05:    "one table, payload in experience_bytes",
+		trinity.Layout06:    "metadata table + <table>_blob",
+		trinity.LayoutMixed: "mixed: 0.5 rows with inline payloads + 0.6 rows in <table>_blob",
+	}[trinity.Layout(md.Values()[li])]
+	return fmt.Sprintf("Trinity-RFT %s layout (%s), schema_type %s", md.Values()[li], what, md.Values()[ki])
 }
 
 // WriteJSON writes the summary as indented JSON; < > & are written as
@@ -170,6 +192,12 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 func (s *Summary) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "store\t%s (%d file(s))\n", s.Store, s.Files)
+	if s.Buffer != "" {
+		fmt.Fprintf(tw, "buffer\t%s\n", s.Buffer)
+	}
+	for _, w := range s.Warnings {
+		fmt.Fprintf(tw, "warning\t%s\n", w)
+	}
 	fmt.Fprintf(tw, "rows\t%d\n", s.Rows)
 	fmt.Fprintf(tw, "batches / tasks / runs / steps\t%d / %d / %d / %d\n", s.Batches, s.Tasks, s.Runs, s.Steps)
 	if r := s.Reward; r != nil {

@@ -33,7 +33,10 @@ import (
 // (`"run": 0.0`) read as integers. `info`, `metrics` and unknown fields that
 // hold objects, lists or mixed kinds are kept as JSON text (see JSONText);
 // unknown fields holding only integers, numbers, booleans or strings get
-// int64, float64, bool or utf8. A UTF-8 byte-order mark is skipped.
+// int64, float64, bool or utf8. Columns come in schema.Order, then the
+// others sorted by name (routed_experts, a known column outside Order,
+// among them with its nested-list type). A UTF-8 byte-order mark is
+// skipped.
 
 type jsonlSource struct {
 	path  string
@@ -192,13 +195,17 @@ func jsonlSchema(kinds map[string]int) *arrow.Schema {
 	}
 	var extra []string
 	for k := range kinds {
-		if _, known := schema.Type(k); !known {
+		if !contains(schema.Order, k) {
 			extra = append(extra, k)
 		}
 	}
 	sortStrings(extra)
 	for _, k := range extra {
 		f := arrow.Field{Name: k, Nullable: true}
+		if _, known := schema.Type(k); known {
+			fields = append(fields, schema.Field(k))
+			continue
+		}
 		switch kinds[k] {
 		case kindInt:
 			f.Type = arrow.PrimitiveTypes.Int64
@@ -335,6 +342,12 @@ func appendJSON(b array.Builder, f arrow.Field, raw json.RawMessage, ok bool) er
 		bb.Append(true)
 		vb := bb.ValueBuilder()
 		for _, it := range items {
+			if _, nested := vb.(*array.ListBuilder); nested && !isNull(it, true) {
+				if err := appendJSON(vb, f, it, true); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := appendElem(vb, it); err != nil {
 				return err
 			}
@@ -347,6 +360,14 @@ func appendJSON(b array.Builder, f arrow.Field, raw json.RawMessage, ok bool) er
 
 func appendElem(b array.Builder, raw json.RawMessage) error {
 	switch bb := b.(type) {
+	case *array.ListBuilder:
+		return fmt.Errorf("want a list item, got %s", clip(raw))
+	case *array.Int16Builder:
+		v, err := jsonInt(raw, math.MinInt16, math.MaxInt16)
+		if err != nil {
+			return fmt.Errorf("list item: %v", err)
+		}
+		bb.Append(int16(v))
 	case *array.Int32Builder:
 		v, err := jsonInt(raw, math.MinInt32, math.MaxInt32)
 		if err != nil {
@@ -545,6 +566,8 @@ func appendValue(b []byte, arr arrow.Array, r int, rawJSON bool) []byte {
 	case *array.Int64:
 		return strconv.AppendInt(b, a.Value(r), 10)
 	case *array.Int32:
+		return strconv.AppendInt(b, int64(a.Value(r)), 10)
+	case *array.Int16:
 		return strconv.AppendInt(b, int64(a.Value(r)), 10)
 	case *array.Float64:
 		return appendFloat(b, a.Value(r), 64)

@@ -209,7 +209,7 @@ func castable(from, to arrow.DataType) bool {
 		return ok && castable(lf.Elem(), lt.Elem())
 	}
 	switch to.ID() {
-	case arrow.INT32, arrow.INT64:
+	case arrow.INT16, arrow.INT32, arrow.INT64:
 		return isInt(from)
 	case arrow.FLOAT32, arrow.FLOAT64:
 		return isFloat(from) || isInt(from)
@@ -347,6 +347,17 @@ func copier(b array.Builder, src arrow.Array) (func(i int) error, error) {
 					return fmt.Errorf("%s does not fit int32", src.ValueStr(i))
 				}
 				bb.Append(int32(v))
+				return nil
+			}, nil
+		}
+	case *array.Int16Builder:
+		if isI {
+			return func(i int) error {
+				v, ok := asInt(i)
+				if !ok || v < math.MinInt16 || v > math.MaxInt16 {
+					return fmt.Errorf("%s does not fit int16", src.ValueStr(i))
+				}
+				bb.Append(int16(v))
 				return nil
 			}, nil
 		}

@@ -78,6 +78,16 @@ type Reader struct {
 	nextStore int64
 	// rows skipped in the current file so far, and in the store
 	skippedFile, skipped int64
+	// what the sources read to their end reported (reporter)
+	warnings []string
+	counts   map[string]int64
+}
+
+// reporter is a source that reads rows it does not yield (a Trinity 0.6
+// buffer's orphan rows) and reports them once read to its end.
+type reporter interface {
+	Warnings() []string
+	Counts() map[string]int64
 }
 
 // Expand resolves a store path into its files: a file, a directory (every
@@ -240,6 +250,15 @@ func (r *Reader) Next() (rec arrow.Record, err error) {
 		if err != io.EOF { // a wrapped io.EOF is a file that ends too soon
 			return nil, err
 		}
+		if rp, ok := r.raw.(reporter); ok {
+			r.warnings = append(r.warnings, rp.Warnings()...)
+			for k, v := range rp.Counts() {
+				if r.counts == nil {
+					r.counts = map[string]int64{}
+				}
+				r.counts[k] += v
+			}
+		}
 		r.cur.Close()
 		r.cur = nil
 		if r.idx+1 < len(r.files) {
@@ -268,6 +287,15 @@ func (r *Reader) countSkipped() {
 // Skipped returns the number of rows skipped so far (SkipRowGroups): rows
 // the footer statistics rule out, accounted for, not lost.
 func (r *Reader) Skipped() int64 { return r.skipped }
+
+// Warnings returns one line per problem the store's sources found in rows
+// they read but did not yield (a Trinity 0.6 buffer's metadata rows skipped
+// for a missing blob, blob rows without metadata), once read to the end.
+func (r *Reader) Warnings() []string { return r.warnings }
+
+// Counts returns the counts behind Warnings, by metric name (for example
+// trinity/missing_blob_skipped), once the store has been read to its end.
+func (r *Reader) Counts() map[string]int64 { return r.counts }
 
 // BytesRead returns the number of bytes read so far from the store's
 // Parquet files (footers, pages), as they lie on disk.

@@ -20,10 +20,18 @@ import (
 // BenchmarkImportSQLite reads a buffer of 1,000,000 experiences of 256
 // tokens (128 prompt + 128 response, with log-probs and mask), written by
 // rftpipe's writer into a temp SQLite file first, through store.Open — what
-// every command does with a sqlite:// store. It reports experiences/s and
-// the peak RSS of the reads (the high-water mark is reset after the file is
-// written). RFTPIPE_BENCH_ROWS sets another size; -short uses 50,000.
+// every command does with a sqlite:// store — once per layout: 0.5 (one
+// table) and 0.6 (metadata + blob table, read with one join). It reports
+// experiences/s and the peak RSS of the reads (the high-water mark is reset
+// after the file is written). RFTPIPE_BENCH_ROWS sets another size; -short
+// uses 50,000.
 func BenchmarkImportSQLite(b *testing.B) {
+	for _, lay := range []trinity.Layout{trinity.Layout05, trinity.Layout06} {
+		b.Run("layout="+string(lay), func(b *testing.B) { benchImport(b, lay) })
+	}
+}
+
+func benchImport(b *testing.B, lay trinity.Layout) {
 	rows := 1_000_000
 	if testing.Short() {
 		rows = 50_000
@@ -35,7 +43,7 @@ func BenchmarkImportSQLite(b *testing.B) {
 		}
 		rows = n
 	}
-	url := benchBuffer(b, rows)
+	url := benchBuffer(b, rows, lay)
 	resetPeakRSS()
 	b.ResetTimer()
 	var n int64
@@ -65,10 +73,11 @@ func BenchmarkImportSQLite(b *testing.B) {
 
 // benchBuffers caches the generated buffers by size: the benchmark
 // function runs more than once per benchmark.
-var benchBuffers = map[int]string{}
+var benchBuffers = map[string]string{}
 
-func benchBuffer(b *testing.B, rows int) string {
-	if url, ok := benchBuffers[rows]; ok {
+func benchBuffer(b *testing.B, rows int, lay trinity.Layout) string {
+	key := strconv.Itoa(rows) + "/" + string(lay)
+	if url, ok := benchBuffers[key]; ok {
 		return url
 	}
 	dir, err := os.MkdirTemp("", "rftpipe-bench-")
@@ -80,7 +89,7 @@ func benchBuffer(b *testing.B, rows int) string {
 	cfg := synth.Default()
 	cfg.Runs, cfg.Tasks, cfg.PromptLen, cfg.RespMin, cfg.RespMax = 8, rows/8, 128, 128, 128
 	start := time.Now()
-	w, err := trinity.Create(url, cfg.Schema())
+	w, err := trinity.Create(url+"&layout="+string(lay), cfg.Schema())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,7 +100,7 @@ func benchBuffer(b *testing.B, rows int) string {
 		b.Fatal(err)
 	}
 	b.Logf("wrote %d experiences in %.1fs (%.0f/s)", w.Rows(), time.Since(start).Seconds(), float64(w.Rows())/time.Since(start).Seconds())
-	benchBuffers[rows] = url
+	benchBuffers[key] = url
 	return url
 }
 

@@ -45,9 +45,9 @@ func (k Kind) columns() []string {
 	}
 	cols = append(cols, schema.TruncateStatus, schema.ModelVersion, schema.Info, schema.Metrics)
 	if k == KindDPO {
-		return append(cols, ColChosenMessages, ColCustomFields, ColMessages, ColPromptText, ColRejectedMessages, ColResponseText, ColTools)
+		return append(cols, ColChosenMessages, ColCustomFields, ColMessages, ColPromptText, ColRejectedMessages, ColResponseText, schema.RoutedExperts, ColTools)
 	}
-	return append(cols, ColCustomFields, ColMessages, ColPromptText, ColResponseText, ColTools)
+	return append(cols, ColCustomFields, ColMessages, ColPromptText, ColResponseText, schema.RoutedExperts, ColTools)
 }
 
 // carried reports whether a non-empty tensor field fits a table of kind k.
@@ -82,7 +82,7 @@ func (k Kind) check(r *record) *fieldError {
 // storeSchema returns the Arrow schema of a table of kind k; batch and task
 // are utf8 when ids says so (their first row's type), int64 otherwise.
 // wanted, when not empty, selects columns.
-func (k Kind) storeSchema(strBatch, strTask bool, wanted []string) *arrow.Schema {
+func (k Kind) storeSchema(lay Layout, strBatch, strTask bool, wanted []string) *arrow.Schema {
 	var fields []arrow.Field
 	for _, name := range k.columns() {
 		if len(wanted) > 0 && !contains(wanted, name) {
@@ -99,7 +99,7 @@ func (k Kind) storeSchema(strBatch, strTask bool, wanted []string) *arrow.Schema
 		}
 		fields = append(fields, f)
 	}
-	md := arrow.NewMetadata([]string{MetaSchemaType}, []string{string(k)})
+	md := arrow.NewMetadata([]string{MetaSchemaType, MetaLayout}, []string{string(k), string(lay)})
 	return arrow.NewSchema(fields, &md)
 }
 
@@ -107,6 +107,11 @@ func (k Kind) storeSchema(strBatch, strTask bool, wanted []string) *arrow.Schema
 // buffer records the table's layout, so that writing it to a new table
 // without schema_type keeps the layout.
 const MetaSchemaType = "trinity.schema_type"
+
+// MetaLayout is the schema metadata key under which a store read from a
+// buffer records the buffer's layout (0.5, 0.6 or mixed), so that writing
+// it to a new table without layout keeps 0.6.
+const MetaLayout = "trinity.layout"
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -288,6 +293,11 @@ func appenderFor(f arrow.Field) appender {
 			appendList(b, r.mask)
 			return nil
 		}
+	case schema.RoutedExperts:
+		return func(b array.Builder, r *record, _ *[]byte) *fieldError {
+			appendRouted(b.(*array.ListBuilder), &r.routed)
+			return nil
+		}
 	}
 	for k, name := range floatFieldNames {
 		if name == f.Name {
@@ -314,5 +324,27 @@ func appendList[T int32 | float32 | bool](b array.Builder, v vec[T]) {
 		vb.AppendValues(any(v.v).([]bool), nil)
 	default:
 		panic(fmt.Sprintf("trinity: list of %T", vb))
+	}
+}
+
+// appendRouted appends routed_experts as a list (tokens) of lists (layers)
+// of int16 lists (top-k ids).
+func appendRouted(tb *array.ListBuilder, ro *routed) {
+	if !ro.ok {
+		tb.AppendNull()
+		return
+	}
+	tb.Append(true)
+	lb := tb.ValueBuilder().(*array.ListBuilder)
+	kb := lb.ValueBuilder().(*array.ListBuilder)
+	vb := kb.ValueBuilder().(*array.Int16Builder)
+	layers, k := ro.shape[1], ro.shape[2]
+	for t := 0; t < ro.shape[0]; t++ {
+		lb.Append(true)
+		for l := 0; l < layers; l++ {
+			kb.Append(true)
+			at := (t*layers + l) * k
+			vb.AppendValues(ro.v[at:at+k], nil)
+		}
 	}
 }

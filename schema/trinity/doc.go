@@ -2,6 +2,11 @@
 // table its explorer writes and its trainer reads, SQLite or PostgreSQL) as
 // an experience store.
 //
+// Two layouts, told apart from the tables (Layout): Trinity-RFT 0.5 keeps
+// each row's payload in the table's experience_bytes column; 0.6 keeps it in
+// a <name>_blob table joined on id (read with one LEFT JOIN), and its
+// payloads may hold routed_experts (MoE router replay, a store column).
+//
 // A table row holds the experience in its experience_bytes payload: the
 // TRXP container, a pickle of plain Python values (decoded and written here:
 // only the opcodes plain values use) and a safetensors block. Experience

@@ -22,7 +22,7 @@ type batchCols struct {
 	customFields                                         arrow.Array
 	ints                                                 [nIntField]arrow.Array
 	floats                                               [nFloatField]arrow.Array
-	mask                                                 arrow.Array
+	mask, routed                                         arrow.Array
 }
 
 func newBatchCols(rec arrow.Record) *batchCols {
@@ -41,7 +41,7 @@ func newBatchCols(rec arrow.Record) *batchCols {
 		promptText: col(ColPromptText), responseText: col(ColResponseText),
 		messages: col(ColMessages), tools: col(ColTools), chosenMessages: col(ColChosenMessages),
 		rejectedMessages: col(ColRejectedMessages), customFields: col(ColCustomFields),
-		mask: col(schema.ActionMask),
+		mask: col(schema.ActionMask), routed: col(schema.RoutedExperts),
 	}
 	for i, n := range intFieldNames {
 		c.ints[i] = col(n)
@@ -187,6 +187,61 @@ func (r *record) fromStore(c *batchCols, i int) *fieldError {
 		r.floats[k] = listAt[float32](a, i, r.floats[k].v)
 	}
 	r.mask = listAt[bool](c.mask, i, r.mask.v)
+	return r.routed.fromStore(c.routed, i)
+}
+
+// fromStore reads row i of a routed_experts column (a list of lists of
+// integer lists, canonically int16): every token has the same number of
+// layers, every layer the same number of ids.
+func (ro *routed) fromStore(a arrow.Array, i int) *fieldError {
+	ro.v, ro.ok, ro.shape = ro.v[:0], false, [3]int{}
+	if a == nil || a.IsNull(i) {
+		return nil
+	}
+	name := schema.RoutedExperts
+	tl := a.(array.ListLike)
+	lo, hi := tl.ValueOffsets(i)
+	ll, ok := tl.ListValues().(array.ListLike)
+	if !ok {
+		return ferr(name, "type %s, want a list of lists of integer lists", a.DataType())
+	}
+	kl, ok := ll.ListValues().(array.ListLike)
+	if !ok {
+		return ferr(name, "type %s, want a list of lists of integer lists", a.DataType())
+	}
+	ids, ok := kl.ListValues().(*array.Int16)
+	if !ok {
+		return ferr(name, "type %s, want int16 ids", a.DataType())
+	}
+	ro.shape[0], ro.shape[1], ro.shape[2] = int(hi-lo), -1, -1
+	for t := lo; t < hi; t++ {
+		if ll.IsNull(int(t)) {
+			return ferr(name, "token %d: null", t-lo)
+		}
+		llo, lhi := ll.ValueOffsets(int(t))
+		if ro.shape[1] >= 0 && int(lhi-llo) != ro.shape[1] {
+			return ferr(name, "token %d has %d layers, token 0 has %d: not a [tokens-1, layers, top_k] tensor", t-lo, lhi-llo, ro.shape[1])
+		}
+		ro.shape[1] = int(lhi - llo)
+		for l := llo; l < lhi; l++ {
+			if kl.IsNull(int(l)) {
+				return ferr(name, "token %d: null layer", t-lo)
+			}
+			klo, khi := kl.ValueOffsets(int(l))
+			if ro.shape[2] >= 0 && int(khi-klo) != ro.shape[2] {
+				return ferr(name, "token %d has %d experts in a layer, others %d: not a [tokens-1, layers, top_k] tensor", t-lo, khi-klo, ro.shape[2])
+			}
+			ro.shape[2] = int(khi - klo)
+			for k := klo; k < khi; k++ {
+				if ids.IsNull(int(k)) {
+					return ferr(name, "token %d: null expert id", t-lo)
+				}
+			}
+			ro.v = append(ro.v, ids.Int16Values()[klo:khi]...)
+		}
+	}
+	ro.shape[1], ro.shape[2] = max(ro.shape[1], 0), max(ro.shape[2], 0)
+	ro.ok = true
 	return nil
 }
 
@@ -233,6 +288,9 @@ func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 	}
 	if !r.ints[fTokens].ok {
 		return row, ferr(schema.Tokens, "null: a buffer row needs tokens")
+	}
+	if r.routed.ok && r.routed.shape[0] != len(r.ints[fTokens].v)-1 {
+		return row, ferr(schema.RoutedExperts, "%d rows for %d tokens, want len(tokens)-1", r.routed.shape[0], len(r.ints[fTokens].v))
 	}
 	if dpo {
 		if r.mask.ok {
@@ -312,6 +370,9 @@ func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 			}
 		}
 		ts = append(ts, namedTensor{"action_mask", Tensor{"BOOL", []int64{int64(len(b))}, b}})
+	}
+	if r.routed.ok {
+		ts = append(ts, namedTensor{schema.RoutedExperts, r.routed.tensor()})
 	}
 	blob, err := encodePayload(dst, item, ts)
 	if err != nil {

@@ -89,6 +89,8 @@ func value(t *testing.T, name string, a arrow.Array, i int) any {
 		return c.Value(i)
 	case *array.Int32:
 		return int64(c.Value(i))
+	case *array.Int16:
+		return int64(c.Value(i))
 	case *array.Float64:
 		return math.Float64bits(c.Value(i))
 	case *array.Float32:

@@ -48,7 +48,7 @@ var itemKeys = func() map[string]bool {
 // tensorFields are the item's tensor fields (absent when None).
 var tensorFields = []string{
 	"tokens", "logprobs", "token_level_reward", "advantages", "returns",
-	"action_mask", "chosen", "rejected", "teacher_logprobs",
+	"action_mask", "chosen", "rejected", "teacher_logprobs", "routed_experts",
 }
 
 // fieldError is a payload problem in one field of the item (or in the

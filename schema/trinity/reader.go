@@ -2,8 +2,11 @@ package trinity
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -22,10 +25,16 @@ type ReadOptions struct {
 
 // Reader streams a buffer table as record batches of the experience store,
 // in id order, every row once whatever its consumed count: one query whose
-// rows are decoded as they arrive, so memory stays bounded by the batch.
+// rows are decoded as they arrive, so memory stays bounded by the batch. A
+// 0.6 buffer is read with one query too: the metadata table LEFT JOIN the
+// blob table on id. A metadata row without its blob stops the read (exit 2,
+// naming the ids), or with on_missing_blob=skip is left out and reported
+// (MissingBlobs); blob rows without a metadata row are reported
+// (OrphanBlobs) once the table has been read.
 type Reader struct {
 	loc     Location
 	kind    Kind
+	layout  Layout
 	db      *sql.DB
 	ch      <-chan chunk  // rows scanned ahead
 	free    chan chunk    // decoded chunks, for the scanner to reuse
@@ -43,6 +52,37 @@ type Reader struct {
 	row     int64 // index of the row being decoded
 	id      int64
 	buf     []byte
+	missing idList // metadata ids without a blob, skipped
+	orphans idList // blob ids without a metadata row
+	ended   bool   // the table was read to its end
+}
+
+// idList counts ids and keeps the first few, for messages.
+type idList struct {
+	n     int64
+	first []int64
+}
+
+const idsShown = 10
+
+func (l *idList) add(id int64) {
+	l.n++
+	if len(l.first) < idsShown {
+		l.first = append(l.first, id)
+	}
+}
+
+// String lists the ids: "7", "7, 9 and 3 more".
+func (l idList) String() string {
+	parts := make([]string, len(l.first))
+	for i, id := range l.first {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	s := strings.Join(parts, ", ")
+	if more := l.n - int64(len(l.first)); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
 }
 
 // Open opens a buffer table for reading.
@@ -65,7 +105,7 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 			r.Close()
 		}
 	}()
-	kind, exists, err := tableKind(db, loc)
+	kind, lay, exists, err := tableKind(db, loc)
 	if err != nil {
 		return nil, err
 	}
@@ -75,12 +115,11 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 	if loc.Kind != "" && loc.Kind != kind {
 		return nil, badTable(loc, "schema_type=%s, but the table is a %s table", loc.Kind, kind)
 	}
-	r.kind = kind
-	q := "SELECT id, experience_bytes FROM " + quoteIdent(loc.Table) + " ORDER BY id"
-	if kind == KindExperience {
-		q = "SELECT id, experience_bytes, task_id, run_id, msg_id, model_version, reward FROM " + quoteIdent(loc.Table) + " ORDER BY id"
+	if loc.Layout != "" && loc.Layout != lay {
+		return nil, badTable(loc, "layout=%s, but the table has the %s layout", loc.Layout, lay)
 	}
-	rows, err := db.Query(q)
+	r.kind, r.layout = kind, lay
+	rows, err := db.Query(selectSQL(loc, kind, lay))
 	if err != nil {
 		return nil, locErr(loc, "cannot read table %s: %v", loc.Table, err)
 	}
@@ -99,7 +138,7 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 	r.pending = true
 	_, strBatch := r.rec.batch.(string)
 	_, strTask := r.rec.task.(string)
-	r.schema = kind.storeSchema(strBatch, strTask || kind == KindExperience, opt.Columns)
+	r.schema = kind.storeSchema(lay, strBatch, strTask || kind == KindExperience, opt.Columns)
 	mem := opt.Mem
 	if mem == nil {
 		mem = memory.DefaultAllocator
@@ -110,18 +149,77 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 	return r, nil
 }
 
-// Kind returns the table's layout.
+// selectSQL returns the query that reads a buffer in id order: id, the
+// inline payload (0.5, mixed), the blob's id and payload (0.6, mixed), then
+// an experience table's columns.
+func selectSQL(loc Location, k Kind, lay Layout) string {
+	cols := []string{"m.id"}
+	if lay != Layout06 {
+		cols = append(cols, "m.experience_bytes")
+	}
+	if lay != Layout05 {
+		cols = append(cols, "b.id", "b.experience_bytes")
+	}
+	if k == KindExperience {
+		cols = append(cols, "m.task_id", "m.run_id", "m.msg_id", "m.model_version", "m.reward")
+	}
+	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(loc.Table) + " m"
+	if lay != Layout05 {
+		q += " LEFT JOIN " + quoteIdent(blobTable(loc)) + " b ON b.id = m.id"
+	}
+	return q + " ORDER BY m.id"
+}
+
+// Kind returns the table's schema type.
 func (r *Reader) Kind() Kind { return r.kind }
+
+// Layout returns the buffer's layout, as its tables show it.
+func (r *Reader) Layout() Layout { return r.layout }
+
+// MissingBlobs returns the number of metadata rows read without a blob row
+// (skipped; on_missing_blob=skip) and a one-line list of their ids.
+func (r *Reader) MissingBlobs() (int64, string) { return r.missing.n, r.missing.String() }
+
+// OrphanBlobs returns the number of blob rows without a metadata row and a
+// one-line list of their ids, known once the table has been read to its
+// end (0 before, and for a 0.5 table).
+func (r *Reader) OrphanBlobs() (int64, string) { return r.orphans.n, r.orphans.String() }
+
+// Counts returns the missing and orphan blob counts under their metric
+// names (0.6 and mixed buffers).
+func (r *Reader) Counts() map[string]int64 {
+	if r.layout == Layout05 {
+		return nil
+	}
+	return map[string]int64{"trinity/missing_blob_skipped": r.missing.n, "trinity/orphan_blobs": r.orphans.n}
+}
+
+// Warnings returns what a reader of the whole table should be told: the
+// metadata rows skipped for a missing blob and the blob rows no metadata row
+// names. Complete once the table has been read to its end.
+func (r *Reader) Warnings() []string {
+	var out []string
+	if r.missing.n > 0 {
+		out = append(out, fmt.Sprintf("%s: table %s: skipped %d metadata row(s) without a blob row in %s (on_missing_blob=skip): id %s",
+			r.loc, r.loc.Table, r.missing.n, blobTable(r.loc), r.missing))
+	}
+	if r.orphans.n > 0 {
+		out = append(out, fmt.Sprintf("%s: table %s: %d blob row(s) without a metadata row in %s, not read: id %s",
+			r.loc, blobTable(r.loc), r.orphans.n, r.loc.Table, r.orphans))
+	}
+	return out
+}
 
 // Schema returns the store schema the batches have.
 func (r *Reader) Schema() *arrow.Schema { return r.schema }
 
 // rawRow is a table row as scanned, before decoding.
 type rawRow struct {
-	id   int64
-	blob []byte // nil when NULL
-	cols tableCols
-	vals struct {
+	id      int64
+	blob    []byte // nil when NULL
+	missing bool   // 0.6: no blob row
+	cols    tableCols
+	vals    struct {
 		task, msg string
 		run, mv   int64
 		reward    float64
@@ -145,6 +243,7 @@ func (r *Reader) scan(rows *sql.Rows, out chan<- chunk, done <-chan struct{}) {
 	defer close(out)
 	defer rows.Close()
 	var n int64
+	var dest []any
 	for {
 		var c chunk
 		var arena []byte
@@ -156,20 +255,39 @@ func (r *Reader) scan(rows *sql.Rows, out chan<- chunk, done <-chan struct{}) {
 		}
 		for len(c.rows) < chunkRows && rows.Next() {
 			var (
-				blob sql.RawBytes
-				task sql.NullString
-				msg  sql.NullString
-				run  sql.NullInt64
-				mv   sql.NullInt64
-				rw   sql.NullFloat64
-				err  error
+				inline sql.RawBytes
+				blobID sql.NullInt64
+				blob   sql.RawBytes
+				task   sql.NullString
+				msg    sql.NullString
+				run    sql.NullInt64
+				mv     sql.NullInt64
+				rw     sql.NullFloat64
 			)
 			c.rows = append(c.rows, rawRow{})
 			raw := &c.rows[len(c.rows)-1]
+			dest := append(dest[:0], &raw.id)
+			if r.layout != Layout06 {
+				dest = append(dest, &inline)
+			}
+			if r.layout != Layout05 {
+				dest = append(dest, &blobID, &blob)
+			}
 			if r.kind == KindExperience {
-				err = rows.Scan(&raw.id, &blob, &task, &run, &msg, &mv, &rw)
-			} else {
-				err = rows.Scan(&raw.id, &blob)
+				dest = append(dest, &task, &run, &msg, &mv, &rw)
+			}
+			err := rows.Scan(dest...)
+			if err == nil {
+				switch {
+				case r.layout == Layout05:
+					blob = inline
+				case inline != nil && blobID.Valid:
+					err = fmt.Errorf("id %d has a payload in both %s.experience_bytes and %s: a mixed 0.5/0.6 table whose row is ambiguous", raw.id, r.loc.Table, blobTable(r.loc))
+				case inline != nil:
+					blob = inline
+				case !blobID.Valid:
+					raw.missing = true
+				}
 			}
 			if err != nil {
 				c.rows = c.rows[:len(c.rows)-1]
@@ -218,8 +336,87 @@ func ptrTo[T any](ok bool, p *T) *T {
 	return p
 }
 
-// decodeNext decodes the next row into r.rec.
+// errMissingBlob is decodeRow's word for a metadata row without a blob.
+var errMissingBlob = errors.New("missing blob")
+
+// decodeNext decodes the next row into r.rec, skipping (on_missing_blob=
+// skip) or refusing metadata rows without a blob; at the end of a 0.6 table
+// it looks for blob rows without metadata.
 func (r *Reader) decodeNext() (bool, error) {
+	for {
+		more, err := r.decodeRow()
+		switch {
+		case err == errMissingBlob && r.loc.SkipMissingBlobs:
+			r.missing.add(r.id)
+		case err == errMissingBlob:
+			return false, r.missingBlobErr()
+		case err == nil && !more:
+			return false, r.atEnd()
+		default:
+			return more, err
+		}
+	}
+}
+
+// missingBlobErr stops the read and names every metadata id without a blob.
+func (r *Reader) missingBlobErr() error {
+	row, id := r.row, r.id
+	r.stopScan()
+	q := "SELECT m.id FROM " + quoteIdent(r.loc.Table) + " m LEFT JOIN " + quoteIdent(blobTable(r.loc)) + " b ON b.id = m.id WHERE b.id IS NULL"
+	if r.layout == LayoutMixed {
+		q += " AND m.experience_bytes IS NULL"
+	}
+	var ids idList
+	if err := r.ids(q+" ORDER BY m.id", &ids); err != nil || ids.n == 0 {
+		ids = idList{}
+		ids.add(id)
+	}
+	return schema.Errorf(r.loc.String(), row, "", "table %s: %d metadata row(s) without a blob row in %s: id %s (Trinity's reader skips them with a log line only; add &on_missing_blob=skip to the URL to read the rest)",
+		r.loc.Table, ids.n, blobTable(r.loc), ids)
+}
+
+// atEnd runs once the query is exhausted: blob rows no metadata row names.
+func (r *Reader) atEnd() error {
+	if r.ended || r.layout == Layout05 {
+		return nil
+	}
+	r.ended = true
+	r.stopScan()
+	q := "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL ORDER BY b.id"
+	return r.ids(q, &r.orphans)
+}
+
+// ids adds the ids a query returns to l.
+func (r *Reader) ids(q string, l *idList) error {
+	rows, err := r.db.Query(q)
+	if err != nil {
+		return locErr(r.loc, "cannot read table %s: %v", blobTable(r.loc), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return locErr(r.loc, "cannot read table %s: %v", blobTable(r.loc), err)
+		}
+		l.add(id)
+	}
+	if err := rows.Err(); err != nil {
+		return locErr(r.loc, "cannot read table %s: %v", blobTable(r.loc), err)
+	}
+	return nil
+}
+
+// stopScan stops the scanning goroutine, which frees the connection.
+func (r *Reader) stopScan() {
+	if r.done != nil {
+		close(r.done)
+		r.wg.Wait()
+		r.done = nil
+	}
+}
+
+// decodeRow decodes the next row into r.rec.
+func (r *Reader) decodeRow() (bool, error) {
 	for r.ci >= len(r.chunk.rows) {
 		if r.chunk.err != nil {
 			return false, r.chunk.err
@@ -240,6 +437,9 @@ func (r *Reader) decodeNext() (bool, error) {
 	raw := &r.chunk.rows[r.ci]
 	r.ci++
 	r.id = raw.id
+	if raw.missing {
+		return false, errMissingBlob
+	}
 	blob := raw.blob
 	var cols *tableCols
 	if r.kind == KindExperience {
@@ -305,11 +505,7 @@ func (r *Reader) Close() error {
 		r.bld.Release()
 		r.bld = nil
 	}
-	if r.done != nil {
-		close(r.done)
-		r.wg.Wait()
-		r.done = nil
-	}
+	r.stopScan()
 	var err error
 	if r.db != nil {
 		if cerr := r.db.Close(); err == nil {

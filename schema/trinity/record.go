@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // record is one experience between a table row and a store row: the values
@@ -26,6 +28,15 @@ type record struct {
 	ints   [nIntField]vec[int32]
 	floats [nFloatField]vec[float32]
 	mask   vec[bool]
+	routed routed
+}
+
+// routed is the routed_experts tensor, [tokens-1, layers, top_k] in C
+// order; ok is false when it is absent.
+type routed struct {
+	v     []int16
+	shape [3]int
+	ok    bool
 }
 
 // vec is a tensor as a store list; ok is false when it is absent (null).
@@ -58,8 +69,9 @@ var intFieldNames = [nIntField]string{"tokens", "chosen", "rejected"}
 var floatFieldNames = [nFloatField]string{"logprobs", "token_level_reward", "advantages", "returns", "teacher_logprobs"}
 
 func (r *record) reset() {
-	ints, floats, mask := r.ints, r.floats, r.mask
+	ints, floats, mask, rv := r.ints, r.floats, r.mask, r.routed.v
 	*r = record{}
+	r.routed.v = rv[:0]
 	for i := range ints {
 		r.ints[i].v = ints[i].v[:0]
 	}
@@ -226,6 +238,11 @@ func (r *record) fromPayload(p payload, cols *tableCols) *fieldError {
 		}
 		r.mask.set(v)
 	}
+	if t, ok := p.tensors[schema.RoutedExperts]; ok {
+		if e := r.routed.fromTensor(t, r.ints[fTokens]); e != nil {
+			return e
+		}
+	}
 	if e := r.construct(); e != nil {
 		return e
 	}
@@ -350,6 +367,60 @@ func intTensor(name string, t Tensor, dst []int32) ([]int32, *fieldError) {
 		dst = append(dst, int32(v))
 	}
 	return dst, nil
+}
+
+// fromTensor reads a routed_experts tensor: any integer dtype, three
+// dimensions, one row per token but the last, values within int16.
+func (ro *routed) fromTensor(t Tensor, tokens vec[int32]) *fieldError {
+	name := schema.RoutedExperts
+	if len(t.Shape) != 3 {
+		return ferr(name, "tensor of shape %v, want [len(tokens)-1, layers, top_k]", t.Shape)
+	}
+	if !tokens.ok || t.Shape[0] != int64(len(tokens.v))-1 {
+		return ferr(name, "tensor of shape %v for %d tokens, want %d rows (len(tokens)-1)", t.Shape, len(tokens.v), len(tokens.v)-1)
+	}
+	switch t.Dtype {
+	case "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64":
+	default:
+		return ferr(name, "tensor of dtype %s, want integers", t.Dtype)
+	}
+	n := int(t.Shape[0] * t.Shape[1] * t.Shape[2])
+	v := ro.v[:0]
+	for i := 0; i < n; i++ {
+		x, ok := intAt(t.Dtype, t.Data, i)
+		if !ok || x < math.MinInt16 || x > math.MaxInt16 {
+			return ferr(name, "expert id at %d does not fit int16", i)
+		}
+		v = append(v, int16(x))
+	}
+	ro.v, ro.ok = v, true
+	ro.shape = [3]int{int(t.Shape[0]), int(t.Shape[1]), int(t.Shape[2])}
+	return nil
+}
+
+// tensor encodes routed_experts in the narrowest dtype upstream uses that
+// holds every id exactly: U8 when all lie in [0, 255], else I16.
+func (ro *routed) tensor() Tensor {
+	u8 := true
+	for _, x := range ro.v {
+		if x < 0 || x > 255 {
+			u8 = false
+			break
+		}
+	}
+	shape := []int64{int64(ro.shape[0]), int64(ro.shape[1]), int64(ro.shape[2])}
+	if u8 {
+		b := make([]byte, len(ro.v))
+		for i, x := range ro.v {
+			b[i] = byte(x)
+		}
+		return Tensor{"U8", shape, b}
+	}
+	b := make([]byte, 2*len(ro.v))
+	for i, x := range ro.v {
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(x))
+	}
+	return Tensor{"I16", shape, b}
 }
 
 // intAt reads element i of an integer dtype; ok is false past int64.

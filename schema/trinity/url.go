@@ -19,20 +19,29 @@ import (
 //
 // Query parameters read here: table (required), schema_type (experience,
 // dpo or sft: the layout of a table to create; read from an existing
-// table's columns otherwise) and if_exists (error, append or replace: what
-// writing into a table that already holds rows does). Other parameters of a
+// table's columns otherwise), if_exists (error, append or replace: what
+// writing into a table that already holds rows does), layout (0.5 or 0.6:
+// the tables a write creates, see Layout; read from the tables otherwise)
+// and on_missing_blob (error or skip: what reading a 0.6 metadata row
+// without its blob row does). Other parameters of a
 // PostgreSQL URL (sslmode, …) go to the driver. A driver suffix as
 // SQLAlchemy spells it (postgresql+psycopg2://) is accepted.
 
 // Location is a parsed buffer URL.
 type Location struct {
-	URL      string // as given
-	Driver   string // "sqlite" or "pgx"
-	DSN      string // what the driver opens: a file path or a PostgreSQL URL
-	Table    string
-	Kind     Kind   // from schema_type; "" when not given
-	IfExists string // error, append or replace
+	URL              string // as given
+	Driver           string // "sqlite" or "pgx"
+	DSN              string // what the driver opens: a file path or a PostgreSQL URL
+	Table            string
+	Kind             Kind   // from schema_type; "" when not given
+	IfExists         string // error, append or replace
+	Layout           Layout // from layout; "" when not given
+	SkipMissingBlobs bool   // on_missing_blob=skip
 }
+
+// params are the query parameters ParseURL reads (the others of a
+// PostgreSQL URL go to the driver).
+var params = map[string]bool{"table": true, "schema_type": true, "if_exists": true, "layout": true, "on_missing_blob": true}
 
 // IsURL reports whether a store argument names a database buffer.
 func IsURL(s string) bool {
@@ -74,7 +83,7 @@ func ParseURL(s string) (Location, error) {
 		q = u.Query()
 		pass := url.Values{}
 		for k, v := range q {
-			if k != "table" && k != "schema_type" && k != "if_exists" {
+			if !params[k] {
 				pass[k] = v
 			}
 		}
@@ -84,12 +93,8 @@ func ParseURL(s string) (Location, error) {
 		return bad("unknown database scheme %q (use sqlite:// or postgresql://)", scheme)
 	}
 	for k := range q {
-		switch k {
-		case "table", "schema_type", "if_exists":
-		default:
-			if loc.Driver == "sqlite" {
-				return bad("unknown parameter %q (known: table, schema_type, if_exists)", k)
-			}
+		if !params[k] && loc.Driver == "sqlite" {
+			return bad("unknown parameter %q (known: table, schema_type, if_exists, layout, on_missing_blob)", k)
 		}
 	}
 	loc.Table = q.Get("table")
@@ -111,6 +116,19 @@ func ParseURL(s string) (Location, error) {
 			return bad("if_exists=%q: want error, append or replace", m)
 		}
 		loc.IfExists = m
+	}
+	switch l := Layout(q.Get("layout")); l {
+	case "", Layout05, Layout06:
+		loc.Layout = l
+	default:
+		return bad("layout=%q: want 0.5 or 0.6", l)
+	}
+	switch m := q.Get("on_missing_blob"); m {
+	case "", "error":
+	case "skip":
+		loc.SkipMissingBlobs = true
+	default:
+		return bad("on_missing_blob=%q: want error or skip", m)
 	}
 	return loc, nil
 }

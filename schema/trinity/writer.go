@@ -17,10 +17,12 @@ import (
 type Writer struct {
 	loc     Location
 	kind    Kind
+	layout  Layout
 	db      *sql.DB
 	tx      *sql.Tx
 	stmt    *sql.Stmt
-	created string // the SQLite file this writer created, removed on Abort
+	blob    *sql.Stmt // 0.6: the blob table's insert
+	created string    // the SQLite file this writer created, removed on Abort
 	rec     record
 	buf     []byte
 	rows    int64
@@ -31,8 +33,11 @@ type Writer struct {
 // schema s. The table's layout is the existing table's, else schema_type
 // from the URL, else the layout of the buffer s was read from
 // (MetaSchemaType), else dpo when s has chosen and rejected, experience
-// otherwise. A table that already holds rows is refused unless the URL says
-// if_exists=append or if_exists=replace.
+// otherwise. The layout likewise: the existing table's (0.6 rows into a
+// mixed one, as upstream 0.6 writes), else layout from the URL, else the
+// layout of the buffer s was read from (MetaLayout), else 0.5. A table that
+// already holds rows is refused unless the URL says if_exists=append or
+// if_exists=replace.
 func Create(rawURL string, s *arrow.Schema) (*Writer, error) {
 	loc, err := ParseURL(rawURL)
 	if err != nil {
@@ -56,9 +61,28 @@ func Create(rawURL string, s *arrow.Schema) (*Writer, error) {
 
 func (w *Writer) begin(s *arrow.Schema) error {
 	loc := w.loc
-	kind, exists, err := tableKind(w.db, loc)
+	kind, lay, exists, err := tableKind(w.db, loc)
 	if err != nil {
 		return err
+	}
+	md := s.Metadata()
+	switch {
+	case exists && loc.Layout != "" && loc.Layout != lay && !(lay == LayoutMixed && loc.Layout == Layout06):
+		return badTable(loc, "layout=%s, but the table has the %s layout", loc.Layout, lay)
+	case exists:
+	case loc.Layout != "":
+		lay = loc.Layout
+	case md.FindKey(MetaLayout) >= 0 && Layout(md.Values()[md.FindKey(MetaLayout)]) != Layout05:
+		lay = Layout06
+	default:
+		lay = Layout05
+	}
+	if !exists && lay == Layout06 {
+		if _, bexists, err := columnsOf(w.db, loc, blobTable(loc)); err != nil {
+			return err
+		} else if bexists {
+			return badTable(loc, "no such table, but %s exists: a blob table without its metadata table", blobTable(loc))
+		}
 	}
 	switch {
 	case exists && loc.Kind != "" && loc.Kind != kind:
@@ -70,13 +94,16 @@ func (w *Writer) begin(s *arrow.Schema) error {
 		if len(s.FieldIndices(schema.Chosen)) > 0 && len(s.FieldIndices(schema.Rejected)) > 0 {
 			kind = KindDPO
 		}
-		if md := s.Metadata(); md.FindKey(MetaSchemaType) >= 0 {
+		if md.FindKey(MetaSchemaType) >= 0 {
 			if k, err := ParseKind(md.Values()[md.FindKey(MetaSchemaType)]); err == nil {
 				kind = k
 			}
 		}
 	}
-	w.kind = kind
+	if lay == LayoutMixed {
+		lay = Layout06 // new rows as upstream 0.6 writes them
+	}
+	w.kind, w.layout = kind, lay
 	if w.tx, err = w.db.BeginTx(context.Background(), nil); err != nil {
 		return locErr(loc, "cannot begin a transaction: %v", err)
 	}
@@ -90,25 +117,39 @@ func (w *Writer) begin(s *arrow.Schema) error {
 			case "error":
 				return badTable(loc, "already holds %d rows (add &if_exists=append or &if_exists=replace)", n)
 			case "replace":
-				if _, err := w.tx.Exec("DELETE FROM " + quoteIdent(loc.Table)); err != nil {
-					return locErr(loc, "cannot empty %s: %v", loc.Table, err)
+				tables := []string{loc.Table}
+				if lay == Layout06 {
+					tables = append(tables, blobTable(loc))
+				}
+				for _, t := range tables {
+					if _, err := w.tx.Exec("DELETE FROM " + quoteIdent(t)); err != nil {
+						return locErr(loc, "cannot empty %s: %v", t, err)
+					}
 				}
 			}
 		}
 	}
-	for _, q := range ddl(loc, kind) {
+	for _, q := range ddl(loc, kind, lay) {
 		if _, err := w.tx.Exec(q); err != nil {
 			return locErr(loc, "cannot create table %s: %v", loc.Table, err)
 		}
 	}
-	if w.stmt, err = w.tx.Prepare(insertSQL(loc, kind)); err != nil {
+	if w.stmt, err = w.tx.Prepare(insertSQL(loc, kind, lay)); err != nil {
 		return locErr(loc, "cannot prepare the insert: %v", err)
+	}
+	if lay == Layout06 {
+		if w.blob, err = w.tx.Prepare(insertBlobSQL(loc)); err != nil {
+			return locErr(loc, "cannot prepare the insert: %v", err)
+		}
 	}
 	return nil
 }
 
-// Kind returns the layout of the table being written.
+// Kind returns the schema type of the table being written.
 func (w *Writer) Kind() Kind { return w.kind }
+
+// Layout returns the layout of the rows being written (0.5 or 0.6).
+func (w *Writer) Layout() Layout { return w.layout }
 
 // Write inserts the rows of a record batch, in order.
 func (w *Writer) Write(rec arrow.Record) error {
@@ -123,12 +164,38 @@ func (w *Writer) Write(rec arrow.Record) error {
 			return schema.Errorf(w.loc.String(), w.rows, fe.field, "cannot write into %s table %s: %s", w.kind, w.loc.Table, fe.msg)
 		}
 		w.buf = row.blob
-		if _, err := w.stmt.Exec(insertArgs(w.kind, row)...); err != nil {
+		if err := w.insert(row); err != nil {
 			return locErr(w.loc, "insert into %s (row %d): %v", w.loc.Table, w.rows, err)
 		}
 		w.rows++
 	}
 	return nil
+}
+
+// insert writes one row: in 0.6 the metadata row, then the blob row with
+// the id the database gave it (upstream's write: add, flush, blob).
+func (w *Writer) insert(row tableRow) error {
+	args := insertArgs(w.kind, w.layout, row)
+	if w.layout != Layout06 {
+		_, err := w.stmt.Exec(args...)
+		return err
+	}
+	var id int64
+	if w.loc.Driver == "pgx" {
+		if err := w.stmt.QueryRow(args...).Scan(&id); err != nil {
+			return err
+		}
+	} else {
+		res, err := w.stmt.Exec(args...)
+		if err != nil {
+			return err
+		}
+		if id, err = res.LastInsertId(); err != nil {
+			return err
+		}
+	}
+	_, err := w.blob.Exec(id, row.blob)
+	return err
 }
 
 // Rows returns the number of rows written so far.
@@ -140,7 +207,7 @@ func (w *Writer) Commit() error {
 		return errors.New("trinity: writer already closed")
 	}
 	w.done = true
-	w.stmt.Close()
+	w.closeStmts()
 	err := w.tx.Commit()
 	if cerr := w.db.Close(); err == nil {
 		err = cerr
@@ -159,14 +226,20 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.done = true
-	if w.stmt != nil {
-		w.stmt.Close()
-	}
+	w.closeStmts()
 	if w.tx != nil {
 		w.tx.Rollback()
 	}
 	w.db.Close()
 	w.removeCreated()
+}
+
+func (w *Writer) closeStmts() {
+	for _, st := range []*sql.Stmt{w.stmt, w.blob} {
+		if st != nil {
+			st.Close()
+		}
+	}
 }
 
 func (w *Writer) removeCreated() {
