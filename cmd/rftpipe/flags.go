@@ -32,25 +32,25 @@ func progressFlag() cli.Flag {
 
 func floatFlag(f *cli.Float64Flag, r args.Range) *cli.Float64Flag {
 	f.Usage += " (range " + r.String() + ")"
-	f.Action = func(_ *cli.Context, v float64) error { return flagRange(f.Name, r, v) }
+	f.Action = func(_ *cli.Context, v float64) error { return flagRange(f.Name, r, v, v) }
 	return f
 }
 
 func intFlag(f *cli.IntFlag, r args.Range) *cli.IntFlag {
 	f.Usage += " (range " + r.String() + ")"
-	f.Action = func(_ *cli.Context, v int) error { return flagRange(f.Name, r, float64(v)) }
+	f.Action = func(_ *cli.Context, v int) error { return flagRange(f.Name, r, float64(v), v) }
 	return f
 }
 
 func int64Flag(f *cli.Int64Flag, r args.Range) *cli.Int64Flag {
 	f.Usage += " (range " + r.String() + ")"
-	f.Action = func(_ *cli.Context, v int64) error { return flagRange(f.Name, r, float64(v)) }
+	f.Action = func(_ *cli.Context, v int64) error { return flagRange(f.Name, r, float64(v), v) }
 	return f
 }
 
-// flagRange checks --name's value v against r.
-func flagRange(name string, r args.Range, v float64) error {
-	if r.Contains(v) {
+// flagRange checks --name's value x (given as v) against r.
+func flagRange(name string, r args.Range, x float64, v any) error {
+	if r.Contains(x) {
 		return nil
 	}
 	return usagef("--%s %v is outside its valid range %s", name, v, r)
