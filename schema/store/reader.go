@@ -246,6 +246,10 @@ func (r *Reader) openNext() (err error) {
 	if err != nil {
 		return err
 	}
+	if err := uniqueColumns(file, s.Schema()); err != nil {
+		s.Close()
+		return err
+	}
 	r.raw, r.skippedFile = s, 0
 	s = normalise(file, withPartitions(file, s, r.parts, r.idx, r.cfg.columns, r.cfg.mem), r.cfg.mem)
 	if r.schema != nil && !SameColumns(s.Schema(), r.schema) {
@@ -255,6 +259,20 @@ func (r *Reader) openNext() (err error) {
 	}
 	r.cur = s
 	r.nextFile = 0
+	return nil
+}
+
+// uniqueColumns refuses a file whose columns are not uniquely named (a
+// Parquet or Arrow file may hold two columns called reward): which one a
+// reader took would be a guess.
+func uniqueColumns(file string, sc *arrow.Schema) error {
+	seen := map[string]int{}
+	for i, f := range sc.Fields() {
+		if j, dup := seen[f.Name]; dup {
+			return schema.Errorf(file, -1, f.Name, "duplicated column: columns %d and %d have this name", j, i)
+		}
+		seen[f.Name] = i
+	}
 	return nil
 }
 
