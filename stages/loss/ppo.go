@@ -48,7 +48,7 @@ func ppoDef() *Def {
 			aggParam("token-mean"),
 			args.Param{Name: "enable_sequence_masking", Kind: args.Bool, Ctor: false, Default: false, InDefaults: true,
 				Doc: "drop negative-advantage tokens of rows whose mean KL exceeds delta_sequence_masking"},
-			args.Param{Name: "delta_sequence_masking", Kind: args.Float, Range: args.NonNeg, Ctor: 0.1, Default: 0.1, InDefaults: true,
+			args.Param{Name: "delta_sequence_masking", Kind: args.Float, Ctor: 0.1, Default: 0.1, InDefaults: true,
 				Doc: "per-row KL threshold of sequence masking"},
 			args.Param{Name: "fallback_to_policy_gradient", Kind: args.Bool, Ctor: false, Default: false, InDefaults: true,
 				Doc: "use ratio exp(lp - sg(lp)) = 1: plain policy gradient"},
