@@ -36,14 +36,21 @@ func AppendID(dst []byte, a arrow.Array, i int) []byte {
 	return append(dst, a.ValueStr(i)...)
 }
 
-// AppendKey appends the "/"-joined rendering of the given id columns at row i
-// (tid = batch/task, rid = batch/task/run, sid = batch/task/step).
+// AppendKey appends a key of the given id columns at row i (tid = batch,
+// task; rid = batch, task, run), unambiguous whatever the ids hold: every
+// part but the last is its rendering's length, ':', the rendering and '/',
+// so batch "0", task "a/b" (1:0/a/b) and batch "0/a", task "b" (3:0/a/b) are
+// two keys.
 func AppendKey(dst []byte, i int, cols ...arrow.Array) []byte {
 	for k, c := range cols {
-		if k > 0 {
-			dst = append(dst, '/')
+		if k == len(cols)-1 {
+			return AppendID(dst, c, i)
 		}
+		start := len(dst)
 		dst = AppendID(dst, c, i)
+		part := append([]byte(nil), dst[start:]...)
+		dst = strconv.AppendInt(dst[:start], int64(len(part)), 10)
+		dst = append(append(append(dst, ':'), part...), '/')
 	}
 	return dst
 }

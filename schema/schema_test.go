@@ -54,8 +54,28 @@ func TestKeysRenderIntAndStringAlike(t *testing.T) {
 			t.Errorf("row %d: %q != %q", i, a, b)
 		}
 	}
-	if got := string(AppendKey(nil, 1, ints, strs)); got != "12/12" {
+	if got := string(AppendKey(nil, 1, ints, strs)); got != "2:12/12" {
 		t.Errorf("key = %q", got)
+	}
+}
+
+// TestKeysUnambiguous: ids holding the separator never make two groups one.
+func TestKeysUnambiguous(t *testing.T) {
+	str := func(v ...string) arrow.Array {
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		b.AppendValues(v, nil)
+		return b.NewArray()
+	}
+	batch, task, run := str("0", "0/a", "", "/", "1:0"), str("a/b", "b", "/", "", "a"), str("r", "r", "r", "r", "r")
+	seen := map[string]int{}
+	for i := 0; i < batch.Len(); i++ {
+		for _, cols := range [][]arrow.Array{{batch, task}, {batch, task, run}} {
+			k := string(AppendKey(nil, i, cols...))
+			if j, dup := seen[k]; dup {
+				t.Errorf("rows %d and %d share key %q", j, i, k)
+			}
+			seen[k] = i
+		}
 	}
 }
 

@@ -12,9 +12,11 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 //go:embed analysis/*.sql
@@ -27,6 +29,8 @@ var analysisFiles embed.FS
 //	-- Further free text …
 //	-- requires: col, col         columns of "experiences" the query reads
 //	-- var: name = LITERAL: doc   a DuckDB variable (getvariable('name')) and its default
+//	-- var: name = LITERAL in RANGE: doc
+//	                              a numeric one and its valid range (args.Range)
 type Analysis struct {
 	Name     string   // file name without ".sql"
 	Doc      string   // the first header line: what the query answers
@@ -39,7 +43,10 @@ type Analysis struct {
 type Var struct {
 	Name    string
 	Default string // a SQL literal, e.g. 0.0, 32, NULL or 'x'
-	Doc     string
+	// Range, when set, makes the variable a number in that interval (or
+	// NULL, where the default is NULL); CheckVars enforces it.
+	Range args.Range
+	Doc   string
 }
 
 // producedBy names the command that writes a column the bundled and generated
@@ -51,7 +58,7 @@ var producedBy = map[string]string{
 }
 
 var (
-	varLine = regexp.MustCompile(`^(\w+)\s*=\s*(.+?)\s*:\s*(.*)$`)
+	varLine = regexp.MustCompile(`^(\w+)\s*=\s*(.+?)(?:\s+in\s+([\[(][^\])]*[\])]))?\s*:\s*(.*)$`)
 	ident   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
@@ -114,7 +121,11 @@ func parseAnalysis(name, text string) (Analysis, error) {
 			if m == nil {
 				return a, fmt.Errorf("analysis %s: bad header line %q: want \"-- var: name = LITERAL: doc\"", name, line)
 			}
-			a.Vars = append(a.Vars, Var{Name: m[1], Default: m[2], Doc: m[3]})
+			v := Var{Name: m[1], Default: m[2], Range: args.Range(m[3]), Doc: m[4]}
+			if err := v.Range.Valid(); err != nil {
+				return a, fmt.Errorf("analysis %s: variable %s: %v", name, v.Name, err)
+			}
+			a.Vars = append(a.Vars, v)
 		}
 	}
 	if a.Doc == "" {
@@ -145,6 +156,35 @@ func (a Analysis) Check(columns []string) error {
 	have := slices.Clone(columns)
 	sort.Strings(have)
 	return schema.BadInputf("%s; it has: %s", msg, strings.Join(have, ", "))
+}
+
+// CheckVars checks the values given to the analysis' variables against
+// their declared ranges: a variable with a range or a numeric default takes a
+// finite number inside its range, or null where its default is NULL. Errors are bad input naming the
+// variable.
+func (a Analysis) CheckVars(values map[string]string) error {
+	for n, raw := range values {
+		v, ok := a.Var(n)
+		if !ok || (v.Range == args.Finite && !isNumber(v.Default)) {
+			continue // not a number variable
+		}
+		if strings.EqualFold(raw, "null") && strings.EqualFold(v.Default, "NULL") {
+			continue
+		}
+		x, err := strconv.ParseFloat(raw, 64)
+		if err != nil {
+			return schema.BadInputf("analysis %s: --var %s=%s: want a number in %s", a.Name, n, raw, v.Range)
+		}
+		if err := v.Range.Check("analysis "+a.Name+": --var "+n, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }
 
 // Var returns the analysis variable of that name.

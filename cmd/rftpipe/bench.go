@@ -41,7 +41,7 @@ func benchLossCommand() *cli.Command {
 			&cli.StringFlag{Name: "fn", Required: true, Usage: "policy loss `NAME`: " + strings.Join(loss.Default().Names(), ", ")},
 			&cli.StringFlag{Name: "shape", Value: "1024x4096", Usage: "`BxT`: rows × tokens per row"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "device: cpu | cuda | auto (cuda reports the median kernel time by CUDA events and the bandwidth against a measured device-to-device copy)"},
-			&cli.IntFlag{Name: "runs", Value: 9, Usage: "timed runs after one warm-up; the median is reported"},
+			intFlag(&cli.IntFlag{Name: "runs", Value: 9, Usage: "timed runs after one warm-up; the median is reported"}, "[1,1000]"),
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the random inputs"},
 			formatFlag(),
 		},
@@ -65,9 +65,6 @@ func benchLossCommand() *cli.Command {
 			rows, width, err := parseShape(c.String("shape"))
 			if err != nil {
 				return err
-			}
-			if c.Int("runs") < 1 {
-				return usagef("--runs must be >= 1")
 			}
 			o, err := objective.PolicyOnly(c.String("fn"))
 			if err != nil {
@@ -115,6 +112,10 @@ func benchCUDA(c *cli.Context, d *gpu.Device, o *objective.Objective, rows, widt
 }
 
 // parseShape parses "BxT" with B, T >= 1.
+// maxBenchTokens bounds B×T of `bench loss --shape`: the inputs and the
+// gradient are held in memory, some 50 bytes a token.
+const maxBenchTokens = 1 << 26
+
 func parseShape(s string) (rows, width int, err error) {
 	bs, ts, ok := strings.Cut(strings.ToLower(s), "x")
 	if ok {
@@ -125,6 +126,9 @@ func parseShape(s string) (rows, width int, err error) {
 	}
 	if !ok || err != nil || rows < 1 || width < 1 {
 		return 0, 0, usagef("--shape %q: want BxT, e.g. 1024x4096", s)
+	}
+	if int64(rows)*int64(width) > maxBenchTokens {
+		return 0, 0, usagef("--shape %q: %d tokens; at most %d (B×T) are held in memory", s, int64(rows)*int64(width), maxBenchTokens)
 	}
 	return rows, width, nil
 }

@@ -1,6 +1,10 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/rftpipe/rftpipe/stages/args"
+)
 
 // Flags shared by several commands.
 
@@ -21,4 +25,33 @@ func deviceFlag() cli.Flag {
 
 func progressFlag() cli.Flag {
 	return &cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress bar on stderr: auto (when a terminal) | always | never"}
+}
+
+// Numeric flags declare their valid range here, once: the usage text names
+// it and a value outside it is refused before the command starts (exit 2).
+
+func floatFlag(f *cli.Float64Flag, r args.Range) *cli.Float64Flag {
+	f.Usage += " (range " + r.String() + ")"
+	f.Action = func(_ *cli.Context, v float64) error { return flagRange(f.Name, r, v, v) }
+	return f
+}
+
+func intFlag(f *cli.IntFlag, r args.Range) *cli.IntFlag {
+	f.Usage += " (range " + r.String() + ")"
+	f.Action = func(_ *cli.Context, v int) error { return flagRange(f.Name, r, float64(v), v) }
+	return f
+}
+
+func int64Flag(f *cli.Int64Flag, r args.Range) *cli.Int64Flag {
+	f.Usage += " (range " + r.String() + ")"
+	f.Action = func(_ *cli.Context, v int64) error { return flagRange(f.Name, r, float64(v), v) }
+	return f
+}
+
+// flagRange checks --name's value x (given as v) against r.
+func flagRange(name string, r args.Range, x float64, v any) error {
+	if r.Contains(x) {
+		return nil
+	}
+	return usagef("--%s %v is outside its valid range %s", name, v, r)
 }

@@ -10,6 +10,13 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/synth"
+	"github.com/rftpipe/rftpipe/stages/args"
+)
+
+// The valid ranges of gen's counts and lengths (synth checks them again).
+var (
+	countRange = args.Range(fmt.Sprintf("[1,%d]", synth.MaxCount))
+	lenRange   = args.Range(fmt.Sprintf("[1,%d]", synth.MaxLen))
 )
 
 func genCommand() *cli.Command {
@@ -30,13 +37,13 @@ func genCommand() *cli.Command {
 			"  rftpipe gen --tasks 32 --runs 8 --with all --seed 17 --out full.parquet\n" +
 			"  rftpipe gen --kind pairs --tasks 32 --with logprob,ref_logprob --seed 19 --out pairs.parquet",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "tasks", Value: d.Tasks, Usage: "number of tasks (distinct batch/task ids)"},
-			&cli.IntFlag{Name: "runs", Value: d.Runs, Usage: "runs (rollouts) per task"},
-			&cli.IntFlag{Name: "steps", Value: d.Steps, Usage: "steps per run (multi-step episodes)"},
-			&cli.IntFlag{Name: "tasks-per-batch", Value: d.TasksPerBatch, Usage: "tasks per explore batch"},
-			&cli.IntFlag{Name: "prompt-len", Value: d.PromptLen, Usage: "prompt tokens per experience"},
-			&cli.StringFlag{Name: "resp-len", Value: "256", Usage: "response tokens: N or MIN:MAX"},
-			&cli.StringFlag{Name: "reward", Value: d.Reward, Usage: "bernoulli:P | uniform | normal"},
+			intFlag(&cli.IntFlag{Name: "tasks", Value: d.Tasks, Usage: "number of tasks (distinct batch/task ids)"}, countRange),
+			intFlag(&cli.IntFlag{Name: "runs", Value: d.Runs, Usage: "runs (rollouts) per task"}, countRange),
+			intFlag(&cli.IntFlag{Name: "steps", Value: d.Steps, Usage: "steps per run (multi-step episodes)"}, countRange),
+			intFlag(&cli.IntFlag{Name: "tasks-per-batch", Value: d.TasksPerBatch, Usage: "tasks per explore batch"}, countRange),
+			intFlag(&cli.IntFlag{Name: "prompt-len", Value: d.PromptLen, Usage: "prompt tokens per experience"}, lenRange),
+			&cli.StringFlag{Name: "resp-len", Value: "256", Usage: fmt.Sprintf("response tokens: N or MIN:MAX, in %s", lenRange)},
+			&cli.StringFlag{Name: "reward", Value: d.Reward, Usage: "bernoulli:P (P in (0,1)) | uniform | normal"},
 			&cli.StringFlag{Name: "kind", Value: string(d.Kind), Usage: "single | multi | dpo | pairs"},
 			&cli.StringFlag{Name: "with", Usage: "trainer-side columns to add: `LIST` of " + strings.Join(synth.TrainerColumns, ",") + ", or all"},
 			&cli.Uint64Flag{Name: "seed", Value: d.Seed, Usage: "random seed (same seed, same bytes)"},

@@ -124,7 +124,7 @@ func TestLossCommandErrors(t *testing.T) {
 	}{
 		{"unknown loss", []string{"--fn", "ppo2", "--in", in}, "unknown policy loss"},
 		{"unknown arg", []string{"--fn", "ppo", "--arg", "clip=1", "--in", in}, "unknown argument clip"},
-		{"bad value", []string{"--fn", "sft_phi", "--arg", "cutoff_prob=0", "--in", in}, "cutoff_prob must be in (0, 1]"},
+		{"bad value", []string{"--fn", "sft_phi", "--arg", "cutoff_prob=0", "--in", in}, "argument cutoff_prob: 0 is outside its valid range (0,1]"},
 		{"missing column", []string{"--fn", "dpo", "--in", in}, "missing input ref_logprob"},
 		{"mix needs expert_mask", []string{"--fn", "mix", "--in", in}, "missing input expert_mask"},
 		{"bad --col", []string{"--fn", "ppo", "--in", in, "--col", "rewards=reward"}, "want CANONICAL=COLUMN"},

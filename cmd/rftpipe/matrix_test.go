@@ -81,6 +81,9 @@ func TestBadInputMatrix(t *testing.T) {
 		{"inf_reward.jsonl", bad("inf_reward.jsonl"), rewardBad, ""},
 		{"nan_logprob.jsonl", bad("nan_logprob.jsonl"), rowBad, ""},
 		{"null_id.jsonl", bad("null_id.jsonl"), rowBad, ""},
+		{"bad_utf8.jsonl", bad("bad_utf8.jsonl"), allBad, "invalid UTF-8"},
+		// sql reads it as DuckDB does (which renames the second reward).
+		{"dup_reward.parquet", bad("dup_reward.parquet"), [5]int{2, 2, 0, 2, 2}, `column "reward": duplicated column`},
 		// convert copies a store without rewards as it is (no column is
 		// required of a conversion); inspect and sql summarise it.
 		{"missing_reward.jsonl", bad("missing_reward.jsonl"), [5]int{2, 2, 0, 0, 0}, ""},

@@ -10,6 +10,7 @@ import (
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/sql/duckdb"
 	sqlreport "github.com/rftpipe/rftpipe/sql/report"
+	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 func reportCommand() *cli.Command {
@@ -22,8 +23,8 @@ func reportCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "the experience `STORE` (file, directory or glob), if not given as the argument"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "the HTML `FILE` to write (atomically)"},
-			&cli.Float64Flag{Name: "std-threshold", Value: 0, Usage: "GRPO std_threshold to mark: groups with reward std <= it are dropped"},
-			&cli.IntFlag{Name: "bins", Value: 40, Usage: "bins per histogram"},
+			floatFlag(&cli.Float64Flag{Name: "std-threshold", Value: 0, Usage: "GRPO std_threshold to mark: groups with reward std <= it are dropped"}, args.NonNeg),
+			intFlag(&cli.IntFlag{Name: "bins", Value: 40, Usage: "bins per histogram"}, "[1,1000]"),
 			threadsFlag(),
 			memoryLimitFlag(),
 			progressFlag(),
@@ -39,9 +40,6 @@ func reportCommand() *cli.Command {
 				in = c.Args().First()
 			case in == "":
 				return usagef("report needs a STORE (rftpipe report STORE --out FILE)")
-			}
-			if c.Int("bins") < 1 {
-				return usagef("--bins must be >= 1")
 			}
 			out := c.String("out")
 			if err := checkNotStore(out, []duckdb.Store{{Path: in}}); err != nil {

@@ -20,7 +20,8 @@ func runCommand() *cli.Command {
 		Usage: "compute advantages over a store (an advantage fn, an add strategy or an algorithm preset): filter, duplicate, write advantages/returns",
 		Description: "Rows keep input order (upstream groups them; compare by eid). Duplicated rows come last, with a\n" +
 			"fresh suffix and duplicate_of = the input row they copy.\n\n" +
-			fnHelp() + "add strategies: " + strings.Join(addstrategy.Default().Names(), ", "),
+			fnHelp() + "An argument outside its range (∈ interval; none: any finite number) is refused (exit 2).\n" +
+			"add strategies: " + strings.Join(addstrategy.Default().Names(), ", "),
 		ArgsUsage: " ",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "advantage-fn", Usage: "advantage fn or filter (`NAME`, listed below)"},
@@ -105,9 +106,9 @@ func runCommand() *cli.Command {
 	}
 }
 
-// fnHelp lists the advantage fns with their arguments and defaults (upstream's
-// default_args(); "-" for an argument left to the constructor), pipeline-side
-// ones first.
+// fnHelp lists the advantage fns with their arguments, defaults (upstream's
+// default_args(); "-" for an argument left to the constructor) and valid
+// ranges (∈ interval; none: any finite number), pipeline-side ones first.
 func fnHelp() string {
 	var b strings.Builder
 	reg := advantage.Default()
@@ -132,6 +133,9 @@ func fnHelp() string {
 				}
 				if v == nil {
 					v = "-"
+				}
+				if p.Range != "" {
+					v = fmt.Sprintf("%v∈%s", v, p.Range)
 				}
 				args = append(args, fmt.Sprintf("%s=%v", p.Name, v))
 			}

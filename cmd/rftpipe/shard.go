@@ -14,6 +14,7 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/job"
 	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 // Sharded jobs: `run --shards N [--shard I]` processes the batches of shard
@@ -23,11 +24,17 @@ import (
 // indexEnv is the variable a Kubernetes Indexed Job sets to each pod's index.
 const indexEnv = "JOB_COMPLETION_INDEX"
 
+// The valid ranges of --shards and --shard.
+var (
+	shardsRange = args.Range(fmt.Sprintf("[1,%d]", shard.MaxShards))
+	shardRange  = args.Range(fmt.Sprintf("[0,%d]", shard.MaxShards-1))
+)
+
 // shardFlags select one shard of a job.
 func shardFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "shards", Usage: "split the job by explore batch into `N` shards; --out is then a directory of parts (OUT/part-I.parquet, OUT/_metrics/part-I.json)"},
-		&cli.IntFlag{Name: "shard", Usage: "the shard `I` to run (0 .. N-1; default: $" + indexEnv + ", as a Kubernetes Indexed Job sets it)"},
+		intFlag(&cli.IntFlag{Name: "shards", Usage: "split the job by explore batch into `N` shards; --out is then a directory of parts (OUT/part-I.parquet, OUT/_metrics/part-I.json)"}, shardsRange),
+		intFlag(&cli.IntFlag{Name: "shard", Usage: "the shard `I` to run (0 .. N-1; default: $" + indexEnv + ", as a Kubernetes Indexed Job sets it)"}, shardRange),
 	}
 }
 

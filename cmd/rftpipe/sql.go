@@ -57,6 +57,11 @@ func runSQL(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if analysis != nil {
+		if err := analysis.CheckVars(vars); err != nil {
+			return err
+		}
+	}
 	out := c.String("out")
 	format := duckdb.FormatOf(out)
 	if f := c.String("format"); f != "" {
@@ -207,7 +212,11 @@ func listAnalyses(w io.Writer) error {
 	for _, a := range rsql.Analyses() {
 		fmt.Fprintf(tw, "%s\t%s\n", a.Name, a.Doc)
 		for _, v := range a.Vars {
-			fmt.Fprintf(tw, "\t  --var %s=%s: %s\n", v.Name, v.Default, v.Doc)
+			rng := ""
+			if v.Range != "" {
+				rng = " in " + v.Range.String()
+			}
+			fmt.Fprintf(tw, "\t  --var %s=%s%s: %s\n", v.Name, v.Default, rng, v.Doc)
 		}
 	}
 	return tw.Flush()
@@ -258,7 +267,7 @@ func (m *multiFlag) Set(v string) error {
 func (m *multiFlag) String() string { return strings.Join(m.values, " ") }
 
 func threadsFlag() cli.Flag {
-	return &cli.IntFlag{Name: "threads", Usage: "DuckDB worker threads (0: one per CPU)"}
+	return intFlag(&cli.IntFlag{Name: "threads", Usage: "DuckDB worker threads (0: one per CPU)"}, "[0,4096]")
 }
 
 func memoryLimitFlag() cli.Flag {

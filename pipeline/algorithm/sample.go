@@ -27,11 +27,11 @@ func SampleStrategies() *registry.Registry[*SampleStrategyDef] {
 			{Name: "default", Doc: "read train_batch_size rows from the experience buffer"},
 			{Name: "warmup", Doc: "deprecated alias of default"},
 			{Name: "staleness_control", Doc: "read only rows with info.model_version >= step - max_staleness",
-				Params: args.Schema{{Name: "max_staleness", Kind: args.Float, Ctor: math.Inf(1),
+				Params: args.Schema{{Name: "max_staleness", Kind: args.Float, Range: "[0,inf]", Ctor: math.Inf(1),
 					Doc: "oldest model version accepted, relative to the trainer step (default: no limit)"}}},
 			{Name: "mix", Doc: "usual rows plus ceil(expert_data_ratio·N) expert (SFT) rows; adds expert_mask and step",
 				Params: args.Schema{
-					{Name: "expert_data_ratio", Kind: args.Float, Ctor: 0.5, Default: 0.5, InDefaults: true,
+					{Name: "expert_data_ratio", Kind: args.Float, Range: args.Unit, Ctor: 0.5, Default: 0.5, InDefaults: true,
 						Doc: "fraction of the batch read from the expert buffer"},
 					{Name: "sft_dataset_name", Kind: args.String, Ctor: "sft_dataset", Default: "sft_dataset", InDefaults: true,
 						Doc: "auxiliary buffer holding the expert data"},

@@ -128,8 +128,9 @@ type Merged struct {
 var partName = regexp.MustCompile(`^part-(\d+)\.json$`)
 
 // MergeDir combines the metrics files of directory out. Parts of different
-// shard counts, or a metric that combines differently across parts, are an
-// error; absent parts are listed in Missing.
+// jobs (labels) or shard counts, a shard count past MaxShards, or a metric
+// that combines differently across parts, are an error; absent parts are
+// listed in Missing.
 func MergeDir(out string) (*Merged, error) {
 	dir := MetricsDir(out)
 	ents, err := os.ReadDir(dir)
@@ -178,6 +179,12 @@ func Merge(parts []*Part) (*Merged, error) {
 	accs := map[string]*acc{}
 	seen := map[int]bool{}
 	for _, p := range parts {
+		if p.Shards < 1 || p.Shards > MaxShards || p.Shard < 0 || p.Shard >= p.Shards {
+			return nil, schema.BadInputf("part %d claims to be shard %d of %d: want 0 <= shard < shards <= %d", p.Shard, p.Shard, p.Shards, MaxShards)
+		}
+		if p.Label != m.Label {
+			return nil, schema.BadInputf("part %d is of job %q, part %d of job %q: one output directory per job", parts[0].Shard, m.Label, p.Shard, p.Label)
+		}
 		if p.Shards != m.Shards {
 			return nil, schema.BadInputf("part %d is of a %d-shard job, part %d of a %d-shard job: one output directory per shard count",
 				parts[0].Shard, m.Shards, p.Shard, p.Shards)

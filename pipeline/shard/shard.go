@@ -25,6 +25,10 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 )
 
+// MaxShards is the largest shard count: a Kubernetes Indexed Job runs at
+// most this many completions, and merge-metrics lists every missing part.
+const MaxShards = 10000
+
 // Shard is shard I of N (0 <= I < N).
 type Shard struct {
 	N, I int
@@ -33,8 +37,8 @@ type Shard struct {
 // New returns shard i of n, checked.
 func New(n, i int) (Shard, error) {
 	switch {
-	case n < 1:
-		return Shard{}, schema.BadInputf("--shards must be at least 1, not %d", n)
+	case n < 1 || n > MaxShards:
+		return Shard{}, schema.BadInputf("--shards %d is outside its valid range [1,%d]", n, MaxShards)
 	case i < 0 || i >= n:
 		return Shard{}, schema.BadInputf("shard index %d is out of range: %d shards are numbered 0 to %d", i, n, n-1)
 	}

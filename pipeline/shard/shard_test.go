@@ -2,6 +2,7 @@ package shard
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,23 @@ func TestMerge(t *testing.T) {
 	}
 	if _, err := Merge([]*Part{part(0, 2, agg.Metrics{"c": 1}, nil), part(1, 2, agg.Metrics{"c": 2}, nil)}); err == nil {
 		t.Error("differing settings merged")
+	}
+	// Parts of different jobs, and shard counts past MaxShards (which would
+	// list 10^11 missing parts), are refused, naming them.
+	other := part(1, 2, agg.Metrics{}, nil)
+	other.Label = "ppo"
+	if _, err := Merge([]*Part{part(0, 2, agg.Metrics{}, nil), other}); err == nil || !strings.Contains(err.Error(), `part 0 is of job "job", part 1 of job "ppo"`) {
+		t.Errorf("parts of two jobs: %v", err)
+	}
+	huge := part(0, 2, agg.Metrics{}, nil)
+	huge.Shards = 100000000000
+	if _, err := Merge([]*Part{huge}); err == nil || !strings.Contains(err.Error(), "shard 0 of 100000000000") {
+		t.Errorf("a part of 10^11 shards: %v", err)
+	}
+	bad := part(0, 2, agg.Metrics{}, nil)
+	bad.Shard = 5
+	if _, err := Merge([]*Part{bad}); err == nil {
+		t.Error("shard 5 of 2 merged")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -168,6 +169,9 @@ func (j *jsonlSource) readLine() (map[string]json.RawMessage, error) {
 				rec[k] = v
 			}
 		}
+		if !utf8.Valid(b) {
+			return nil, badUTF8(j.path, j.line-1, rec)
+		}
 		return rec, nil
 	}
 	if err := j.sc.Err(); errors.Is(err, bufio.ErrTooLong) {
@@ -176,6 +180,24 @@ func (j *jsonlSource) readLine() (map[string]json.RawMessage, error) {
 		return nil, fileError(j.path, err, "read failed at line %d", j.line+1)
 	}
 	return nil, io.EOF
+}
+
+// badUTF8 is the error of a line holding bytes that are not UTF-8: JSON
+// decoding would turn them into U+FFFD and so change (and possibly merge)
+// ids and text, so the line is refused, naming the first field (in name
+// order) whose value holds them.
+func badUTF8(path string, row int64, rec map[string]json.RawMessage) error {
+	keys := make([]string, 0, len(rec))
+	for k := range rec {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	for _, k := range keys {
+		if !utf8.Valid(rec[k]) {
+			return schema.Errorf(path, row, k, "invalid UTF-8 in %q (decoding would alter the bytes)", clip(rec[k]))
+		}
+	}
+	return schema.Errorf(path, row, "", "a field name holds invalid UTF-8")
 }
 
 // jsonlSchema derives the columns from the kinds of values each field holds:

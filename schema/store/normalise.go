@@ -23,8 +23,9 @@ import (
 //   - large_list, fixed_size_list → list; large_utf8, string_view and
 //     dictionary-encoded strings → utf8 (dictionaries of other types → their
 //     values); binary kinds likewise → binary. In unknown columns too.
-//   - a known integer column of any integer type (signed or unsigned) →
-//     its canonical width, when the value fits (run, step, prompt_length,
+//   - a known integer column of any integer type (signed or unsigned), or
+//     of a float type holding integral values → its canonical width, when
+//     the value fits (a fractional value is an error) (run, step, prompt_length,
 //     tokens: int32; batch, task, model_version: int64);
 //   - float16, float32 and float64 → the canonical float width. float64
 //     log-probs and advantages are rounded to float32, as upstream keeps them
@@ -209,8 +210,10 @@ func castable(from, to arrow.DataType) bool {
 		return ok && castable(lf.Elem(), lt.Elem())
 	}
 	switch to.ID() {
-	case arrow.INT16, arrow.INT32, arrow.INT64:
+	case arrow.INT16:
 		return isInt(from)
+	case arrow.INT32, arrow.INT64:
+		return isInt(from) || isFloat(from)
 	case arrow.FLOAT32, arrow.FLOAT64:
 		return isFloat(from) || isInt(from)
 	case arrow.BOOL:
@@ -322,6 +325,20 @@ func castList(a arrow.Array, to *arrow.ListType, mem memory.Allocator) (arrow.Ar
 	return array.MakeFromData(data), 0, nil
 }
 
+// exactInt reads a float column as integers (polars and pandas write
+// integer ids as float64 when a column had a null): a value is cast when it
+// is integral and exact (|v| <= 2^53); a fractional, non-finite or larger
+// one is not an integer (ok false).
+func exactInt(asFloat func(i int) float64) func(i int) (int64, bool) {
+	return func(i int) (int64, bool) {
+		v := asFloat(i)
+		if v != math.Trunc(v) || math.Abs(v) > 1<<53 {
+			return 0, false
+		}
+		return int64(v), true
+	}
+}
+
 // copier returns a function that appends element i of src to b, converting
 // it to b's type, or an error when the value does not convert losslessly.
 func copier(b array.Builder, src arrow.Array) (func(i int) error, error) {
@@ -329,6 +346,9 @@ func copier(b array.Builder, src arrow.Array) (func(i int) error, error) {
 	asFloat, isF := floatGetter(src)
 	switch bb := b.(type) {
 	case *array.Int64Builder:
+		if isF {
+			asInt, isI = exactInt(asFloat), true
+		}
 		if isI {
 			return func(i int) error {
 				v, ok := asInt(i)
@@ -340,6 +360,9 @@ func copier(b array.Builder, src arrow.Array) (func(i int) error, error) {
 			}, nil
 		}
 	case *array.Int32Builder:
+		if isF {
+			asInt, isI = exactInt(asFloat), true
+		}
 		if isI {
 			return func(i int) error {
 				v, ok := asInt(i)

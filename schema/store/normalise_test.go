@@ -214,6 +214,9 @@ func TestLossyValuesFail(t *testing.T) {
 		{"token past int32", schema.Tokens, arrow.ListOf(arrow.PrimitiveTypes.Int64), [][]int64{{1}, {2, 1 << 40}}, "row 1: column \"tokens\": item 1: 1099511627776 does not fit int32"},
 		{"run past int32", schema.Run, arrow.PrimitiveTypes.Int64, []int64{0, 1 << 33}, "row 1: column \"run\""},
 		{"task past int64", schema.Task, arrow.PrimitiveTypes.Uint64, []uint64{0, math.MaxUint64}, "row 1: column \"task\""},
+		{"fractional float batch", schema.Batch, arrow.PrimitiveTypes.Float64, []float64{0, 2.5}, "row 1: column \"batch\": 2.5 does not fit int64"},
+		{"NaN float run", schema.Run, arrow.PrimitiveTypes.Float64, []float64{math.NaN()}, "row 0: column \"run\": NaN does not fit int32"},
+		{"float task past 2^53", schema.Task, arrow.PrimitiveTypes.Float64, []float64{1, 1e300}, "row 1: column \"task\""},
 		{"log-prob past float32", schema.Logprobs, arrow.ListOf(arrow.PrimitiveTypes.Float64), [][]float64{{-1e300}}, "row 0: column \"logprobs\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,6 +240,8 @@ func TestLossyValuesFail(t *testing.T) {
 				b.(*array.Int64Builder).AppendValues(v, nil)
 			case []uint64:
 				b.(*array.Uint64Builder).AppendValues(v, nil)
+			case []float64:
+				b.(*array.Float64Builder).AppendValues(v, nil)
 			}
 			col := b.NewArray()
 			sc := arrow.NewSchema([]arrow.Field{{Name: tc.col, Type: tc.typ, Nullable: true}}, nil)
@@ -265,4 +270,38 @@ func mustCreate(t *testing.T, path string) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// TestIntegralFloatIDs: ids a writer stored as float64 (polars, pandas after
+// a null) read as the canonical integers, exactly.
+func TestIntegralFloatIDs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.arrow")
+	b := array.NewFloat64Builder(memory.DefaultAllocator)
+	b.AppendValues([]float64{0, 3, -7, 1 << 53}, nil)
+	col := b.NewArray()
+	sc := arrow.NewSchema([]arrow.Field{{Name: schema.Batch, Type: arrow.PrimitiveTypes.Float64, Nullable: true}}, nil)
+	w, err := ipc.NewFileWriter(mustCreate(t, path), ipc.WithSchema(sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(array.NewRecord(sc, []arrow.Array{col}, int64(col.Len()))); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := rec.Column(0).(*array.Int64)
+	if !ok {
+		t.Fatalf("batch read as %s, want int64", rec.Column(0).DataType())
+	}
+	if want := []int64{0, 3, -7, 1 << 53}; fmt.Sprint(got.Int64Values()) != fmt.Sprint(want) {
+		t.Errorf("batch = %v, want %v", got.Int64Values(), want)
+	}
 }

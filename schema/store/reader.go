@@ -118,37 +118,88 @@ func Expand(path string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{path}, nil
 	}
-	out := parquetFiles(path)
+	out, err := parquetFiles(path, path)
+	if err != nil {
+		return nil, err
+	}
 	if len(out) == 0 {
 		return nil, schema.Errorf(path, -1, "", "directory holds no Parquet files")
 	}
 	return out, nil
 }
 
-// parquetFiles lists the Parquet files of a store directory and of its
-// partition directories (named KEY=VALUE), sorted, leaving out hidden files
-// and files and directories starting with "_" (temp files, Spark's
-// _SUCCESS, rftpipe's _metrics, as pyarrow does).
-func parquetFiles(dir string) []string {
+// parquetFiles lists the Parquet files of store directory dir (below the
+// store's root) and of its partition directories (named KEY=VALUE), sorted,
+// leaving out hidden files and files and directories starting with "_"
+// (temp files, Spark's _SUCCESS, rftpipe's _metrics, as pyarrow does). Every
+// other store file is read or refused: one in a directory that is not a
+// partition, or of another format beside the Parquet files, is an error
+// naming it, so no row is silently left unread.
+func parquetFiles(root, dir string) ([]string, error) {
 	var out []string
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fileError(dir, err, "cannot list")
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if name[0] == '.' || name[0] == '_' {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if e.IsDir() {
+			if strings.Contains(name, "=") {
+				sub, err := parquetFiles(root, p)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, sub...)
+			} else if f, ok := firstStoreFile(p); ok {
+				return nil, schema.Errorf(f, -1, "", "store file in directory %s, which is not a KEY=VALUE partition of store %s: its rows would not be read; move it, or name it as a store of its own", name, root)
+			}
+			continue
+		}
+		switch f, ok := storeFile(name); {
+		case ok && f == Parquet:
+			out = append(out, p)
+		case ok:
+			return nil, schema.Errorf(p, -1, "", "a %s file in the Parquet directory store %s: its rows would not be read; convert it to Parquet or read it as a store of its own", f, root)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// storeFile reports whether a file of this name holds experiences, and its
+// format: a .json file (metadata beside a store, as datasets write) is not
+// taken for one.
+func storeFile(name string) (Format, bool) {
+	if strings.EqualFold(filepath.Ext(name), ".json") {
+		return 0, false
+	}
+	f, err := FormatOf(name)
+	return f, err == nil
+}
+
+// firstStoreFile returns a file below dir (hidden and "_" entries left out)
+// that a store could hold, if any.
+func firstStoreFile(dir string) (string, bool) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		name := e.Name()
 		if name[0] == '.' || name[0] == '_' {
 			continue
 		}
+		p := filepath.Join(dir, name)
 		if e.IsDir() {
-			if strings.Contains(name, "=") {
-				out = append(out, parquetFiles(filepath.Join(dir, name))...)
+			if f, ok := firstStoreFile(p); ok {
+				return f, true
 			}
-			continue
-		}
-		if ext := strings.ToLower(filepath.Ext(name)); ext == ".parquet" || ext == ".pq" {
-			out = append(out, filepath.Join(dir, name))
+		} else if _, ok := storeFile(name); ok {
+			return p, true
 		}
 	}
-	sort.Strings(out)
-	return out
+	return "", false
 }
 
 // Open opens a store for streaming. Every file of a multi-file store must have
@@ -205,6 +256,10 @@ func (r *Reader) openNext() (err error) {
 	if err != nil {
 		return err
 	}
+	if err := uniqueColumns(file, s.Schema()); err != nil {
+		s.Close()
+		return err
+	}
 	r.raw, r.skippedFile = s, 0
 	s = normalise(file, withPartitions(file, s, r.parts, r.idx, r.cfg.columns, r.cfg.mem), r.cfg.mem)
 	if r.schema != nil && !SameColumns(s.Schema(), r.schema) {
@@ -214,6 +269,20 @@ func (r *Reader) openNext() (err error) {
 	}
 	r.cur = s
 	r.nextFile = 0
+	return nil
+}
+
+// uniqueColumns refuses a file whose columns are not uniquely named (a
+// Parquet or Arrow file may hold two columns called reward): which one a
+// reader took would be a guess.
+func uniqueColumns(file string, sc *arrow.Schema) error {
+	seen := map[string]int{}
+	for i, f := range sc.Fields() {
+		if j, dup := seen[f.Name]; dup {
+			return schema.Errorf(file, -1, f.Name, "duplicated column: columns %d and %d have this name", j, i)
+		}
+		seen[f.Name] = i
+	}
 	return nil
 }
 

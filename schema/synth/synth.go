@@ -51,6 +51,19 @@ type Config struct {
 	ChunkRows int // rows per record batch (default 8192)
 }
 
+// Bounds of a configuration, checked before anything is generated:
+// MaxCount for tasks, runs, steps and tasks per batch, MaxRows for their
+// product, MaxLen for the prompt and response lengths in tokens.
+const (
+	MaxCount = 1 << 30
+	MaxRows  = 1 << 40
+	MaxLen   = 1 << 17
+)
+
+// chunkTokens bounds the tokens of one record batch, so that long rows come
+// in fewer rows per batch and memory stays bounded.
+const chunkTokens = 1 << 24
+
 // Default returns the default configuration.
 func Default() Config {
 	return Config{Tasks: 64, Runs: 8, Steps: 1, TasksPerBatch: 32, PromptLen: 64, RespMin: 256, RespMax: 256,
@@ -69,8 +82,8 @@ func ParseRange(s string) (lo, hi int, err error) {
 			return 0, 0, schema.BadInputf("bad length %q: want N or MIN:MAX", s)
 		}
 	}
-	if lo < 1 || hi < lo {
-		return 0, 0, schema.BadInputf("bad length %q: want 1 <= MIN <= MAX", s)
+	if lo < 1 || hi < lo || hi > MaxLen {
+		return 0, 0, schema.BadInputf("bad length %q: want 1 <= MIN <= MAX <= %d", s, MaxLen)
 	}
 	return lo, hi, nil
 }
@@ -81,7 +94,7 @@ func (c Config) rewardFn() (rewardFn, error) {
 	switch {
 	case strings.HasPrefix(c.Reward, "bernoulli:"):
 		p, err := strconv.ParseFloat(strings.TrimPrefix(c.Reward, "bernoulli:"), 64)
-		if err != nil || p <= 0 || p >= 1 {
+		if err != nil || !(p > 0 && p < 1) {
 			return nil, schema.BadInputf("bad reward %q: want bernoulli:P with 0 < P < 1", c.Reward)
 		}
 		// Each task has its own success rate u^(1/P-1), whose mean over tasks
@@ -103,12 +116,14 @@ func (c Config) rewardFn() (rewardFn, error) {
 
 func (c Config) check() error {
 	switch {
-	case c.Tasks < 1 || c.Runs < 1 || c.Steps < 1 || c.TasksPerBatch < 1:
-		return schema.BadInputf("tasks, runs, steps and tasks per batch must be >= 1")
-	case c.PromptLen < 1:
-		return schema.BadInputf("prompt length must be >= 1")
-	case c.RespMin < 1 || c.RespMax < c.RespMin:
-		return schema.BadInputf("response length must be 1 <= MIN <= MAX")
+	case !inCount(c.Tasks) || !inCount(c.Runs) || !inCount(c.Steps) || !inCount(c.TasksPerBatch):
+		return schema.BadInputf("tasks, runs, steps and tasks per batch must be in [1,%d]", MaxCount)
+	case c.Rows() > MaxRows || c.Rows() <= 0 || c.Rows()/int64(c.Tasks)/int64(c.Runs) != int64(c.Steps):
+		return schema.BadInputf("tasks × runs × steps must be at most %d", int64(MaxRows))
+	case c.PromptLen < 1 || c.PromptLen > MaxLen:
+		return schema.BadInputf("prompt length must be in [1,%d]", MaxLen)
+	case c.RespMin < 1 || c.RespMax < c.RespMin || c.RespMax > MaxLen:
+		return schema.BadInputf("response length must be 1 <= MIN <= MAX <= %d", MaxLen)
 	case c.Kind != Single && c.Kind != Multi && c.Kind != DPO && c.Kind != Pairs:
 		return schema.BadInputf("unknown kind %q (valid: single, multi, dpo, pairs)", c.Kind)
 	case c.Kind == Pairs && (c.Runs != 2 || c.Steps != 1):
@@ -124,6 +139,8 @@ func (c Config) check() error {
 	_, err := c.rewardFn()
 	return err
 }
+
+func inCount(n int) bool { return n >= 1 && n <= MaxCount }
 
 // Rows returns the number of experiences the config generates.
 func (c Config) Rows() int64 { return int64(c.Tasks) * int64(c.Runs) * int64(c.Steps) }
@@ -159,6 +176,7 @@ func Generate(ctx context.Context, c Config, emit func(arrow.Record) error) erro
 	if err := c.check(); err != nil {
 		return err
 	}
+	c.ChunkRows = max(1, min(c.ChunkRows, chunkTokens/(c.PromptLen+c.RespMax)))
 	total := c.Rows()
 	nchunks := int((total + int64(c.ChunkRows) - 1) / int64(c.ChunkRows))
 	workers := runtime.GOMAXPROCS(0)

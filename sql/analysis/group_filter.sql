@@ -8,7 +8,7 @@
 -- of the float32 rewards) is <= std_threshold; 0.0 drops exactly the groups
 -- whose rewards are all equal. The rule column says which rule applied.
 -- requires: batch, task, reward
--- var: std_threshold = NULL: groups with reward std <= this are dropped (NULL: grpo's default, none)
+-- var: std_threshold = NULL in [0,inf): groups with reward std <= this are dropped (NULL: grpo's default, none)
 WITH valid AS (
     SELECT batch, task, reward::FLOAT AS reward
     FROM experiences

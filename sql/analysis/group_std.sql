@@ -7,7 +7,7 @@
 -- --on-invalid-reward drop` does); a group without a finite reward is not
 -- counted, and the last row counts the rows left out.
 -- requires: batch, task, reward
--- var: bucket = 0.1: width of a std bucket
+-- var: bucket = 0.1 in (0,inf): width of a std bucket
 WITH params AS (
     SELECT getvariable('bucket')::DOUBLE AS w
 ), groups AS (

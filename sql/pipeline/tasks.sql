@@ -4,7 +4,9 @@
 -- group's first row; rows keep input order, hence ORDER BY min(row_idx)).
 --
 -- Ids are grouped by their string rendering, as upstream's keys are strings:
--- the integer 0 and the string "0" are one id. A row whose reward is null,
+-- the integer 0 and the string "0" are one id. A group is the pair of
+-- renderings, never their concatenation: batch "0", task "a/b" and batch
+-- "0/a", task "b" are two groups whatever the ids hold. A row whose reward is null,
 -- NaN or infinite belongs to no group (tid_id NULL): the pipeline reports it,
 -- or drops it with --on-invalid-reward drop, before any group forms.
 -- Placeholder grouped: which rows form groups — `valid`, or `TRUE` when a
@@ -18,18 +20,19 @@
 WITH k AS (
     SELECT row_idx,
            reward,
-           CAST(batch AS VARCHAR) || '/' || CAST(task AS VARCHAR) AS tid,
+           CAST(batch AS VARCHAR) AS tb,
+           CAST(task AS VARCHAR) AS tt,
            reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward) AS valid
     FROM exps
 ),
 ids AS (
-    SELECT tid, row_number() OVER (ORDER BY min(row_idx)) - 1 AS tid_id
+    SELECT tb, tt, row_number() OVER (ORDER BY min(row_idx)) - 1 AS tid_id
     FROM k
     WHERE {{grouped}}
-    GROUP BY tid
+    GROUP BY tb, tt
 )
--- (An equi-join on tid alone: an extra condition in a LEFT JOIN's ON clause
--- makes DuckDB fall back to a nested-loop join.)
+-- (An equi-join on the key alone: an extra condition in a LEFT JOIN's ON
+-- clause makes DuckDB fall back to a nested-loop join.)
 SELECT k.row_idx, k.reward, CASE WHEN {{grouped}} THEN ids.tid_id END AS tid_id
-FROM k LEFT JOIN ids USING (tid)
+FROM k LEFT JOIN ids USING (tb, tt)
 ORDER BY k.row_idx;

@@ -20,8 +20,8 @@ func clipVSpec() Spec {
 		Doc:  "grpo_verl advantages plus necs-based clipping of non-positive-advantage tokens",
 		Params: args.Schema{paramEpsilon,
 			// default_args() says 8.5, the constructor 2.0: both layers are kept.
-			{Name: "mu", Kind: args.Float, Ctor: 2.0, Default: 8.5, InDefaults: true, Doc: "clip tokens with D > mu·std(D)"},
-			param("max_frac", args.Float, 1e-4, "largest fraction of tokens clipped before top-k")},
+			{Name: "mu", Kind: args.Float, Ctor: 2.0, Default: 8.5, InDefaults: true, Range: args.NonNeg, Doc: "clip tokens with D > mu·std(D)"},
+			param("max_frac", args.Float, 1e-4, "largest fraction of tokens clipped before top-k").In(args.Unit)},
 		NewTrainer: func(a args.Values) (TrainerFn, error) {
 			return &ClipV{Epsilon: a.Float("epsilon"), Mu: a.Float("mu"), MaxFrac: a.Float("max_frac")}, nil
 		},

@@ -48,8 +48,17 @@ type Param struct {
 	InDefaults bool
 	// Choices, when set, are the valid values of a String argument.
 	Choices []string
+	// Range is the valid interval of a Float or Int argument (the empty
+	// Range: every finite number), checked by Resolve.
+	Range Range
 	// Doc is a one-line description for help texts.
 	Doc string
+}
+
+// In returns p with its valid range set to r.
+func (p Param) In(r Range) Param {
+	p.Range = r
+	return p
 }
 
 // Schema is the ordered list of a function's arguments.
@@ -90,8 +99,8 @@ func (s Schema) Defaults() Values {
 // Resolve validates a user argument dict and fills the keys it omits with the
 // constructor defaults; a nil dict means default_args() (then constructor
 // defaults for the rest), as upstream. Unknown names, values of the wrong
-// type, strings outside Choices and missing required arguments are errors
-// wrapping schema.ErrBadInput.
+// type, numbers outside Range, strings outside Choices and missing required
+// arguments are errors wrapping schema.ErrBadInput.
 func (s Schema) Resolve(user Values) (Values, error) {
 	if user == nil {
 		user = s.Defaults()
@@ -132,27 +141,37 @@ func (p Param) coerce(v any) (any, error) {
 	bad := func() (any, error) {
 		return nil, schema.BadInputf("argument %s: %v is not a valid %s", p.Name, v, p.Kind)
 	}
+	inRange := func(x float64) error { return p.Range.Check("argument "+p.Name, x) }
 	switch p.Kind {
 	case Float:
+		var f float64
 		switch x := v.(type) {
 		case float64:
-			return x, nil
+			f = x
 		case int64:
-			return float64(x), nil
+			f = float64(x)
 		case int:
-			return float64(x), nil
+			f = float64(x)
+		default:
+			return bad()
 		}
+		return f, inRange(f)
 	case Int:
+		var i int64
 		switch x := v.(type) {
 		case int64:
-			return x, nil
+			i = x
 		case int:
-			return int64(x), nil
+			i = int64(x)
 		case float64:
-			if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
-				return int64(x), nil
+			if x != math.Trunc(x) || math.Abs(x) >= 1<<53 {
+				return bad()
 			}
+			i = int64(x)
+		default:
+			return bad()
 		}
+		return i, inRange(float64(i))
 	case Bool:
 		if x, ok := v.(bool); ok {
 			return x, nil

@@ -24,10 +24,10 @@ func bypassDef() *Def {
 		return args.Param{Name: name, Kind: kind, Nullable: ctor == nil, Ctor: ctor, Doc: doc}
 	}
 	params := append(clipParams(0.2, nil, nil, false),
-		args.Param{Name: "clip_ratio_c", Kind: args.Float, Ctor: 3.0, Doc: "dual-clip bound (ppo_clip)"},
+		args.Param{Name: "clip_ratio_c", Kind: args.Float, Range: "(1,inf)", Ctor: 3.0, Doc: "dual-clip bound (ppo_clip)"},
 		aggParam("token-mean"),
 		opt("rollout_is", args.String, nil, "IS weight level: token or sequence (null: none)"),
-		args.Param{Name: "rollout_is_threshold", Kind: args.Float, Nullable: true, Ctor: 2.0, Doc: "truncation cap of the weights (null: no weights)"},
+		args.Param{Name: "rollout_is_threshold", Kind: args.Float, Range: args.Positive, Nullable: true, Ctor: 2.0, Doc: "truncation cap of the weights (null: no weights)"},
 		opt("rollout_is_batch_normalize", args.Bool, false, "divide the weights by their batch mean"),
 		opt("rollout_rs", args.String, nil, "rejection-sampling options, comma-separated (null: none)"),
 		opt("rollout_rs_threshold", args.String, nil, "rejection thresholds: one shared or one per option"),

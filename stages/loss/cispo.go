@@ -81,7 +81,7 @@ func (k *CISPO) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metric
 
 func cispoDef() *Def {
 	f := func(name string, def float64, doc string) args.Param {
-		return args.Param{Name: name, Kind: args.Float, Ctor: def, Default: def, InDefaults: true, Doc: doc}
+		return args.Param{Name: name, Kind: args.Float, Ctor: def, Default: def, InDefaults: true, Range: args.NonNeg, Doc: doc}
 	}
 	return &Def{
 		Name: "cispo",

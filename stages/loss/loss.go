@@ -114,9 +114,6 @@ func (d *Def) New(user args.Values) (*Loss, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy loss %s: %w", d.Name, err)
 	}
-	if err := checkGlobal(v); err != nil {
-		return nil, fmt.Errorf("policy loss %s: %w", d.Name, err)
-	}
 	p, err := d.build(v)
 	if err != nil {
 		return nil, fmt.Errorf("policy loss %s: %w", d.Name, err)
@@ -203,13 +200,13 @@ func aggParam(def string) args.Param {
 // values for the others; with none set the loss aggregates as Trinity's
 // aggregate_loss.
 var globalParams = args.Schema{
-	{Name: "dp_size", Kind: args.Int, Nullable: true,
+	{Name: "dp_size", Kind: args.Int, Range: args.AtLeast1, Nullable: true,
 		Doc: "verl aggregation: data-parallel world size D (the loss is multiplied by D, except sum-norm)"},
-	{Name: "batch_num_tokens", Kind: args.Float, Nullable: true,
+	{Name: "batch_num_tokens", Kind: args.Float, Range: args.Positive, Nullable: true,
 		Doc: "verl aggregation: token-mean denominator, the mask count of the whole mini-batch over all ranks"},
-	{Name: "global_batch_size", Kind: args.Float, Nullable: true,
+	{Name: "global_batch_size", Kind: args.Float, Range: args.Positive, Nullable: true,
 		Doc: "verl aggregation: seq-mean denominator, sequences per optimiser step over all ranks"},
-	{Name: "loss_scale_factor", Kind: args.Float, Nullable: true,
+	{Name: "loss_scale_factor", Kind: args.Float, Range: args.Positive, Nullable: true,
 		Doc: "verl aggregation: seq-mean-token-sum-norm divisor (default: the batch's padded width)"},
 }
 
@@ -224,19 +221,6 @@ func global(v args.Values) *agg.Global {
 		return nil
 	}
 	return &agg.Global{DPSize: int(dp), BatchNumTokens: n, GlobalBatchSize: g, LossScaleFactor: f}
-}
-
-// checkGlobal validates the global arguments: positive when given.
-func checkGlobal(v args.Values) error {
-	if dp, ok := v["dp_size"].(int64); ok && dp <= 0 {
-		return bad("dp_size must be positive, got %d", dp)
-	}
-	for _, k := range []string{"batch_num_tokens", "global_batch_size", "loss_scale_factor"} {
-		if x, ok := v.OptFloat(k); ok && !(x > 0) {
-			return bad("%s must be positive, got %v", k, x)
-		}
-	}
-	return nil
 }
 
 // verlParam is the argument selecting verl's version of a loss that

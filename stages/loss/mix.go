@@ -108,7 +108,7 @@ func (x *mix) plan(b *tokens.Batch) (*Plan, error) {
 // mixParams are the arguments mix and mix_chord share.
 func mixParams() args.Schema {
 	i := func(name, doc string) args.Param {
-		return args.Param{Name: name, Kind: args.Int, Ctor: int64(1), Doc: doc}
+		return args.Param{Name: name, Kind: args.Int, Ctor: int64(1), Range: args.NonNeg, Doc: doc}
 	}
 	optMode := func(name, doc string) args.Param {
 		p := aggParam("")
@@ -161,7 +161,7 @@ func newMix(v args.Values, sft *SFT) (*mix, error) {
 func mixDef() *Def {
 	return &Def{
 		Name: "mix",
-		Params: append(args.Schema{{Name: "mu", Kind: args.Float, Ctor: 0.1, Default: 0.1, InDefaults: true,
+		Params: append(args.Schema{{Name: "mu", Kind: args.Float, Range: args.Unit, Ctor: 0.1, Default: 0.1, InDefaults: true,
 			Doc: "weight of the expert (SFT) part"}}, mixParams()...),
 		Inputs: []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages, tokens.ExpertMask},
 		build: func(v args.Values) (planner, error) {
@@ -177,10 +177,10 @@ func mixDef() *Def {
 
 func mixChordDef() *Def {
 	i := func(name, doc string) args.Param {
-		return args.Param{Name: name, Kind: args.Int, Ctor: int64(0), Default: int64(0), InDefaults: true, Doc: doc}
+		return args.Param{Name: name, Kind: args.Int, Ctor: int64(0), Default: int64(0), InDefaults: true, Range: args.NonNeg, Doc: doc}
 	}
 	f := func(name, doc string) args.Param {
-		return args.Param{Name: name, Kind: args.Float, Ctor: 0.1, Default: 0.1, InDefaults: true, Doc: doc}
+		return args.Param{Name: name, Kind: args.Float, Ctor: 0.1, Default: 0.1, InDefaults: true, Range: args.Unit, Doc: doc}
 	}
 	return &Def{
 		Name: "mix_chord",
@@ -206,9 +206,6 @@ func mixChordDef() *Def {
 			}
 			x.chord = &chordSchedule{warmup: v.Int("mu_warmup_steps"), decay: v.Int("mu_decay_steps"),
 				peak: v.Float("mu_peak"), valley: v.Float("mu_valley")}
-			if x.chord.warmup < 0 || x.chord.decay < 0 {
-				return nil, bad("mu_warmup_steps and mu_decay_steps must be >= 0")
-			}
 			x.guardEmpty = v.Bool("guard_empty_partitions")
 			return x, nil
 		},

@@ -45,17 +45,13 @@ func opmdDef() *Def {
 	return &Def{
 		Name: "opmd",
 		Params: args.Schema{
-			{Name: "tau", Kind: args.Float, Ctor: 1.0, Default: 1.0, InDefaults: true,
+			{Name: "tau", Kind: args.Float, Range: "(-1,inf)", Ctor: 1.0, Default: 1.0, InDefaults: true,
 				Doc: "the loss is divided by 1 + tau (tau != -1)"},
 			aggParam("token-mean"),
 		},
 		Inputs: []string{tokens.ActionMask, tokens.Advantages},
 		build: func(v args.Values) (planner, error) {
-			tau := v.Float("tau")
-			if tau == -1 {
-				return nil, bad("tau must not be -1 (the loss is divided by 1 + tau)")
-			}
-			return single{k: &OPMD{Tau: tau}, mode: mode(v, "loss_agg_mode")}, nil
+			return single{k: &OPMD{Tau: v.Float("tau")}, mode: mode(v, "loss_agg_mode")}, nil
 		},
 	}
 }

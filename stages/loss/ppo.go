@@ -1,8 +1,6 @@
 package loss
 
 import (
-	"math"
-
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
@@ -12,11 +10,11 @@ import (
 // clipParams are the clip_range arguments of ppo, mix and gspo.
 func clipParams(rng, low, high any, lowHighInDefaults bool) args.Schema {
 	return args.Schema{
-		{Name: "clip_range", Kind: args.Float, Nullable: true, Default: rng, InDefaults: rng != nil,
+		{Name: "clip_range", Kind: args.Float, Range: args.NonNeg, Nullable: true, Default: rng, InDefaults: rng != nil,
 			Doc: "symmetric clip range of the ratio (used where the low/high ones are null)"},
-		{Name: "clip_range_low", Kind: args.Float, Nullable: true, Default: low, InDefaults: lowHighInDefaults,
+		{Name: "clip_range_low", Kind: args.Float, Range: args.NonNeg, Nullable: true, Default: low, InDefaults: lowHighInDefaults,
 			Doc: "ratio lower bound is 1 - clip_range_low"},
-		{Name: "clip_range_high", Kind: args.Float, Nullable: true, Default: high, InDefaults: lowHighInDefaults,
+		{Name: "clip_range_high", Kind: args.Float, Range: args.NonNeg, Nullable: true, Default: high, InDefaults: lowHighInDefaults,
 			Doc: "ratio upper bound is 1 + clip_range_high"},
 	}
 }
@@ -38,11 +36,6 @@ func clipRange(v args.Values) (low, high float64, err error) {
 		}
 		high = rng
 	}
-	// torch.clamp(ratio, 1-low, 1+high) with an inverted or empty band is
-	// no clip (it returns the upper bound everywhere): refused.
-	if !(low >= 0 && high >= 0) || math.IsInf(low, 0) || math.IsInf(high, 0) {
-		return 0, 0, bad("clip ranges must be finite and >= 0, got clip_range_low %v, clip_range_high %v", low, high)
-	}
 	return low, high, nil
 }
 
@@ -50,7 +43,7 @@ func ppoDef() *Def {
 	return &Def{
 		Name: "ppo",
 		Params: append(append(clipParams(0.2, nil, nil, false),
-			args.Param{Name: "clip_ratio_c", Kind: args.Float, Ctor: 3.0, Default: 3.0, InDefaults: true,
+			args.Param{Name: "clip_ratio_c", Kind: args.Float, Range: "(1,inf)", Ctor: 3.0, Default: 3.0, InDefaults: true,
 				Doc: "dual-clip bound of the loss for negative advantages (> 1)"},
 			aggParam("token-mean"),
 			args.Param{Name: "enable_sequence_masking", Kind: args.Bool, Ctor: false, Default: false, InDefaults: true,
@@ -85,9 +78,6 @@ func newPPO(v args.Values) (*PPO, error) {
 	c := 3.0
 	if x, ok := v.OptFloat("clip_ratio_c"); ok {
 		c = x
-	}
-	if c <= 1 {
-		return nil, bad("The value of clip_ratio_c should be greater than 1.0, but get the value: %v.", c)
 	}
 	return &PPO{Low: low, High: high, ClipC: c}, nil
 }

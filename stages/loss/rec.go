@@ -112,15 +112,15 @@ func recDef() *Def {
 		Name: "rec",
 		// Constructor and default_args() differ for the primed epsilons.
 		Params: args.Schema{
-			f("epsilon_low", 0.2, 0.2, "ratio lower bound 1 - epsilon_low, 0 < epsilon_low <= 1"),
-			f("epsilon_high", 0.2, 0.2, "ratio upper bound 1 + epsilon_high, > 0"),
-			f("epsilon_low_prime", 0.4, 0.6, "ring mode: A >= 0 tokens with ratio <= 1 - epsilon_low_prime are kept, 0 < x <= 1"),
-			f("epsilon_high_prime", 0.4, 2, "ring mode: A <= 0 tokens with ratio >= 1 + epsilon_high_prime are kept, > 0"),
+			f("epsilon_low", 0.2, 0.2, "ratio lower bound 1 - epsilon_low, 0 < epsilon_low <= 1").In("(0,1]"),
+			f("epsilon_high", 0.2, 0.2, "ratio upper bound 1 + epsilon_high, > 0").In(args.Positive),
+			f("epsilon_low_prime", 0.4, 0.6, "ring mode: A >= 0 tokens with ratio <= 1 - epsilon_low_prime are kept, 0 < x <= 1").In("(0,1]"),
+			f("epsilon_high_prime", 0.4, 2, "ring mode: A <= 0 tokens with ratio >= 1 + epsilon_high_prime are kept, > 0").In(args.Positive),
 			s("clip_mode", recClipModes, "which tokens are kept"),
 			s("weight", recWeights, "advantage weighting"),
 			s("regularizer", recRegularizers, "regularizer added to every token"),
-			f("regularizer_coef", 0, 0, "regularizer coefficient, >= 0"),
-			f("temp", 1, 1, "temperature of weight=advantage, > 0"),
+			f("regularizer_coef", 0, 0, "regularizer coefficient, >= 0").In(args.NonNeg),
+			f("temp", 1, 1, "temperature of weight=advantage, > 0").In(args.Positive),
 		},
 		Inputs: []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
 		build: func(v args.Values) (planner, error) {
@@ -129,18 +129,6 @@ func recDef() *Def {
 				LowPrime: v.Float("epsilon_low_prime"), HighPrime: v.Float("epsilon_high_prime"),
 				Coef: v.Float("regularizer_coef"), Temp: v.Float("temp")}
 			switch {
-			case !(k.Low > 0 && k.Low <= 1):
-				return nil, bad("epsilon_low must be in (0, 1], got %v", k.Low)
-			case !(k.High > 0):
-				return nil, bad("epsilon_high must be > 0, got %v", k.High)
-			case !(k.LowPrime > 0 && k.LowPrime <= 1):
-				return nil, bad("epsilon_low_prime must be in (0, 1], got %v", k.LowPrime)
-			case !(k.HighPrime > 0):
-				return nil, bad("epsilon_high_prime must be > 0, got %v", k.HighPrime)
-			case !(k.Coef >= 0):
-				return nil, bad("regularizer_coef must be >= 0, got %v", k.Coef)
-			case !(k.Temp > 0):
-				return nil, bad("temp must be > 0, got %v", k.Temp)
 			case k.Weight == "gspo_importance_sampling" && k.ClipMode != "gspo-one-side":
 				// Upstream fails at call time on an undefined variable.
 				return nil, bad("weight gspo_importance_sampling requires clip_mode gspo-one-side, got %s", k.ClipMode)

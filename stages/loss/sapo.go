@@ -92,9 +92,9 @@ func sapoDef() *Def {
 	return &Def{
 		Name: "sapo",
 		Params: append(args.Schema{
-			{Name: "tau_pos", Kind: args.Float, Ctor: 1.0, Default: 1.0, InDefaults: true,
+			{Name: "tau_pos", Kind: args.Float, Range: args.Positive, Ctor: 1.0, Default: 1.0, InDefaults: true,
 				Doc: "gate temperature for positive advantages"},
-			{Name: "tau_neg", Kind: args.Float, Ctor: 1.05, Default: 1.05, InDefaults: true,
+			{Name: "tau_neg", Kind: args.Float, Range: args.Positive, Ctor: 1.05, Default: 1.05, InDefaults: true,
 				Doc: "gate temperature for non-positive advantages (>= tau_pos)"},
 			aggParam("token-mean"),
 			{Name: "paper_gradient", Kind: args.Bool, Ctor: false,
@@ -107,9 +107,6 @@ func sapoDef() *Def {
 			pos, neg := v.Float("tau_pos"), v.Float("tau_neg")
 			if neg < pos {
 				return nil, bad("tau_neg (%v) must be >= tau_pos (%v)", neg, pos)
-			}
-			if !(pos > 0) {
-				return nil, bad("tau_pos must be > 0, got %v", pos)
 			}
 			md := mode(v, "loss_agg_mode")
 			if v.Bool("verl") {

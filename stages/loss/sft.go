@@ -98,17 +98,12 @@ func sftPhiDef() *Def {
 		Name: "sft_phi",
 		Params: args.Schema{
 			aggParam("token-mean"),
-			{Name: "cutoff_prob", Kind: args.Float, Ctor: 1.0, Default: 1.0, InDefaults: true,
+			{Name: "cutoff_prob", Kind: args.Float, Range: "(0,1]", Ctor: 1.0, Default: 1.0, InDefaults: true,
 				Doc: "log-probs are clamped at ln(cutoff_prob), 0 < cutoff_prob <= 1"},
 		},
 		Inputs: []string{tokens.ActionMask},
 		build: func(v args.Values) (planner, error) {
-			c := v.Float("cutoff_prob")
-			// Upstream accepts 0 and fails at call time on ln 0.
-			if !(c > 0 && c <= 1) {
-				return nil, bad("cutoff_prob must be in (0, 1], got %v", c)
-			}
-			return single{k: &SFT{Weight: WeightPhi, Cutoff: c, Metric: "sft_phi_loss"}, mode: mode(v, "loss_agg_mode")}, nil
+			return single{k: &SFT{Weight: WeightPhi, Cutoff: v.Float("cutoff_prob"), Metric: "sft_phi_loss"}, mode: mode(v, "loss_agg_mode")}, nil
 		},
 	}
 }

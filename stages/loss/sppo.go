@@ -54,17 +54,13 @@ func sppoDef() *Def {
 	return &Def{
 		Name: "sppo",
 		Params: args.Schema{
-			{Name: "epsilon", Kind: args.Float, Ctor: 0.3, Default: 0.3, InDefaults: true,
+			{Name: "epsilon", Kind: args.Float, Range: args.Positive, Ctor: 0.3, Default: 0.3, InDefaults: true,
 				Doc: "tokens with ratio outside [1/(1+epsilon), 1+epsilon] are dropped (> 0)"},
 			aggParam("token-mean"),
 		},
 		Inputs: []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
 		build: func(v args.Values) (planner, error) {
-			e := v.Float("epsilon")
-			if !(e > 0) {
-				return nil, bad("epsilon must be > 0, got %v", e)
-			}
-			return single{k: &SPPO{Eps: e}, mode: mode(v, "loss_agg_mode")}, nil
+			return single{k: &SPPO{Eps: v.Float("epsilon")}, mode: mode(v, "loss_agg_mode")}, nil
 		},
 	}
 }

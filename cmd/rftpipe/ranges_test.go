@@ -1,0 +1,91 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestRangeMatrix: a numeric flag, fn argument or analysis variable outside
+// its declared range, or a size past its bound, is refused before any work
+// (exit 2, one line naming it), never a panic or an unbounded allocation;
+// nothing is written.
+func TestRangeMatrix(t *testing.T) {
+	tmp := t.TempDir()
+	demo := filepath.Join(tmp, "demo.parquet")
+	b, err := os.ReadFile("../../fixtures/stores/demo.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(demo, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const out = "OUT"
+	run := func(a ...string) []string {
+		return append([]string{"run", "--in", demo, "--out", out, "--progress", "never"}, a...)
+	}
+	loss := func(a ...string) []string { return append([]string{"loss", "--fn", "ppo", "--in", demo}, a...) }
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		// class 7: fn arguments (Resolve) ...
+		{"grpo epsilon<0", run("--advantage-fn", "grpo", "--arg", "epsilon=-1"), "argument epsilon: -1 is outside its valid range (0,inf)"},
+		{"grpo epsilon=0", run("--advantage-fn", "grpo", "--arg", "epsilon=0"), "argument epsilon: 0 is outside"},
+		{"grpo epsilon=inf", run("--advantage-fn", "grpo", "--arg", "epsilon=inf"), "argument epsilon: +Inf is outside"},
+		{"grpo std_threshold<0", run("--advantage-fn", "grpo", "--arg", "std_threshold=-0.5"), "argument std_threshold"},
+		{"grpo rank_penalty>1", run("--advantage-fn", "grpo", "--arg", "rank_penalty=2"), "argument rank_penalty"},
+		{"opmd tau=0", run("--advantage-fn", "opmd", "--arg", "tau=0"), "argument tau"},
+		{"reward_std_filter<0", run("--advantage-fn", "reward_std_filter", "--arg", "threshold=-1"), "argument threshold"},
+		{"strategy epsilon", run("--add-strategy", "grpo", "--arg", "epsilon=-1"), "argument epsilon"},
+		{"loss clip_range<0", loss("--arg", "clip_range=-0.2"), "argument clip_range"},
+		{"loss dp_size=0", loss("--arg", "clip_range=0.2", "--arg", "dp_size=0"), "argument dp_size"},
+		// ... and command-line flags (flagRange).
+		{"kl-coef nan", loss("--kl-coef", "nan"), "--kl-coef NaN is outside its valid range [0,inf)"},
+		{"kl-coef<0", loss("--kl-coef", "-1"), "--kl-coef -1 is outside"},
+		{"entropy-coef inf", loss("--entropy-coef", "inf"), "--entropy-coef +Inf is outside"},
+		{"step<1", loss("--step", "-3"), "--step -3 is outside its valid range [1,inf)"},
+		{"gen bernoulli nan", []string{"gen", "--reward", "bernoulli:nan", "--out", out}, "bernoulli:nan"},
+		{"gen bernoulli 1", []string{"gen", "--reward", "bernoulli:1", "--out", out}, "bernoulli:1"},
+		{"gen tasks 0", []string{"gen", "--tasks", "0", "--out", out}, "--tasks 0 is outside"},
+		{"gen runs<0", []string{"gen", "--runs", "-2", "--out", out}, "--runs -2 is outside"},
+		{"sql var bucket 0", []string{"sql", "--store", demo, "--query", "group_std", "--var", "bucket=0"}, "--var bucket: 0 is outside its valid range (0,inf)"},
+		{"sql var bucket nan", []string{"sql", "--store", demo, "--query", "group_std", "--var", "bucket=nan"}, "--var bucket: NaN is outside"},
+		{"sql var k text", []string{"sql", "--store", demo, "--query", "pass_at_k", "--var", "k=many"}, "--var k=many: want a number"},
+		{"sql var std_threshold<0", []string{"sql", "--store", demo, "--query", "group_filter", "--var", "std_threshold=-1"}, "--var std_threshold"},
+		{"sql threads<0", []string{"sql", "--store", demo, "--threads", "-1", "SELECT 1"}, "--threads -1 is outside"},
+		// class 8: sizes bounded up front.
+		{"report std-threshold nan", []string{"report", demo, "--out", out, "--std-threshold", "nan"}, "--std-threshold NaN is outside"},
+		{"report bins 1e8", []string{"report", demo, "--out", out, "--bins", "100000000"}, "--bins 100000000 is outside its valid range [1,1000]"},
+		{"report bins 0", []string{"report", demo, "--out", out, "--bins", "0"}, "--bins 0 is outside"},
+		{"run shards 1e11", run("--advantage-fn", "grpo", "--shards", "100000000000", "--shard", "0"), "--shards 100000000000 is outside its valid range [1,10000]"},
+		{"run shard 1e5", run("--advantage-fn", "grpo", "--shards", "2", "--shard", "100000"), "--shard 100000 is outside"},
+		{"gen resp-len 3e9", []string{"gen", "--resp-len", "3000000000", "--out", out}, "3000000000"},
+		{"gen resp-len range 3e9", []string{"gen", "--resp-len", "1:3000000000", "--out", out}, "MAX <= 131072"},
+		{"gen prompt-len 1e9", []string{"gen", "--prompt-len", "1000000000", "--out", out}, "--prompt-len 1000000000 is outside"},
+		{"gen rows overflow", []string{"gen", "--tasks", "1073741824", "--runs", "1073741824", "--out", out}, "at most"},
+		{"bench shape 1e8x1e8", []string{"bench", "loss", "--fn", "ppo", "--shape", "100000000x100000000"}, "at most 67108864"},
+		{"bench shape float", []string{"bench", "loss", "--fn", "ppo", "--shape", "1e8x1e8"}, "want BxT"},
+		{"bench runs 0", []string{"bench", "loss", "--fn", "ppo", "--runs", "0"}, "--runs 0 is outside"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string(nil), tc.args...)
+			for i, a := range args {
+				if a == out {
+					args[i] = filepath.Join(dir, "out.parquet")
+				}
+			}
+			_, stderr, code := runCLI(t, args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2: %s", code, stderr)
+			}
+			checkOneLine(t, stderr, tc.want)
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Errorf("left %v behind", ents)
+			}
+		})
+	}
+}
