@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -212,12 +210,7 @@ func (j *Job) check() error {
 	if j.BatchRows <= 0 {
 		j.BatchRows = DefaultBatchRows
 	}
-	if st, err := os.Stat(j.In); err == nil && st.IsDir() && j.Out != "" && !j.InsideInput {
-		if rel, err := filepath.Rel(j.In, j.Out); err == nil && !strings.HasPrefix(rel, "..") {
-			return schema.Errorf(j.Out, -1, "", "the output lies inside the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", j.In)
-		}
-	}
-	return nil
+	return store.CheckOutputs([]string{j.In}, []store.Output{{Path: j.Out}}, j.InsideInput)
 }
 
 // WriteMetrics writes metrics as one JSON object, one key a line, keys
