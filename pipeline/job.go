@@ -13,6 +13,7 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/objective"
 )
 
 // Job is one run of the engine: a store, the stages it goes through, and
@@ -57,6 +58,41 @@ type Job struct {
 	// only (package shard); a stage that needs more than one batch
 	// (Needs.CrossBatch) refuses it.
 	Shard *shard.Shard
+
+	// The rest describes the job to the code around Run (package build),
+	// which checks its outputs and monitors it.
+
+	// Name says what the job computes, for messages ("grpo", "add strategy
+	// random", "algorithm ppo (trainer-side advantage fn ppo)").
+	Name string
+	// Objective is the trainer objective a loss job evaluates (its stage is
+	// among Stages); nil for other jobs.
+	Objective *objective.Objective
+	// Reads are the files the job reads besides its input store (its job
+	// file): no output may land on one.
+	Reads []string
+	// Metrics and Prom are the files the job's metrics and status gauges
+	// are written to, as JSON and in the Prometheus text format, also when
+	// it fails; Label names the job in them. Empty: not written.
+	Metrics, Prom, Label string
+}
+
+// Outputs returns every file the job writes: the output store and the
+// monitoring files (empty paths left out).
+func (j *Job) Outputs() []store.Output {
+	var outs []store.Output
+	for _, o := range []store.Output{{Path: j.Out}, {Flag: "--metrics", Path: j.Metrics}, {Flag: "--prom", Path: j.Prom}} {
+		if o.Path != "" {
+			outs = append(outs, o)
+		}
+	}
+	return outs
+}
+
+// CheckOutputs applies rftpipe's rule for outputs (store.CheckOutputs) to
+// every file the job writes against every file it reads.
+func (j *Job) CheckOutputs() error {
+	return store.CheckOutputs(append([]string{j.In}, j.Reads...), j.Outputs(), j.InsideInput)
 }
 
 // Invalid-reward policies.
@@ -210,7 +246,7 @@ func (j *Job) check() error {
 	if j.BatchRows <= 0 {
 		j.BatchRows = DefaultBatchRows
 	}
-	return store.CheckOutputs([]string{j.In}, []store.Output{{Path: j.Out}}, j.InsideInput)
+	return j.CheckOutputs()
 }
 
 // WriteMetrics writes metrics as one JSON object, one key a line, keys
