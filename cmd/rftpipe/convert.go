@@ -33,6 +33,9 @@ func convertCommand() *cli.Command {
 			default:
 				return usagef("--on-invalid-reward must be error or keep")
 			}
+			if err := store.CheckOutputs([]string{in}, []store.Output{{Path: out}}, false); err != nil {
+				return err
+			}
 			n, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")}, opt)
 			if err != nil {
 				return err

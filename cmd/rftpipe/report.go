@@ -8,7 +8,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/schema/store"
-	"github.com/rftpipe/rftpipe/sql/duckdb"
 	sqlreport "github.com/rftpipe/rftpipe/sql/report"
 )
 
@@ -44,7 +43,7 @@ func reportCommand() *cli.Command {
 				return usagef("--bins must be >= 1")
 			}
 			out := c.String("out")
-			if err := checkNotStore(out, []duckdb.Store{{Path: in}}); err != nil {
+			if err := store.CheckOutputs([]string{in}, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {
 				return err
 			}
 			start := time.Now()

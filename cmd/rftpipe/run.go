@@ -7,11 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline"
-	"github.com/rftpipe/rftpipe/pipeline/job"
-	"github.com/rftpipe/rftpipe/schema/store"
-	"github.com/rftpipe/rftpipe/stages/addstrategy"
-	"github.com/rftpipe/rftpipe/stages/advantage"
-	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/pipeline/build"
 )
 
 func runCommand() *cli.Command {
@@ -20,7 +16,7 @@ func runCommand() *cli.Command {
 		Usage: "compute advantages over a store (an advantage fn, an add strategy or an algorithm preset): filter, duplicate, write advantages/returns",
 		Description: "Rows keep input order (upstream groups them; compare by eid). Duplicated rows come last, with a\n" +
 			"fresh suffix and duplicate_of = the input row they copy.\n\n" +
-			fnHelp() + "add strategies: " + strings.Join(addstrategy.Default().Names(), ", "),
+			build.AdvantageHelp() + "add strategies: " + strings.Join(build.Names(build.AddStrategies), ", "),
 		ArgsUsage: " ",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "advantage-fn", Usage: "advantage fn or filter (`NAME`, listed below)"},
@@ -38,104 +34,29 @@ func runCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("run takes no positional arguments (got %q)", c.Args().First())
 			}
-			if isAlgorithmJob(c) {
-				return runAlgorithmJob(c)
+			o, err := jobOptions(c, build.Run)
+			if err != nil {
+				return err
 			}
-			fn, strategy := c.String("advantage-fn"), c.String("add-strategy")
-			if (fn == "") == (strategy == "") {
-				return usagef("give exactly one of --advantage-fn and --add-strategy")
+			bar := newProgress(c, "run", -1)
+			o.Progress, o.Total = bar.Add, bar.Total
+			j, res, err := build.Execute(c.Context, o, func(err error) int { return exitStatus(c.Context, err) })
+			bar.Done()
+			if err != nil {
+				return err
 			}
-			label := fn
-			if strategy != "" {
-				label = "add_strategy/" + strategy
+			if o.IsFile() {
+				fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences -> %d written to %s in %.1fs\n",
+					j.Name, res.In, res.Out, j.Out, res.Elapsed.Seconds())
+				return nil
 			}
-			return monitored(c, label, c.String("metrics"), c.String("prom"), func() (agg.Metrics, error) {
-				var stages []pipeline.Stage
-				var err error
-				name := fn
-				if strategy != "" {
-					stages, err = job.StrategyStages(strategy, c.StringSlice("arg"))
-					name = "add strategy " + strategy
-				} else {
-					stages, err = job.FnStages(fn, c.StringSlice("arg"))
-				}
-				if err != nil {
-					return nil, err
-				}
-				out := c.String("out")
-				if out == "" || c.String("in") == "" {
-					return nil, usagef("give --in STORE and --out STORE")
-				}
-				sh, err := shardOf(c)
-				if err != nil {
-					return nil, err
-				}
-				part := out
-				if sh != nil {
-					if part, err = partOut(out, *sh); err != nil {
-						return nil, err
-					}
-				}
-				bar := newProgress(c, "run", -1)
-				res, err := pipeline.Run(c.Context, pipeline.Job{
-					In: c.String("in"), Out: part, Stages: stages, Shard: sh,
-					Seed: c.Uint64("seed"), OnInvalidReward: c.String("on-invalid-reward"),
-					Parquet:  store.ParquetOptions{Codec: c.String("codec")},
-					Progress: bar.Add, Total: bar.Total, InsideInput: c.Bool("allow-inside-input"),
-				})
-				bar.Done()
-				if err != nil {
-					return nil, err
-				}
-				if sh != nil {
-					if err := writePart(out, *sh, label, res); err != nil {
-						return nil, err
-					}
-				}
-				fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences in %d groups -> %d written (%d filtered, %d invalid dropped, %d duplicated) to %s in %.1fs (%.0f/s)\n",
-					name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, part,
-					res.Elapsed.Seconds(), float64(res.In)/res.Elapsed.Seconds())
-				if res.Out == 0 && res.In > 0 {
-					fmt.Fprintln(c.App.ErrWriter, "run: warning: every experience was filtered out; the output store is empty")
-				}
-				return res.Metrics, nil
-			})
+			fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences in %d groups -> %d written (%d filtered, %d invalid dropped, %d duplicated) to %s in %.1fs (%.0f/s)\n",
+				j.Name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, j.Out,
+				res.Elapsed.Seconds(), float64(res.In)/res.Elapsed.Seconds())
+			if res.Out == 0 && res.In > 0 {
+				fmt.Fprintln(c.App.ErrWriter, "run: warning: every experience was filtered out; the output store is empty")
+			}
+			return nil
 		},
 	}
-}
-
-// fnHelp lists the advantage fns with their arguments and defaults (upstream's
-// default_args(); "-" for an argument left to the constructor), pipeline-side
-// ones first.
-func fnHelp() string {
-	var b strings.Builder
-	reg := advantage.Default()
-	for _, side := range []advantage.Side{advantage.PipelineSide, advantage.TrainerSide} {
-		if side == advantage.PipelineSide {
-			b.WriteString("pipeline-side advantage fns and filters (run on the experiences, as Trinity's experience pipeline):\n")
-		} else {
-			b.WriteString("trainer-side advantage fns (run over the store as one trainer batch, after the KL penalty of an\n" +
-				"algorithm job; they read the trainer's columns, e.g. ppo reads values):\n")
-		}
-		for _, n := range reg.Names() {
-			spec, _ := reg.Get(n)
-			if spec.Side() != side {
-				continue
-			}
-			var args []string
-			def := spec.Defaults()
-			for _, p := range spec.Params {
-				v, ok := def[p.Name]
-				if !ok {
-					v = p.Ctor
-				}
-				if v == nil {
-					v = "-"
-				}
-				args = append(args, fmt.Sprintf("%s=%v", p.Name, v))
-			}
-			fmt.Fprintf(&b, "  %-22s %s\n", n, strings.Join(args, " "))
-		}
-	}
-	return b.String()
 }

@@ -69,8 +69,9 @@ type Options struct {
 	// (pipeline.Job).
 	OnInvalidReward, Codec string
 	InsideInput            bool
-	// Shards > 0 runs shard ShardIndex of Shards: Out is then a directory
-	// of parts.
+	// Sharded runs shard ShardIndex of Shards: Out is then a directory of
+	// parts.
+	Sharded            bool
 	Shards, ShardIndex int
 	// The loss's terms (loss by flags): loss_agg_mode, KL loss fn and
 	// coefficient, entropy loss fn and coefficient.
@@ -357,7 +358,7 @@ func prepareLoss(o *Options) (*plan, error) {
 	}
 	j.Stages = []pipeline.Stage{pipeline.NewLoss(obj, ev, cols, o.Step)}
 	p := &plan{job: j, complete: func(*pipeline.Job) error { return nil }}
-	if o.Shards > 0 { // the loss refuses it (a cross-batch stage), naming why
+	if o.Sharded { // the loss refuses it (a cross-batch stage), naming why
 		s, err := newShard(o)
 		if err != nil {
 			return nil, err
@@ -378,7 +379,7 @@ func newShard(o *Options) (shard.Shard, error) {
 // shardOut makes a sharded run's output the part of its shard in the
 // directory of parts Out.
 func (p *plan) shardOut(o *Options) error {
-	if o.Shards <= 0 {
+	if !o.Sharded {
 		return nil
 	}
 	s, err := newShard(o)

@@ -157,9 +157,9 @@ type Merged struct {
 // directory dir (shard.MergeDir) and writes them to the metrics and
 // Prometheus files (either may be empty), checked first as every output is
 // (store.CheckOutputs): not onto a part's metrics, nor onto each other.
-// label overrides the parts' label; exitCode is the status the files
-// report (non-zero when parts are missing).
-func MergeMetrics(dir, metrics, prom, label string, exitCode func(*shard.Merged) int) (*Merged, error) {
+// label overrides the parts' label; the files report exit status 0, or
+// missingCode when parts are missing.
+func MergeMetrics(dir, metrics, prom, label string, missingCode int) (*Merged, error) {
 	outs := []store.Output{{Flag: "--metrics", Path: metrics}, {Flag: "--prom", Path: prom}}
 	if err := store.CheckOutputs([]string{filepath.Join(shard.MetricsDir(dir), "part-*.json")}, outs, false); err != nil {
 		return nil, err
@@ -171,7 +171,11 @@ func MergeMetrics(dir, metrics, prom, label string, exitCode func(*shard.Merged)
 	if label == "" {
 		label = m.Label
 	}
-	o := Outcome{Label: label, Metrics: m.Metrics, ExitCode: exitCode(m), Start: time.Now().Add(-m.Duration), Duration: m.Duration}
+	code := 0
+	if len(m.Missing) > 0 {
+		code = missingCode
+	}
+	o := Outcome{Label: label, Metrics: m.Metrics, ExitCode: code, Start: time.Now().Add(-m.Duration), Duration: m.Duration}
 	if prom != "" {
 		if err := WriteProm(prom, o); err != nil {
 			return nil, err

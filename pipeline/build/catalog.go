@@ -1,0 +1,165 @@
+package build
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/stages/addstrategy"
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/conformance"
+	"github.com/rftpipe/rftpipe/stages/entropy"
+	"github.com/rftpipe/rftpipe/stages/kl"
+	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/objective"
+	"github.com/rftpipe/rftpipe/stages/rollout"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// Family is a registry of named components a job is built from.
+type Family int
+
+// The families.
+const (
+	AdvantageFns Family = iota
+	AddStrategies
+	PolicyLosses
+	KLFns
+	EntropyFns
+	Algorithms
+)
+
+// Names returns the names of a family's components, sorted, for help texts.
+func Names(f Family) []string {
+	switch f {
+	case AdvantageFns:
+		return advantage.Default().Names()
+	case AddStrategies:
+		return addstrategy.Default().Names()
+	case PolicyLosses:
+		return loss.Default().Names()
+	case KLFns:
+		return kl.Registry().Names()
+	case EntropyFns:
+		return entropy.Registry().Names()
+	case Algorithms:
+		return algorithm.Default().Names()
+	}
+	return nil
+}
+
+// AdvantageHelp lists the advantage fns with their arguments and defaults
+// (upstream's default_args(); "-" for an argument left to the
+// constructor), pipeline-side ones first.
+func AdvantageHelp() string {
+	var b strings.Builder
+	reg := advantage.Default()
+	for _, side := range []advantage.Side{advantage.PipelineSide, advantage.TrainerSide} {
+		if side == advantage.PipelineSide {
+			b.WriteString("pipeline-side advantage fns and filters (run on the experiences, as Trinity's experience pipeline):\n")
+		} else {
+			b.WriteString("trainer-side advantage fns (run over the store as one trainer batch, after the KL penalty of an\n" +
+				"algorithm job; they read the trainer's columns, e.g. ppo reads values):\n")
+		}
+		for _, n := range reg.Names() {
+			spec, _ := reg.Get(n)
+			if spec.Side() != side {
+				continue
+			}
+			var args []string
+			def := spec.Defaults()
+			for _, p := range spec.Params {
+				v, ok := def[p.Name]
+				if !ok {
+					v = p.Ctor
+				}
+				if v == nil {
+					v = "-"
+				}
+				args = append(args, fmt.Sprintf("%s=%v", p.Name, v))
+			}
+			fmt.Fprintf(&b, "  %-22s %s\n", n, strings.Join(args, " "))
+		}
+	}
+	return b.String()
+}
+
+// Conformance returns every golden kind rftpipe implements: one line per
+// kind. Kinds of a golden directory missing here are counted as skipped.
+// ev evaluates the loss, KL and entropy kernels (CPU or GPU).
+func Conformance(ev tokens.Evaluator) (*conformance.Registry, error) {
+	reg := conformance.NewRegistry()
+	for kind, run := range map[string]conformance.Runner{
+		"policy_loss":        loss.ConformanceRunnerOn(loss.Default(), ev),
+		"kl":                 kl.ConformanceRunnerOn(ev),
+		"entropy":            entropy.ConformanceRunnerOn(ev),
+		"advantage":          advantage.ConformanceRunner(advantage.Default()),
+		"add_strategy":       addstrategy.ConformanceRunner(addstrategy.Default()),
+		"rollout_correction": rollout.ConformanceRunner(loss.Default()),
+	} {
+		if err := reg.Add(kind, run); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// RunConformance runs the golden vectors of dir (kinds: all when empty)
+// against Conformance(ev).
+func RunConformance(dir string, kinds []string, ev tokens.Evaluator) (conformance.Report, error) {
+	reg, err := Conformance(ev)
+	if err != nil {
+		return conformance.Report{}, err
+	}
+	return conformance.RunDir(dir, kinds, reg)
+}
+
+// BenchLossCPU times forward + gradient of o on seeded random inputs of
+// rows × width tokens on the CPU: the median wall time of runs, in ms.
+func BenchLossCPU(o *objective.Objective, rows, width, runs int, seed uint64) (float64, error) {
+	return objective.Bench(tokens.CPU, o, rows, width, runs, seed, objective.Wall)
+}
+
+// AlgorithmDoc is one algorithm type as `rftpipe algorithms` shows it; its
+// JSON form (name, flags, default_config) is what scripts rely on.
+type AlgorithmDoc struct {
+	Name string `json:"name"`
+	algorithm.Flags
+	DefaultConfig algorithm.Config `json:"default_config"`
+	// Class and Doc are upstream's class name and the description.
+	Class string `json:"-"`
+	Doc   string `json:"-"`
+	// Components are the default config's component slots, in order.
+	Components []Component `json:"-"`
+}
+
+// Component is one slot of an algorithm's config: its key, the component
+// and its arguments (nil when none).
+type Component struct {
+	Key, Fn string
+	Args    map[string]any
+}
+
+// SlotKeys are the component slots' keys, in the order Components lists
+// them.
+func SlotKeys() []string {
+	keys := make([]string, len(algorithm.Slots))
+	for i, s := range algorithm.Slots {
+		keys[i] = s.Key()
+	}
+	return keys
+}
+
+// Algorithm documents the algorithm type name with its resolved default
+// config.
+func Algorithm(name string) (AlgorithmDoc, error) {
+	res, err := algorithm.Resolve(algorithm.Config{AlgorithmType: name}, nil, algorithm.Options{})
+	if err != nil {
+		return AlgorithmDoc{}, err
+	}
+	d := AlgorithmDoc{Name: name, Flags: res.Type.Flags(), DefaultConfig: res.Config, Class: res.Type.Class(), Doc: res.Type.Doc()}
+	for _, s := range algorithm.Slots {
+		d.Components = append(d.Components, Component{Key: s.Key(), Fn: res.Config.Fn(s), Args: res.Config.Args(s)})
+	}
+	return d, nil
+}
