@@ -406,7 +406,8 @@ func (p *plan) shardOut(o *Options) error {
 //  1. every output (store, metrics, Prometheus file) is checked against
 //     every input and each other (pipeline.Job.CheckOutputs) before
 //     anything is written, so a refused job touches no file;
-//  2. missing output directories are made;
+//  2. the missing directory of a run's output store is made (a sharded
+//     run's directory of parts);
 //  3. the store is written through a temp file and a rename (pipeline.Run);
 //     a sharded run records its part's metrics (OUT/_metrics);
 //  4. the metrics and Prometheus files are written, failed or not, with
@@ -426,15 +427,12 @@ func Execute(ctx context.Context, o *Options, status func(error) int) (*pipeline
 		if path == "" {
 			continue
 		}
-		if err := makeDir(path); err != nil {
-			return j, nil, err
-		}
 		if err := store.CheckWritable(path); err != nil {
 			return j, nil, err
 		}
 	}
 	start := time.Now()
-	res, err := p.run(ctx)
+	res, err := p.run(ctx, o)
 	var m map[string]float64
 	if res != nil {
 		m = res.Metrics
@@ -446,8 +444,9 @@ func Execute(ctx context.Context, o *Options, status func(error) int) (*pipeline
 	return j, res, err
 }
 
-// run completes the job and runs it.
-func (p *plan) run(ctx context.Context) (*pipeline.Result, error) {
+// run completes the job and runs it, making the directory of a run's
+// output store.
+func (p *plan) run(ctx context.Context, o *Options) (*pipeline.Result, error) {
 	j := p.job
 	if err := p.complete(j); err != nil {
 		return nil, err
@@ -456,7 +455,7 @@ func (p *plan) run(ctx context.Context) (*pipeline.Result, error) {
 		if err := os.MkdirAll(p.parts, 0o755); err != nil {
 			return nil, fmt.Errorf("output directory: %w", err)
 		}
-	} else if j.Out != "" && !trinity.IsURL(j.Out) {
+	} else if o.Command == Run && !trinity.IsURL(j.Out) {
 		if err := makeDir(j.Out); err != nil {
 			return nil, err
 		}
