@@ -1,5 +1,5 @@
 // Package algorithm holds Trinity-RFT's algorithm types
-// (../shared/spec/algorithms.md) as presets: per type its constant flags, its
+// as presets: per type its constant flags, its
 // default_config() and its check_config rules, and the configuration
 // resolution of upstream's config validator (spec README §Registries and
 // configuration resolution): algorithm defaults, then the user's values, then

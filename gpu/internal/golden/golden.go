@@ -1,7 +1,7 @@
 // Package golden runs the device-evaluated golden kinds of
 // fixtures/conformance — policy_loss, kl and entropy — through the stages'
 // own conformance runners with a tokens.Evaluator (package gpu's CUDA
-// evaluator, or gpu/kernelcheck's kernel header compiled as C). kl's
+// evaluator, or gpu/kernels's kernel header compiled as C). kl's
 // host-side methods (calculate_kl, apply_kl_penalty_to_reward) have no
 // kernel and run on the host whatever the evaluator.
 package golden
