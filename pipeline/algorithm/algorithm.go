@@ -100,3 +100,9 @@ func Default() *Registry {
 	})
 	return defaultReg
 }
+
+// Presets returns the algorithm types as a registry.Family (each entry's
+// Doc is the type's description).
+func Presets() registry.Family {
+	return Default().Family(func(t *Type) registry.Entry { return registry.Entry{Doc: t.Doc()} })
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/objective"
+	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/rollout"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -26,27 +27,39 @@ const (
 	PolicyLosses
 	KLFns
 	EntropyFns
+	RolloutOptions
+	SampleStrategies
 	Algorithms
 )
 
-// Names returns the names of a family's components, sorted, for help texts.
-func Names(f Family) []string {
+// registryOf returns family f's registry, seen the one way every family is
+// (registry.Family).
+func registryOf(f Family) registry.Family {
 	switch f {
 	case AdvantageFns:
-		return advantage.Default().Names()
+		return advantage.Default().Family()
 	case AddStrategies:
-		return addstrategy.Default().Names()
+		return addstrategy.Default().Family()
 	case PolicyLosses:
-		return loss.Default().Names()
+		return loss.Default().Family()
 	case KLFns:
-		return kl.Registry().Names()
+		return kl.Family()
 	case EntropyFns:
-		return entropy.Registry().Names()
-	case Algorithms:
-		return algorithm.Default().Names()
+		return entropy.Family()
+	case RolloutOptions:
+		return rollout.OptionsFamily()
+	case SampleStrategies:
+		return algorithm.SampleStrategyFamily()
 	}
-	return nil
+	return algorithm.Presets()
 }
+
+// Entries returns the entries (name, doc, parameters) of a family, sorted
+// by name.
+func Entries(f Family) []registry.Entry { return registryOf(f).Entries() }
+
+// Names returns the names of a family's components, sorted, for help texts.
+func Names(f Family) []string { return registryOf(f).Names() }
 
 // AdvantageHelp lists the advantage fns with their arguments and defaults
 // (upstream's default_args(); "-" for an argument left to the
