@@ -260,7 +260,7 @@ func query(ctx context.Context, db *dbsql.DB, q string, scan func(*dbsql.Rows) e
 // bytes (duckdb.ReadFailure: it read a damaged file) is bad input.
 func groupError(err error) error {
 	if duckdb.ReadFailure(err) {
-		return schema.BadInputf("group pass: corrupt or unreadable store: %s", strings.ReplaceAll(err.Error(), "\n", " "))
+		return &schema.InputError{Row: -1, Msg: "group pass: corrupt or unreadable store", Err: err}
 	}
 	return fmt.Errorf("group pass: %w", err)
 }
