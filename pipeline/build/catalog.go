@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/pipeline/golden"
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/conformance"
@@ -97,30 +98,10 @@ func AdvantageHelp() string {
 	return b.String()
 }
 
-// Conformance returns every golden kind rftpipe implements: one line per
-// kind. Kinds of a golden directory missing here are counted as skipped.
-// ev evaluates the loss, KL and entropy kernels (CPU or GPU).
-func Conformance(ev tokens.Evaluator) (*conformance.Registry, error) {
-	reg := conformance.NewRegistry()
-	for kind, run := range map[string]conformance.Runner{
-		"policy_loss":        loss.ConformanceRunnerOn(loss.Default(), ev),
-		"kl":                 kl.ConformanceRunnerOn(ev),
-		"entropy":            entropy.ConformanceRunnerOn(ev),
-		"advantage":          advantage.ConformanceRunner(advantage.Default()),
-		"add_strategy":       addstrategy.ConformanceRunner(addstrategy.Default()),
-		"rollout_correction": rollout.ConformanceRunner(loss.Default()),
-	} {
-		if err := reg.Add(kind, run); err != nil {
-			return nil, err
-		}
-	}
-	return reg, nil
-}
-
 // RunConformance runs the golden vectors of dir (kinds: all when empty)
-// against Conformance(ev).
+// against the runners of package golden, ev evaluating the kernels.
 func RunConformance(dir string, kinds []string, ev tokens.Evaluator) (conformance.Report, error) {
-	reg, err := Conformance(ev)
+	reg, err := golden.Registry(ev)
 	if err != nil {
 		return conformance.Report{}, err
 	}
