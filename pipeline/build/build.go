@@ -311,35 +311,10 @@ func prepareFile(o *Options) (*plan, error) {
 
 // prepareLoss is `loss --fn NAME` or `loss --config FILE`/`--algorithm NAME`.
 func prepareLoss(o *Options) (*plan, error) {
-	var obj *objective.Objective
-	var err error
-	j := &pipeline.Job{Out: o.GradOut, Keep: idColumns, Metrics: o.Metrics, Prom: o.Prom}
-	if o.IsFile() {
-		f, err := loadFile(o)
-		if err != nil {
-			return nil, err
-		}
-		res, err := resolve(o, f)
-		if err != nil {
-			return nil, err
-		}
-		if j.In, err = f.InputStore(); err != nil {
-			return nil, err
-		}
-		if o.In != "" {
-			j.In = o.In
-		}
-		if obj, err = res.Objective(); err != nil {
-			return nil, err
-		}
-		j.Metrics, j.Prom = f.Metrics, f.Prom
-		if o.Config != "" {
-			j.Reads = []string{o.Config}
-		}
-	} else if obj, err = FlagObjective(o); err != nil {
+	j := &pipeline.Job{In: o.In, Out: o.GradOut, Keep: idColumns, Metrics: o.Metrics, Prom: o.Prom}
+	obj, err := lossObjective(o, j)
+	if err != nil {
 		return nil, err
-	} else {
-		j.In = o.In
 	}
 	if j.In == "" {
 		return nil, usagef("give --in STORE")
@@ -366,6 +341,31 @@ func prepareLoss(o *Options) (*plan, error) {
 		j.Shard = &s
 	}
 	return p, nil
+}
+
+// lossObjective returns the objective of a loss: by flags (FlagObjective),
+// else the resolved algorithm's, the job file then giving j its input
+// (unless --in), monitoring files and Reads.
+func lossObjective(o *Options, j *pipeline.Job) (*objective.Objective, error) {
+	if !o.IsFile() {
+		return FlagObjective(o)
+	}
+	f, err := loadFile(o)
+	if err != nil {
+		return nil, err
+	}
+	res, err := resolve(o, f)
+	if err != nil {
+		return nil, err
+	}
+	if j.In, err = f.InputStore(); err != nil { // --in, when given, is f.Input
+		return nil, err
+	}
+	j.Metrics, j.Prom = f.Metrics, f.Prom
+	if o.Config != "" {
+		j.Reads = []string{o.Config}
+	}
+	return res.Objective()
 }
 
 func newShard(o *Options) (shard.Shard, error) {
