@@ -12,6 +12,7 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/objective"
 )
@@ -183,15 +184,12 @@ type Needs struct {
 const AllPasses = -1
 
 // GroupNeeds says what the group pass computes for a stage, besides each
-// row's reward and its task group (tid = batch/task).
-type GroupNeeds struct {
-	Runs        bool // the run grouping (rid = batch/task/run)
-	Step        bool // eid.step per row
-	LogprobMean bool // the mean log-prob of each row
-	// InvalidRewards: rows with a null, NaN or infinite reward are grouped
-	// and handed to the stage (NaN for null), which deals with them itself.
-	InvalidRewards bool
-}
+// row's reward and its task group (tid = batch/task): the run grouping (rid
+// = batch/task/run), eid.step and the mean log-prob per row, and whether
+// rows with a null, NaN or infinite reward are grouped and handed to the
+// stage (NaN for null), which deals with them itself. It is what a
+// pipeline-side advantage fn declares (advantage.Needs), used as it is.
+type GroupNeeds = advantage.Needs
 
 // Preparer is a stage whose needs depend on the store: Prepare is called
 // once the store is open, before anything else, with the columns it has.
