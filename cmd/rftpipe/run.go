@@ -23,11 +23,11 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "arg", Usage: "fn argument `KEY=VALUE` (repeatable), e.g. --arg std_threshold=0"},
 			&cli.StringFlag{Name: "add-strategy", Usage: "run an add strategy preset (`NAME`) instead of an advantage fn"},
 			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "input store (`STORE`: file, directory, glob or Trinity buffer URL)"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output store (`FILE`: .parquet, .arrow, .arrows, .jsonl or a Trinity buffer URL; a directory with --shards)"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output store (`FILE`: .parquet, .arrow, .arrows, .jsonl or a Trinity buffer URL; a directory with --shards); a missing directory is made"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the random choices (same input and seed, same output bytes)"},
 			&cli.StringFlag{Name: "on-invalid-reward", Value: pipeline.InvalidError, Usage: "null/NaN/Inf rewards: error | drop"},
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
-			&cli.BoolFlag{Name: "allow-inside-input", Usage: "write the output inside the input store's directory (refused by default: the next read would take it for part of the store)"},
+			&cli.BoolFlag{Name: "allow-inside-input", Usage: "write outputs inside the input store's directory or matching its glob (refused by default: the next read would take them for part of the store)"},
 			progressFlag(),
 		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags()...)...),
 		Action: func(c *cli.Context) error {
