@@ -6,6 +6,34 @@
 //	read the columns the stages declare → group pass → statistics passes
 //	→ streaming pass through every stage → write → results
 //
+// # Entry points
+//
+// cmd/rftpipe maps flags to package build's Options and prints; build is
+// the one place that makes a Job and runs it:
+//
+//	build.FromFlags      run --advantage-fn/--add-strategy, loss --fn
+//	build.FromConfig     a job file (package job decodes it)
+//	build.FromAlgorithm  an algorithm type (package algorithm resolves it)
+//	build.Execute        one of those, then the outputs checked against
+//	                     the inputs (Job.CheckOutputs), Run, the metrics
+//	                     and Prometheus files written
+//
+// The files of this package, in the order Run uses them:
+//
+//	job.go        Job, Stage and its hooks, Result; Job.check
+//	run.go        Run: the passes, top to bottom
+//	groups.go     the group pass (DuckDB; sql/pipeline/*.sql) → Grouping
+//	sharded.go    the group pass and reads of one shard's batches
+//	batch.go      Batch: a record batch as the stages see it
+//	shape.go      the output's columns and a batch's shaping into them
+//	defer.go      the deferred streaming read: untouched columns' chunks
+//	              copied from the input, not decoded (the main speed-up)
+//	plan.go       PipelineSide: a pipeline-side advantage fn's stages
+//	trainer.go    TrainerSide: a trainer-side fn (and KL penalty) streamed
+//	correction.go RolloutCorrection: verl's rollout correction, decoupled
+//	check.go      Check: a job that computes nothing checks the store
+//	loss.go       LossStage: the trainer's objective, dLoss/dlogprob
+//
 // # Stages
 //
 // A Stage declares what it reads and writes (Needs): the columns it

@@ -256,12 +256,11 @@ func query(ctx context.Context, db *dbsql.DB, q string, scan func(*dbsql.Rows) e
 	return nil
 }
 
-// groupError wraps an error of the group pass; DuckDB's IO and invalid
-// input errors (it read a damaged file) are bad input.
+// groupError wraps an error of the group pass; DuckDB failing on a file's
+// bytes (duckdb.ReadFailure: it read a damaged file) is bad input.
 func groupError(err error) error {
-	msg := err.Error()
-	if strings.Contains(msg, "IO Error") || strings.Contains(msg, "Invalid Input Error") {
-		return schema.BadInputf("group pass: corrupt or unreadable store: %s", strings.ReplaceAll(msg, "\n", " "))
+	if duckdb.ReadFailure(err) {
+		return &schema.InputError{Row: -1, Msg: "group pass: corrupt or unreadable store", Err: err}
 	}
 	return fmt.Errorf("group pass: %w", err)
 }

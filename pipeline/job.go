@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -14,7 +12,9 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/objective"
 )
 
 // Job is one run of the engine: a store, the stages it goes through, and
@@ -59,6 +59,41 @@ type Job struct {
 	// only (package shard); a stage that needs more than one batch
 	// (Needs.CrossBatch) refuses it.
 	Shard *shard.Shard
+
+	// The rest describes the job to the code around Run (package build),
+	// which checks its outputs and monitors it.
+
+	// Name says what the job computes, for messages ("grpo", "add strategy
+	// random", "algorithm ppo (trainer-side advantage fn ppo)").
+	Name string
+	// Objective is the trainer objective a loss job evaluates (its stage is
+	// among Stages); nil for other jobs.
+	Objective *objective.Objective
+	// Reads are the files the job reads besides its input store (its job
+	// file): no output may land on one.
+	Reads []string
+	// Metrics and Prom are the files the job's metrics and status gauges
+	// are written to, as JSON and in the Prometheus text format, also when
+	// it fails; Label names the job in them. Empty: not written.
+	Metrics, Prom, Label string
+}
+
+// Outputs returns every file the job writes: the output store and the
+// monitoring files (empty paths left out).
+func (j *Job) Outputs() []store.Output {
+	var outs []store.Output
+	for _, o := range []store.Output{{Path: j.Out}, {Flag: "--metrics", Path: j.Metrics}, {Flag: "--prom", Path: j.Prom}} {
+		if o.Path != "" {
+			outs = append(outs, o)
+		}
+	}
+	return outs
+}
+
+// CheckOutputs applies rftpipe's rule for outputs (store.CheckOutputs) to
+// every file the job writes against every file it reads.
+func (j *Job) CheckOutputs() error {
+	return store.CheckOutputs(append([]string{j.In}, j.Reads...), j.Outputs(), j.InsideInput)
 }
 
 // Invalid-reward policies.
@@ -152,15 +187,12 @@ type Needs struct {
 const AllPasses = -1
 
 // GroupNeeds says what the group pass computes for a stage, besides each
-// row's reward and its task group (tid = batch/task).
-type GroupNeeds struct {
-	Runs        bool // the run grouping (rid = batch/task/run)
-	Step        bool // eid.step per row
-	LogprobMean bool // the mean log-prob of each row
-	// InvalidRewards: rows with a null, NaN or infinite reward are grouped
-	// and handed to the stage (NaN for null), which deals with them itself.
-	InvalidRewards bool
-}
+// row's reward and its task group (tid = batch/task): the run grouping (rid
+// = batch/task/run), eid.step and the mean log-prob per row, and whether
+// rows with a null, NaN or infinite reward are grouped and handed to the
+// stage (NaN for null), which deals with them itself. It is what a
+// pipeline-side advantage fn declares (advantage.Needs), used as it is.
+type GroupNeeds = advantage.Needs
 
 // Preparer is a stage whose needs depend on the store: Prepare is called
 // once the store is open, before anything else, with the columns it has.
@@ -215,12 +247,7 @@ func (j *Job) check() error {
 	if j.BatchRows <= 0 {
 		j.BatchRows = DefaultBatchRows
 	}
-	if st, err := os.Stat(j.In); err == nil && st.IsDir() && j.Out != "" && !j.InsideInput {
-		if rel, err := filepath.Rel(j.In, j.Out); err == nil && !strings.HasPrefix(rel, "..") {
-			return schema.Errorf(j.Out, -1, "", "the output lies inside the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", j.In)
-		}
-	}
-	return nil
+	return j.CheckOutputs()
 }
 
 // WriteMetrics writes metrics as one JSON object, one key a line, keys

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow/array"
 
@@ -330,7 +329,8 @@ func (l *LossStage) wrap(b *Batch, err error) error {
 	return fmt.Errorf("%s: %w", b.File, err)
 }
 
-// missing reports whether err says the batch lacks input.
+// missing reports whether err says the batch lacks input (first).
 func missing(err error, input string) bool {
-	return errors.Is(err, schema.ErrBadInput) && strings.Contains(err.Error(), "missing input "+input)
+	var me *schema.MissingInputError
+	return errors.As(err, &me) && me.Column == input
 }

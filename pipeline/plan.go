@@ -39,7 +39,7 @@ func (p *planStage) Needs() Needs {
 	n := advantage.NeedsOf(p.fn)
 	return Needs{
 		Columns:    []string{schema.Batch, schema.Task, schema.Reward},
-		Group:      &GroupNeeds{Runs: n.Runs, Step: n.Step, LogprobMean: n.LogprobMean, InvalidRewards: n.InvalidRewards},
+		Group:      &n,
 		CrossBatch: advantage.CrossBatchOf(p.fn),
 	}
 }

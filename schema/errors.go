@@ -73,3 +73,25 @@ func oneLine(s string) string {
 	}
 	return s
 }
+
+// MissingInputError is a per-token input (a name of rftpipe's vocabulary)
+// that a computation needs and its batch lacks. It wraps ErrBadInput.
+type MissingInputError struct {
+	// Column is the missing input; More are further missing ones.
+	Column string
+	More   []string
+	// Has lists the inputs the batch has; nil when not listed.
+	Has []string
+}
+
+// Error renders "missing input C[, D…][ (batch has: …)]".
+func (e *MissingInputError) Error() string {
+	msg := "missing input " + strings.Join(append([]string{e.Column}, e.More...), ", ")
+	if e.Has != nil {
+		msg += " (batch has: " + strings.Join(e.Has, ", ") + ")"
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrBadInput) true.
+func (e *MissingInputError) Unwrap() error { return ErrBadInput }

@@ -9,16 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/pipeline/build"
 )
-
-// algorithmDoc is one element of `rftpipe algorithms --format json`; scripts
-// rely on its keys.
-type algorithmDoc struct {
-	Name string `json:"name"`
-	algorithm.Flags
-	DefaultConfig algorithm.Config `json:"default_config"`
-}
 
 func algorithmsCommand() *cli.Command {
 	return &cli.Command{
@@ -34,17 +26,17 @@ func algorithmsCommand() *cli.Command {
 			if format != "table" && format != "json" {
 				return usagef("--format %q: want table or json", format)
 			}
-			names := algorithm.Default().Names()
+			names := build.Names(build.Algorithms)
 			if c.NArg() == 1 {
 				names = []string{c.Args().First()}
 			}
-			docs := make([]algorithmDoc, 0, len(names))
+			docs := make([]build.AlgorithmDoc, 0, len(names))
 			for _, n := range names {
-				res, err := algorithm.Resolve(algorithm.Config{AlgorithmType: n}, nil, algorithm.Options{})
+				d, err := build.Algorithm(n)
 				if err != nil {
 					return err
 				}
-				docs = append(docs, algorithmDoc{Name: n, Flags: res.Type.Flags(), DefaultConfig: res.Config})
+				docs = append(docs, d)
 			}
 			w := c.App.Writer
 			switch {
@@ -62,11 +54,11 @@ func algorithmsCommand() *cli.Command {
 }
 
 // algorithmTable prints one line per type: flags and default components.
-func algorithmTable(w io.Writer, docs []algorithmDoc) error {
+func algorithmTable(w io.Writer, docs []build.AlgorithmDoc) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "NAME\tCRITIC\tREF\tADV_IN_TRAINER\tBALANCE\tSCHEMA")
-	for _, s := range algorithm.Slots {
-		fmt.Fprint(tw, "\t", strings.ToUpper(s.Key()))
+	for _, k := range build.SlotKeys() {
+		fmt.Fprint(tw, "\t", strings.ToUpper(k))
 	}
 	fmt.Fprintln(tw)
 	yn := func(b bool) string {
@@ -78,8 +70,8 @@ func algorithmTable(w io.Writer, docs []algorithmDoc) error {
 	for _, d := range docs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", d.Name, yn(d.UseCritic), yn(d.UseReference),
 			yn(d.ComputeAdvantageInTrainer), yn(d.CanBalanceBatch), d.Schema)
-		for _, s := range algorithm.Slots {
-			fmt.Fprint(tw, "\t", d.DefaultConfig.Fn(s))
+		for _, s := range d.Components {
+			fmt.Fprint(tw, "\t", s.Fn)
 		}
 		fmt.Fprintln(tw)
 	}
@@ -87,14 +79,10 @@ func algorithmTable(w io.Writer, docs []algorithmDoc) error {
 }
 
 // algorithmDetail prints one type with its resolved default config.
-func algorithmDetail(w io.Writer, d algorithmDoc) error {
-	t, err := algorithm.Default().Get(d.Name)
-	if err != nil {
-		return err
-	}
+func algorithmDetail(w io.Writer, d build.AlgorithmDoc) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "name\t%s (upstream %s)\n", d.Name, t.Class())
-	fmt.Fprintf(tw, "description\t%s\n", t.Doc())
+	fmt.Fprintf(tw, "name\t%s (upstream %s)\n", d.Name, d.Class)
+	fmt.Fprintf(tw, "description\t%s\n", d.Doc)
 	for _, f := range []struct {
 		k string
 		v any
@@ -108,9 +96,9 @@ func algorithmDetail(w io.Writer, d algorithmDoc) error {
 	cfg := d.DefaultConfig
 	fmt.Fprintln(tw, "default config\t")
 	fmt.Fprintf(tw, "  repeat_times\t%d\n", cfg.RepeatTimes)
-	for _, s := range algorithm.Slots {
-		fmt.Fprintf(tw, "  %s\t%s", s.Key(), cfg.Fn(s))
-		if a := cfg.Args(s); a != nil {
+	for _, s := range d.Components {
+		fmt.Fprintf(tw, "  %s\t%s", s.Key, s.Fn)
+		if a := s.Args; a != nil {
 			raw, err := json.Marshal(a)
 			if err != nil {
 				return err

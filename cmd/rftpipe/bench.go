@@ -10,9 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/gpu"
-	"github.com/rftpipe/rftpipe/stages/loss"
-	"github.com/rftpipe/rftpipe/stages/objective"
-	"github.com/rftpipe/rftpipe/stages/tokens"
+	"github.com/rftpipe/rftpipe/pipeline/build"
 )
 
 // benchResult is one line of `rftpipe bench loss --format json`; scripts
@@ -38,7 +36,7 @@ func benchLossCommand() *cli.Command {
 		Name:  "loss",
 		Usage: "time forward + gradient of a policy loss (default args) on seeded random inputs held in memory",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "fn", Required: true, Usage: "policy loss `NAME`: " + strings.Join(loss.Default().Names(), ", ")},
+			&cli.StringFlag{Name: "fn", Required: true, Usage: "policy loss `NAME`: " + strings.Join(build.Names(build.PolicyLosses), ", ")},
 			&cli.StringFlag{Name: "shape", Value: "1024x4096", Usage: "`BxT`: rows × tokens per row"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "device: cpu | cuda | auto (cuda reports the median kernel time by CUDA events and the bandwidth against a measured device-to-device copy)"},
 			intFlag(&cli.IntFlag{Name: "runs", Value: 9, Usage: "timed runs after one warm-up; the median is reported"}, "[1,1000]"),
@@ -66,14 +64,14 @@ func benchLossCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			o, err := objective.PolicyOnly(c.String("fn"))
+			if dev != nil {
+				return benchCUDA(c, dev, c.String("fn"), rows, width)
+			}
+			o, err := build.PolicyObjective(c.String("fn"))
 			if err != nil {
 				return err
 			}
-			if dev != nil {
-				return benchCUDA(c, dev, o, rows, width)
-			}
-			med, err := objective.Bench(tokens.CPU, o, rows, width, c.Int("runs"), c.Uint64("seed"), objective.Wall)
+			med, err := build.BenchLossCPU(o, rows, width, c.Int("runs"), c.Uint64("seed"))
 			if err != nil {
 				return err
 			}
@@ -93,7 +91,11 @@ func benchLossCommand() *cli.Command {
 // benchCUDA is `bench loss` on the GPU: the median device time of the
 // loss's kernels (transfers excluded), its throughput, and its bandwidth as
 // a fraction of a measured device-to-device copy.
-func benchCUDA(c *cli.Context, d *gpu.Device, o *objective.Objective, rows, width int) error {
+func benchCUDA(c *cli.Context, d *gpu.Device, fn string, rows, width int) error {
+	o, err := build.PolicyObjective(fn)
+	if err != nil {
+		return err
+	}
 	copyBW, err := d.CopyBandwidth(1 << 30)
 	if err != nil {
 		return err

@@ -7,35 +7,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/gpu"
-	"github.com/rftpipe/rftpipe/stages/addstrategy"
-	"github.com/rftpipe/rftpipe/stages/advantage"
-	"github.com/rftpipe/rftpipe/stages/conformance"
-	"github.com/rftpipe/rftpipe/stages/entropy"
-	"github.com/rftpipe/rftpipe/stages/kl"
-	"github.com/rftpipe/rftpipe/stages/loss"
-	"github.com/rftpipe/rftpipe/stages/rollout"
-	"github.com/rftpipe/rftpipe/stages/tokens"
+	"github.com/rftpipe/rftpipe/pipeline/build"
 )
-
-// conformanceRegistry is every golden kind rftpipe implements: one line per
-// kind. Kinds of a golden directory missing here are counted as skipped. ev
-// evaluates the loss, KL and entropy kernels (CPU or GPU, --device).
-func conformanceRegistry(ev tokens.Evaluator) (*conformance.Registry, error) {
-	reg := conformance.NewRegistry()
-	for kind, run := range map[string]conformance.Runner{
-		"policy_loss":        loss.ConformanceRunnerOn(loss.Default(), ev),
-		"kl":                 kl.ConformanceRunnerOn(ev),
-		"entropy":            entropy.ConformanceRunnerOn(ev),
-		"advantage":          advantage.ConformanceRunner(advantage.Default()),
-		"add_strategy":       addstrategy.ConformanceRunner(addstrategy.Default()),
-		"rollout_correction": rollout.ConformanceRunner(loss.Default()),
-	} {
-		if err := reg.Add(kind, run); err != nil {
-			return nil, err
-		}
-	}
-	return reg, nil
-}
 
 func conformanceCommand() *cli.Command {
 	return &cli.Command{
@@ -54,17 +27,13 @@ func conformanceCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			reg, err := conformanceRegistry(ev)
-			if err != nil {
-				return err
-			}
 			var kinds []string
 			for _, k := range strings.Split(c.String("kind"), ",") {
 				if k = strings.TrimSpace(k); k != "" {
 					kinds = append(kinds, k)
 				}
 			}
-			rep, err := conformance.RunDir(c.Args().First(), kinds, reg)
+			rep, err := build.RunConformance(c.Args().First(), kinds, ev)
 			if err != nil {
 				return err
 			}

@@ -33,10 +33,14 @@ func convertCommand() *cli.Command {
 			default:
 				return usagef("--on-invalid-reward must be error or keep")
 			}
+			if err := store.CheckOutputs([]string{in}, []store.Output{{Path: out}}, false); err != nil {
+				return err
+			}
 			n, warnings, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")}, opt)
 			if err != nil {
 				return err
 			}
+			printWarnings(c, "convert", warnings)
 			printWarnings(c, "convert", warnings)
 			fmt.Fprintf(c.App.ErrWriter, "convert: %d experiences %s -> %s\n", n, in, out)
 			return nil

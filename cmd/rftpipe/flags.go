@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/pipeline/build"
 )
 
 // Flags shared by several commands.
@@ -30,26 +30,26 @@ func progressFlag() cli.Flag {
 // Numeric flags declare their valid range here, once: the usage text names
 // it and a value outside it is refused before the command starts (exit 2).
 
-func floatFlag(f *cli.Float64Flag, r args.Range) *cli.Float64Flag {
+func floatFlag(f *cli.Float64Flag, r build.Range) *cli.Float64Flag {
 	f.Usage += " (range " + r.String() + ")"
 	f.Action = func(_ *cli.Context, v float64) error { return flagRange(f.Name, r, v, v) }
 	return f
 }
 
-func intFlag(f *cli.IntFlag, r args.Range) *cli.IntFlag {
+func intFlag(f *cli.IntFlag, r build.Range) *cli.IntFlag {
 	f.Usage += " (range " + r.String() + ")"
 	f.Action = func(_ *cli.Context, v int) error { return flagRange(f.Name, r, float64(v), v) }
 	return f
 }
 
-func int64Flag(f *cli.Int64Flag, r args.Range) *cli.Int64Flag {
+func int64Flag(f *cli.Int64Flag, r build.Range) *cli.Int64Flag {
 	f.Usage += " (range " + r.String() + ")"
 	f.Action = func(_ *cli.Context, v int64) error { return flagRange(f.Name, r, float64(v), v) }
 	return f
 }
 
 // flagRange checks --name's value x (given as v) against r.
-func flagRange(name string, r args.Range, x float64, v any) error {
+func flagRange(name string, r build.Range, x float64, v any) error {
 	if r.Contains(x) {
 		return nil
 	}

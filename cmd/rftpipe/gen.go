@@ -8,15 +8,16 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/pipeline/build"
+
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/synth"
-	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 // The valid ranges of gen's counts and lengths (synth checks them again).
 var (
-	countRange = args.Range(fmt.Sprintf("[1,%d]", synth.MaxCount))
-	lenRange   = args.Range(fmt.Sprintf("[1,%d]", synth.MaxLen))
+	countRange = build.Range(fmt.Sprintf("[1,%d]", synth.MaxCount))
+	lenRange   = build.Range(fmt.Sprintf("[1,%d]", synth.MaxLen))
 )
 
 func genCommand() *cli.Command {

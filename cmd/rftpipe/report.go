@@ -7,10 +7,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/pipeline/build"
+
 	"github.com/rftpipe/rftpipe/schema/store"
-	"github.com/rftpipe/rftpipe/sql/duckdb"
 	sqlreport "github.com/rftpipe/rftpipe/sql/report"
-	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 func reportCommand() *cli.Command {
@@ -23,7 +23,7 @@ func reportCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "the experience `STORE` (file, directory or glob), if not given as the argument"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "the HTML `FILE` to write (atomically)"},
-			floatFlag(&cli.Float64Flag{Name: "std-threshold", Value: 0, Usage: "GRPO std_threshold to mark: groups with reward std <= it are dropped"}, args.NonNeg),
+			floatFlag(&cli.Float64Flag{Name: "std-threshold", Value: 0, Usage: "GRPO std_threshold to mark: groups with reward std <= it are dropped"}, build.NonNeg),
 			intFlag(&cli.IntFlag{Name: "bins", Value: 40, Usage: "bins per histogram"}, "[1,1000]"),
 			threadsFlag(),
 			memoryLimitFlag(),
@@ -42,7 +42,7 @@ func reportCommand() *cli.Command {
 				return usagef("report needs a STORE (rftpipe report STORE --out FILE)")
 			}
 			out := c.String("out")
-			if err := checkNotStore(out, []duckdb.Store{{Path: in}}); err != nil {
+			if err := store.CheckOutputs([]string{in}, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {
 				return err
 			}
 			start := time.Now()

@@ -3,18 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline"
-	"github.com/rftpipe/rftpipe/pipeline/job"
-	"github.com/rftpipe/rftpipe/pipeline/shard"
-	"github.com/rftpipe/rftpipe/schema/store"
-	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/pipeline/build"
 )
 
 // Sharded jobs: `run --shards N [--shard I]` processes the batches of shard
@@ -24,67 +19,34 @@ import (
 // indexEnv is the variable a Kubernetes Indexed Job sets to each pod's index.
 const indexEnv = "JOB_COMPLETION_INDEX"
 
-// The valid ranges of --shards and --shard.
-var (
-	shardsRange = args.Range(fmt.Sprintf("[1,%d]", shard.MaxShards))
-	shardRange  = args.Range(fmt.Sprintf("[0,%d]", shard.MaxShards-1))
-)
-
 // shardFlags select one shard of a job.
 func shardFlags() []cli.Flag {
 	return []cli.Flag{
-		intFlag(&cli.IntFlag{Name: "shards", Usage: "split the job by explore batch into `N` shards; --out is then a directory of parts (OUT/part-I.parquet, OUT/_metrics/part-I.json)"}, shardsRange),
-		intFlag(&cli.IntFlag{Name: "shard", Usage: "the shard `I` to run (0 .. N-1; default: $" + indexEnv + ", as a Kubernetes Indexed Job sets it)"}, shardRange),
+		intFlag(&cli.IntFlag{Name: "shards", Usage: "split the job by explore batch into `N` shards; --out is then a directory of parts (OUT/part-I.parquet, OUT/_metrics/part-I.json)"}, build.ShardsRange),
+		intFlag(&cli.IntFlag{Name: "shard", Usage: "the shard `I` to run (0 .. N-1; default: $" + indexEnv + ", as a Kubernetes Indexed Job sets it)"}, build.ShardRange),
 	}
 }
 
-// shardOf returns the shard the command line selects, nil when it is not
-// sharded.
-func shardOf(c *cli.Context) (*shard.Shard, error) {
+// shardOf returns the shard the command line selects: sharded is false
+// when it is not sharded.
+func shardOf(c *cli.Context) (sharded bool, n, i int, err error) {
 	if !c.IsSet("shards") {
 		if c.IsSet("shard") {
-			return nil, usagef("--shard needs --shards N")
+			return false, 0, 0, usagef("--shard needs --shards N")
 		}
-		return nil, nil
+		return false, 0, 0, nil
 	}
-	i := c.Int("shard")
+	i = c.Int("shard")
 	if !c.IsSet("shard") {
 		v, ok := os.LookupEnv(indexEnv)
 		if !ok {
-			return nil, usagef("--shards needs --shard I or $%s", indexEnv)
+			return false, 0, 0, usagef("--shards needs --shard I or $%s", indexEnv)
 		}
-		var err error
 		if i, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
-			return nil, usagef("$%s=%q is not a shard index", indexEnv, v)
+			return false, 0, 0, usagef("$%s=%q is not a shard index", indexEnv, v)
 		}
 	}
-	s, err := shard.New(c.Int("shards"), i)
-	if err != nil {
-		return nil, usagef("%s", strings.TrimPrefix(err.Error(), "bad input: "))
-	}
-	return &s, nil
-}
-
-// partOut returns the output store of shard s in directory out, creating
-// the directory.
-func partOut(out string, s shard.Shard) (string, error) {
-	if out == "" {
-		return "", usagef("--shards needs --out DIR (the directory of the parts)")
-	}
-	if ext := filepath.Ext(out); ext != "" {
-		if _, err := store.FormatOf(out); err == nil {
-			return "", usagef("with --shards, --out is a directory of parts, not the store %s", out)
-		}
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return "", fmt.Errorf("output directory: %w", err)
-	}
-	return shard.PartPath(out, s.I), nil
-}
-
-// writePart writes the metrics file of shard s of a finished job.
-func writePart(out string, s shard.Shard, label string, res *pipeline.Result) error {
-	return shard.NewPart(s, label, res.In, res.Elapsed, res.Metrics, res.Weights).Write(out)
+	return true, c.Int("shards"), i, nil
 }
 
 func mergeMetricsCommand() *cli.Command {
@@ -103,7 +65,7 @@ func mergeMetricsCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("merge-metrics takes one output directory")
 			}
-			m, err := shard.MergeDir(c.Args().First())
+			m, err := build.MergeMetrics(c.Args().First(), c.String("metrics"), c.String("prom"), c.String("job-label"), exitFailure)
 			if err != nil {
 				return err
 			}
@@ -114,25 +76,15 @@ func mergeMetricsCommand() *cli.Command {
 			} else {
 				fmt.Fprintf(c.App.ErrWriter, "merge-metrics: all %d parts\n", m.Shards)
 			}
-			label := m.Label
-			if l := c.String("job-label"); l != "" {
-				label = l
-			}
-			o := job.Outcome{Label: label, Metrics: m.Metrics, ExitCode: code, Start: time.Now().Add(-m.Duration), Duration: m.Duration}
-			if p := c.String("prom"); p != "" {
-				if err := job.WriteProm(p, o); err != nil {
+			if c.String("metrics") == "" {
+				if err := pipeline.WriteMetrics(c.App.Writer, m.Metrics); err != nil {
 					return err
 				}
 			}
-			if p := c.String("metrics"); p != "" {
-				err = job.WriteMetricsFile(p, o)
-			} else {
-				err = pipeline.WriteMetrics(c.App.Writer, m.Metrics)
+			if code != 0 {
+				return exitCode(code)
 			}
-			if err == nil && code != 0 {
-				err = exitCode(code)
-			}
-			return err
+			return nil
 		},
 	}
 }

@@ -84,7 +84,11 @@ func runSQL(c *cli.Context) error {
 		return usagef("--query %s needs a --store to run on", analysis.Name)
 	}
 	if out != "" {
-		if err := checkNotStore(out, stores); err != nil {
+		reads := []string{c.String("file")}
+		for _, s := range stores {
+			reads = append(reads, s.Path)
+		}
+		if err := store.CheckOutputs(reads, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {
 			return err
 		}
 		if dir := filepath.Dir(out); !isDir(dir) {
@@ -232,26 +236,6 @@ func parseVars(args []string) (map[string]string, error) {
 		vars[n] = v
 	}
 	return vars, nil
-}
-
-// checkNotStore refuses an output file that is one of the input stores' files.
-func checkNotStore(out string, stores []duckdb.Store) error {
-	ao, err := filepath.Abs(out)
-	if err != nil {
-		return err
-	}
-	for _, s := range stores {
-		files, err := store.Expand(s.Path)
-		if err != nil {
-			return err
-		}
-		for _, f := range files {
-			if af, err := filepath.Abs(f); err == nil && af == ao {
-				return usagef("--out %s is an input store; write elsewhere", out)
-			}
-		}
-	}
-	return nil
 }
 
 // multiFlag collects the values of a repeatable flag as given (urfave/cli's

@@ -94,7 +94,7 @@ func TestSQLErrors(t *testing.T) {
 		{[]string{"sql", "--query", "nope", "--store", sqlDemoStore}, []string{"unknown analysis"}},
 		{[]string{"sql", "--query", "group_std", "--var", "std_threshold=1", "--store", sqlDemoStore}, []string{"no variable std_threshold", "bucket"}},
 		{[]string{"sql", "SELECT 1", "--format", "parquet"}, []string{"needs --out"}},
-		{[]string{"sql", "SELECT 1", "--out", sqlDemoStore, "--store", sqlDemoStore}, []string{"is an input store"}},
+		{[]string{"sql", "SELECT 1", "--out", sqlDemoStore, "--store", sqlDemoStore}, []string{"would overwrite the input"}},
 		{[]string{"sql", "SELECT 1", "--query", "group_std"}, []string{"exactly one of"}},
 		{[]string{"sql", "SELECT 1", "--store", "missing.parquet"}, []string{"no such file"}},
 		{[]string{"sql", "SELECT 1", "--var", "1x=2"}, []string{"NAME=VALUE"}},

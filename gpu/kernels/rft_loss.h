@@ -1,7 +1,7 @@
 /*
  * rft_loss.h — per-token math of rftpipe's loss kernels, written once and
  * compiled twice: by NVRTC into the CUDA kernels of rft_loss.cu, and by a C
- * compiler (package gpu/kernelcheck, cgo) that checks it on the CPU against
+ * compiler (package gpu/kernels, cgo) that checks it on the CPU against
  * the Go kernels of stages/loss and the golden vectors. Keep it C99 and
  * include-free under CUDA (NVRTC has no standard headers).
  *
@@ -67,7 +67,7 @@ enum { RFT_REC_REG_NONE = 0, RFT_REC_REG_K2 = 1, RFT_REC_REG_FORWARD_KL = 2 };
 
 /*
  * rft_kernel is one kernel's configuration. Layout (80 bytes, no padding) is
- * mirrored by gpu.kernelDesc; gpu/kernelcheck checks sizes and offsets.
+ * mirrored by lower.Kernel (gpu/internal/lower); gpu/kernels checks sizes and offsets.
  *
  *   PPO:    p = {1-Low, 1+High, ClipC, Delta}, flag = {SeqMask, Fallback}
  *   GSPO:   p = {1-Low, 1+High}

@@ -1,5 +1,5 @@
 // Package algorithm holds Trinity-RFT's algorithm types
-// (../shared/spec/algorithms.md) as presets: per type its constant flags, its
+// as presets: per type its constant flags, its
 // default_config() and its check_config rules, and the configuration
 // resolution of upstream's config validator (spec README §Registries and
 // configuration resolution): algorithm defaults, then the user's values, then
@@ -99,4 +99,10 @@ func Default() *Registry {
 		defaultReg = r
 	})
 	return defaultReg
+}
+
+// Presets returns the algorithm types as a registry.Family (each entry's
+// Doc is the type's description).
+func Presets() registry.Family {
+	return Default().Family(func(t *Type) registry.Entry { return registry.Entry{Doc: t.Doc()} })
 }

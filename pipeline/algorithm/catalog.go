@@ -35,7 +35,7 @@ func advantageSide(name string) (side, error) {
 func family(s Slot) registry.Family {
 	switch s {
 	case SampleStrategy:
-		return SampleStrategies().Family(func(d *SampleStrategyDef) args.Schema { return d.Params })
+		return SampleStrategyFamily()
 	case AdvantageFn:
 		return advantage.Default().Family()
 	case PolicyLossFn:

@@ -61,3 +61,10 @@ func (d *SampleStrategyDef) check(user Args) error {
 	}
 	return nil
 }
+
+// SampleStrategyFamily returns SampleStrategies as a registry.Family.
+func SampleStrategyFamily() registry.Family {
+	return SampleStrategies().Family(func(d *SampleStrategyDef) registry.Entry {
+		return registry.Entry{Doc: d.Doc, Params: d.Params}
+	})
+}

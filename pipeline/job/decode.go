@@ -29,10 +29,10 @@ var topKeys = []field{
 	{"mode", "Trinity's run mode (train, both, explore, bench, serve); sft and dpo need train", func(d *decoder, n *yaml.Node, path string) error {
 		return d.choice(n, path, &d.j.Mode, algorithm.Modes)
 	}},
-	{"input", "experience store to read", strField(func(j *Job) *string { return &j.Input })},
-	{"output", "store to write", strField(func(j *Job) *string { return &j.Output })},
-	{"metrics", "metrics file (JSON, upstream metric names)", strField(func(j *Job) *string { return &j.Metrics })},
-	{"prom", "metrics file in the Prometheus text format (node_exporter textfile collector)", strField(func(j *Job) *string { return &j.Prom })},
+	{"input", "experience store to read", strField(func(j *File) *string { return &j.Input })},
+	{"output", "store to write", strField(func(j *File) *string { return &j.Output })},
+	{"metrics", "metrics file (JSON, upstream metric names)", strField(func(j *File) *string { return &j.Metrics })},
+	{"prom", "metrics file in the Prometheus text format (node_exporter textfile collector)", strField(func(j *File) *string { return &j.Prom })},
 	{"seed", "seed of the job's random choices", func(d *decoder, n *yaml.Node, path string) error {
 		var v int64
 		if err := d.scalar(n, path, "!!int", "a non-negative integer", &v); err != nil {
@@ -66,8 +66,8 @@ var trinitySections = []string{
 
 // bufferKeys are the keys of Trinity's buffer section rftpipe reads.
 var bufferKeys = []field{
-	{"batch_size", "tasks per explore step", intField(func(j *Job) *int { return &j.BatchSize })},
-	{"train_batch_size", "experiences per train step (default batch_size × repeat_times)", intField(func(j *Job) *int { return &j.TrainBatchSize })},
+	{"batch_size", "tasks per explore step", intField(func(j *File) *int { return &j.BatchSize })},
+	{"train_batch_size", "experiences per train step (default batch_size × repeat_times)", intField(func(j *File) *int { return &j.TrainBatchSize })},
 	{"trainer_input", "the trainer's inputs", func(d *decoder, n *yaml.Node, path string) error {
 		return d.partial(n, path, trainerInputKeys, trainerInputIgnored)
 	}},
@@ -83,11 +83,11 @@ var trainerInputKeys = []field{
 // experienceBufferKeys are the keys of buffer.trainer_input.experience_buffer
 // rftpipe reads.
 var experienceBufferKeys = []field{
-	{"name", "buffer name", strField(func(j *Job) *string { return &j.ExperienceBuffer.Name })},
+	{"name", "buffer name", strField(func(j *File) *string { return &j.ExperienceBuffer.Name })},
 	{"storage_type", "file, sql or queue", func(d *decoder, n *yaml.Node, path string) error {
 		return d.choice(n, path, &d.j.ExperienceBuffer.StorageType, StorageTypes)
 	}},
-	{"path", "the buffer's file, directory or database URL", strField(func(j *Job) *string { return &j.ExperienceBuffer.Path })},
+	{"path", "the buffer's file, directory or database URL", strField(func(j *File) *string { return &j.ExperienceBuffer.Path })},
 }
 
 // Trinity keys of the partly read sections that rftpipe ignores; a key that
@@ -107,7 +107,7 @@ var (
 
 // quirkKeys are the quirk fixes a job file can switch on.
 var quirkKeys = []field{
-	{"use_algorithm_repeat_times_default", "Q-04: apply the repeat_times of the algorithm's default_config()", boolField(func(j *Job) *bool {
+	{"use_algorithm_repeat_times_default", "Q-04: apply the repeat_times of the algorithm's default_config()", boolField(func(j *File) *bool {
 		return &j.Options.AlgorithmRepeatTimes
 	})},
 }
@@ -123,7 +123,7 @@ var trainerOnly = []struct{ key, tag string }{
 
 // algorithmKeys are the keys of the algorithm section.
 func algorithmKeys() []field {
-	cfg := func(j *Job) *algorithm.Config { return &j.Algorithm }
+	cfg := func(j *File) *algorithm.Config { return &j.Algorithm }
 	fs := []field{
 		{"algorithm_type", "algorithm type (default ppo)", func(d *decoder, n *yaml.Node, path string) error {
 			return d.choice(n, path, &cfg(d.j).AlgorithmType, algorithm.Default().Names())
@@ -190,14 +190,14 @@ func algorithmKeys() []field {
 }
 
 // strField decodes a string (null: unset) into the job.
-func strField(at func(*Job) *string) func(d *decoder, n *yaml.Node, path string) error {
+func strField(at func(*File) *string) func(d *decoder, n *yaml.Node, path string) error {
 	return func(d *decoder, n *yaml.Node, path string) error {
 		return d.scalar(n, path, "!!str", "a string", at(d.j))
 	}
 }
 
 // intField decodes a positive integer (null: unset) into the job.
-func intField(at func(*Job) *int) func(d *decoder, n *yaml.Node, path string) error {
+func intField(at func(*File) *int) func(d *decoder, n *yaml.Node, path string) error {
 	return func(d *decoder, n *yaml.Node, path string) error {
 		var v int64
 		if err := d.scalar(n, path, "!!int", "a positive integer", &v); err != nil {
@@ -212,7 +212,7 @@ func intField(at func(*Job) *int) func(d *decoder, n *yaml.Node, path string) er
 }
 
 // boolField decodes a boolean into the job.
-func boolField(at func(*Job) *bool) func(d *decoder, n *yaml.Node, path string) error {
+func boolField(at func(*File) *bool) func(d *decoder, n *yaml.Node, path string) error {
 	return func(d *decoder, n *yaml.Node, path string) error {
 		return d.scalar(n, path, "!!bool", "true or false", at(d.j))
 	}
@@ -220,7 +220,7 @@ func boolField(at func(*Job) *bool) func(d *decoder, n *yaml.Node, path string) 
 
 // decoder walks the YAML tree of one job file.
 type decoder struct {
-	j *Job
+	j *File
 	// ignored are the keys of Trinity's sections skipped, "key (line N)".
 	ignored []string
 }

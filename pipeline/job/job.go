@@ -30,11 +30,12 @@ import (
 
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
-// Job is a decoded job file. Values the file leaves out are zero; a command
+// File is a decoded job file. Values the file leaves out are zero; a command
 // line may override any of them before Resolve.
-type Job struct {
+type File struct {
 	// File is the job file's path, for messages.
 	File string
 	// Algorithm is the algorithm section as written (unresolved).
@@ -121,7 +122,7 @@ func (e *Error) Unwrap() []error {
 }
 
 // Load reads and decodes a job file.
-func Load(path string) (*Job, error) {
+func Load(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot read job file: " + err.Error(), Err: err}
@@ -131,8 +132,8 @@ func Load(path string) (*Job, error) {
 
 // Parse decodes the job file data; file names it in messages, and its
 // directory is where the file's relative paths start.
-func Parse(file string, data []byte) (*Job, error) {
-	j := &Job{File: file, lines: map[string]int{}}
+func Parse(file string, data []byte) (*File, error) {
+	j := &File{File: file, lines: map[string]int{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, &Error{File: file, Msg: "not valid YAML: " + oneLine(err), Err: err}
@@ -167,7 +168,7 @@ func Parse(file string, data []byte) (*Job, error) {
 // resolvePaths makes the file's relative paths relative to dir, the job
 // file's directory, so a job runs the same from any working directory.
 // Database URLs (scheme://…) are left as written.
-func (j *Job) resolvePaths(dir string) {
+func (j *File) resolvePaths(dir string) {
 	for _, p := range []*string{&j.Input, &j.Output, &j.Metrics, &j.Prom, &j.ExperienceBuffer.Path} {
 		if *p != "" && !filepath.IsAbs(*p) && !strings.Contains(*p, "://") {
 			*p = filepath.Join(dir, *p)
@@ -176,11 +177,11 @@ func (j *Job) resolvePaths(dir string) {
 }
 
 // Line returns the line of a dotted key, 0 if the file does not set it.
-func (j *Job) Line(key string) int { return j.lines[key] }
+func (j *File) Line(key string) int { return j.lines[key] }
 
 // SetAlgorithmType overrides algorithm_type (a command-line flag): errors
 // about it no longer point into the file.
-func (j *Job) SetAlgorithmType(name string) {
+func (j *File) SetAlgorithmType(name string) {
 	j.Algorithm.AlgorithmType = name
 	delete(j.lines, "algorithm.algorithm_type")
 }
@@ -188,7 +189,7 @@ func (j *Job) SetAlgorithmType(name string) {
 // Resolve resolves the algorithm section (algorithm.Resolve) with the job's
 // mode, input (or else the experience buffer's path) and quirk options. Errors point at the line of the key at
 // fault.
-func (j *Job) Resolve() (*algorithm.Resolved, error) {
+func (j *File) Resolve() (*algorithm.Resolved, error) {
 	if err := j.checkArgNames(); err != nil {
 		return nil, err
 	}
@@ -206,7 +207,7 @@ func (j *Job) Resolve() (*algorithm.Resolved, error) {
 
 // checkArgNames checks every argument name of the *_args dicts against the
 // component the slot resolves to, to point at the key with a suggestion.
-func (j *Job) checkArgNames() error {
+func (j *File) checkArgNames() error {
 	typeName := j.Algorithm.AlgorithmType
 	if typeName == "" {
 		typeName = algorithm.DefaultType
@@ -241,7 +242,7 @@ func (j *Job) checkArgNames() error {
 }
 
 // errAt locates a cause at a dotted key, or at its closest set parent.
-func (j *Job) errAt(key, suggestion string, cause error) error {
+func (j *File) errAt(key, suggestion string, cause error) error {
 	line := 0
 	for k := key; k != ""; {
 		if l, ok := j.lines[k]; ok {
@@ -259,3 +260,17 @@ func (j *Job) errAt(key, suggestion string, cause error) error {
 
 // oneLine returns err's message on one line.
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
+
+// InputStore returns the job's input store: its input, else the store the
+// Trinity config's experience buffer names (a file path of a file buffer,
+// the table of an sql buffer as a database URL).
+func (j *File) InputStore() (string, error) {
+	eb := j.ExperienceBuffer
+	switch {
+	case j.Input != "" || eb == (ExperienceBuffer{}):
+		return j.Input, nil
+	case eb.StorageType == "file":
+		return eb.Path, nil
+	}
+	return trinity.BufferURL(eb.Path, eb.StorageType, eb.Name, "")
+}

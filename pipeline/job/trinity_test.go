@@ -176,24 +176,24 @@ func TestInterpolation(t *testing.T) {
 	os.Unsetenv("RFT_TEST_UNSET")
 	for _, c := range []struct {
 		name, src string
-		check     func(j *Job) bool
+		check     func(j *File) bool
 	}{
 		{"set variable typed as int", "algorithm: {repeat_times: '${oc.env:RFT_TEST_REPEAT}'}\n",
-			func(j *Job) bool { return j.Algorithm.RepeatTimes == 4 }},
+			func(j *File) bool { return j.Algorithm.RepeatTimes == 4 }},
 		{"default when unset", "algorithm: {repeat_times: '${oc.env:RFT_TEST_UNSET,6}'}\n",
-			func(j *Job) bool { return j.Algorithm.RepeatTimes == 6 }},
+			func(j *File) bool { return j.Algorithm.RepeatTimes == 6 }},
 		{"plain scalar", "buffer:\n  batch_size: ${oc.env:RFT_TEST_UNSET,32}\n",
-			func(j *Job) bool { return j.BatchSize == 32 }},
+			func(j *File) bool { return j.BatchSize == 32 }},
 		{"inside a string", "input: ${oc.env:RFT_TEST_DIR,/tmp}/runs/${oc.env:RFT_TEST_UNSET,'night'}.parquet\n",
-			func(j *Job) bool { return j.Input == "/data/runs/night.parquet" }},
+			func(j *File) bool { return j.Input == "/data/runs/night.parquet" }},
 		{"null default", "metrics: ${oc.env:RFT_TEST_UNSET,null}\n",
-			func(j *Job) bool { return j.Metrics == "" }},
+			func(j *File) bool { return j.Metrics == "" }},
 		{"empty variable", "algorithm: {algorithm_type: grpo, advantage_fn_args: {std_cal_level: '${oc.env:RFT_TEST_EMPTY,batch}'}}\n",
-			func(j *Job) bool { return j.Algorithm.Args(algorithm.AdvantageFn)["std_cal_level"] == "" }},
+			func(j *File) bool { return j.Algorithm.Args(algorithm.AdvantageFn)["std_cal_level"] == "" }},
 		{"argument typed as float", "algorithm: {algorithm_type: grpo, advantage_fn_args: {std_threshold: '${oc.env:RFT_TEST_UNSET,1.0e-3}'}}\n",
-			func(j *Job) bool { return j.Algorithm.Args(algorithm.AdvantageFn)["std_threshold"] == 1e-3 }},
+			func(j *File) bool { return j.Algorithm.Args(algorithm.AdvantageFn)["std_threshold"] == 1e-3 }},
 		{"ignored section not resolved", "model: {model_path: '${oc.env:RFT_TEST_UNSET}'}\n",
-			func(j *Job) bool { return true }},
+			func(j *File) bool { return true }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j, err := Parse("job.yaml", []byte(c.src))

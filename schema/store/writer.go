@@ -233,36 +233,11 @@ func syncDir(dir string) {
 	}
 }
 
-// checkNotInput refuses an output that is one of the input files.
+// checkNotInput refuses an output that is one of the input files
+// (CheckOutputs' rule; a caller that reads a directory store checks the
+// whole rule before it starts).
 func checkNotInput(out string, inputs []string) error {
-	if trinity.IsURL(out) {
-		for _, in := range inputs {
-			if trinity.SameTable(out, in) {
-				return schema.Errorf(out, -1, "", "output would write into the table being read, %s", in)
-			}
-		}
-		return nil
-	}
-	outAbs, _ := filepath.Abs(out)
-	outSt, outErr := os.Stat(out)
-	for _, in := range inputs {
-		files, err := Expand(in)
-		if err != nil {
-			files = []string{in}
-		}
-		for _, f := range files {
-			fAbs, _ := filepath.Abs(f)
-			if fAbs == outAbs {
-				return schema.Errorf(out, -1, "", "output would overwrite the input %s", in)
-			}
-			if outErr == nil {
-				if st, err := os.Stat(f); err == nil && os.SameFile(st, outSt) {
-					return schema.Errorf(out, -1, "", "output would overwrite the input %s", in)
-				}
-			}
-		}
-	}
-	return nil
+	return CheckOutputs(inputs, []Output{{Path: out}}, true)
 }
 
 // arrayRecord builds a record from arrays (retaining them).

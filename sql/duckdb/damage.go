@@ -2,7 +2,9 @@ package duckdb
 
 import (
 	"context"
-	"strings"
+	"errors"
+
+	duck "github.com/marcboeker/go-duckdb"
 
 	"github.com/rftpipe/rftpipe/schema/store"
 )
@@ -14,7 +16,7 @@ import (
 // column of the first damaged store of stores. A store the reader reads
 // whole leaves err as it is.
 func Located(ctx context.Context, err error, stores ...string) error {
-	if err == nil || ctx.Err() != nil || !readFailure(err.Error()) {
+	if err == nil || ctx.Err() != nil || !ReadFailure(err) {
 		return err
 	}
 	for _, s := range stores {
@@ -25,13 +27,23 @@ func Located(ctx context.Context, err error, stores ...string) error {
 	return err
 }
 
-// readFailure reports whether a DuckDB error message is one of reading a
-// file's bytes (user errors are Parser, Binder, Catalog, Conversion… errors).
-func readFailure(msg string) bool {
-	for _, kind := range []string{"IO Error", "Invalid Error", "TProtocolException"} {
-		if strings.Contains(msg, kind) {
-			return true
-		}
+// ReadFailure reports whether err is DuckDB failing on a file's bytes, by
+// go-duckdb's error type: an IO error, an invalid-input error, or an
+// "Invalid Error" (DuckDB's internal "don't know what type", and the type
+// go-duckdb gives a message of no known kind, such as a Thrift
+// TProtocolException). User errors (Parser, Binder, Catalog, Conversion…)
+// are not.
+func ReadFailure(err error) bool {
+	var t duck.ErrorType
+	var de *duck.Error
+	var qe *QueryError
+	switch {
+	case errors.As(err, &qe):
+		t = qe.Type
+	case errors.As(err, &de):
+		t = de.Type
+	default:
+		return false
 	}
-	return false
+	return t == duck.ErrorTypeIO || t == duck.ErrorTypeInvalidInput || t == duck.ErrorTypeInvalid
 }

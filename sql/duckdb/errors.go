@@ -24,6 +24,8 @@ type QueryError struct {
 	Query  string // the statement
 	Line   int    // 1-based line of the error in Query; 0 when DuckDB gave no position
 	Column int    // 1-based column (in characters)
+	// Type is DuckDB's error type (go-duckdb's, from the message's prefix).
+	Type   duck.ErrorType
 	detail string // DuckDB's full message with its LINE/caret context
 }
 
@@ -64,7 +66,7 @@ func queryErrorIn(ctx context.Context, db *sql.DB, ran, query string, skip int, 
 		return err
 	}
 	msg := strings.TrimSpace(de.Msg)
-	e := &QueryError{Msg: oneLine(msg), Query: query, detail: msg}
+	e := &QueryError{Msg: oneLine(msg), Query: query, Type: de.Type, detail: msg}
 	var line, col int
 	if loc := lineRE.FindStringSubmatchIndex(msg); loc != nil {
 		line, _ = strconv.Atoi(msg[loc[2]:loc[3]])

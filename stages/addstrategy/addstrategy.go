@@ -1,5 +1,5 @@
 // Package addstrategy provides the six add strategies of Trinity-RFT's
-// removed add_strategy package (../shared/spec/add_strategies.md; seed
+// removed add_strategy package (seed
 // 002_61299772bf4a6130) as named presets over the stages of package
 // advantage: grpo, opmd, step_wise_grpo, reward_variance, correct_bias,
 // duplicate_informative.

@@ -1,5 +1,5 @@
 // Package advantage computes the advantage functions of Trinity-RFT
-// (../shared/spec/advantages.md) in memory, without I/O, in the shape the
+// in memory, without I/O, in the shape the
 // streaming pipeline needs.
 //
 // # Two families

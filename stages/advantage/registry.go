@@ -102,7 +102,7 @@ func (r *Registry) Names() []string { return r.r.Names() }
 
 // Family returns the registry as a registry.Family.
 func (r *Registry) Family() registry.Family {
-	return r.r.Family(func(s *Spec) args.Schema { return s.Params })
+	return r.r.Family(func(s *Spec) registry.Entry { return registry.Entry{Doc: s.Doc, Params: s.Params} })
 }
 
 // Pipeline builds the pipeline-side fn name with args (nil: default_args()).

@@ -3,10 +3,11 @@
 //
 // The package knows the file format and how to compare numbers; it knows no
 // algorithm. Each stage package supplies a Runner for the kinds it implements
-// and the caller assembles them in a Registry:
+// and the caller assembles them in a Registry (rftpipe's one table is
+// pipeline/golden.Registry):
 //
 //	reg := conformance.NewRegistry()
-//	reg.Add("policy_loss", loss.ConformanceRunner(loss.DeviceCPU))
+//	reg.Add("policy_loss", loss.ConformanceRunnerOn(loss.Default(), tokens.CPU))
 //	rep, err := conformance.RunDir("fixtures/conformance", []string{"policy_loss"}, reg)
 package conformance
 

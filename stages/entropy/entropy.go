@@ -33,7 +33,9 @@ var schemaOf = args.Schema{{Name: "entropy_coef", Kind: args.Float, Range: args.
 func Schema() args.Schema { return schemaOf }
 
 // Family returns the entropy functions as a registry.Family.
-func Family() registry.Family { return Registry().Family(func(Kind) args.Schema { return schemaOf }) }
+func Family() registry.Family {
+	return Registry().Family(func(Kind) registry.Entry { return registry.Entry{Params: schemaOf} })
+}
 
 // Registry returns the entropy loss registry, built once.
 var Registry = sync.OnceValue(func() *registry.Registry[Kind] {

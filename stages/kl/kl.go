@@ -61,7 +61,9 @@ func schemaOf(k Kind) args.Schema {
 var Registry = sync.OnceValue(func() *registry.Registry[Kind] { return registry.Of("KL function", kindNames) })
 
 // Family returns the KL functions as a registry.Family.
-func Family() registry.Family { return Registry().Family(schemaOf) }
+func Family() registry.Family {
+	return Registry().Family(func(k Kind) registry.Entry { return registry.Entry{Params: schemaOf(k)} })
+}
 
 // Schema returns the argument schema of a KL function.
 func Schema(name string) (args.Schema, error) {

@@ -30,7 +30,7 @@ func (r *Registry) Names() []string { return r.r.Names() }
 // Family returns the registry as a registry.Family (every loss's schema has
 // backend first).
 func (r *Registry) Family() registry.Family {
-	return r.r.Family(func(d *Def) args.Schema { return d.Schema() })
+	return r.r.Family(func(d *Def) registry.Entry { return registry.Entry{Params: d.Schema()} })
 }
 
 // New looks a loss up and configures it with user arguments (nil:

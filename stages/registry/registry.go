@@ -67,30 +67,63 @@ func Of[T any](family string, entries map[string]T) *Registry[T] {
 	return r
 }
 
-// Family is one registry as a configuration sees it: the names it holds
-// and the argument schema of each. Every pluggable family offers one, so a
-// configuration resolves any slot the same way.
+// Entry describes one registered component, the same for every family:
+// what help texts, `rftpipe algorithms`, job-file checks and conformance
+// iterate over.
+type Entry struct {
+	Name   string
+	Doc    string
+	Params args.Schema
+}
+
+// Family is a registry seen through its entries: every family (advantage
+// fns, add strategies, policy losses, KL and entropy functions, rollout
+// options, sample strategies, algorithm presets) is reached the same way.
 type Family interface {
+	// Names returns the registered names, sorted.
 	Names() []string
+	// Entries returns every entry, sorted by name.
+	Entries() []Entry
+	// Entry returns the entry of name; an unknown name is an error listing
+	// the registered ones.
+	Entry(name string) (Entry, error)
+	// Params returns the argument schema of name (Entry(name).Params).
 	Params(name string) (args.Schema, error)
 }
 
-// Family returns r as a Family; params gives an entry's argument schema.
-func (r *Registry[T]) Family(params func(T) args.Schema) Family {
-	return family[T]{r: r, params: params}
+// Family returns the registry as a Family; describe gives an item's doc and
+// parameters (its name is the registered one).
+func (r *Registry[T]) Family(describe func(T) Entry) Family {
+	return family[T]{r: r, describe: describe}
 }
 
 type family[T any] struct {
-	r      *Registry[T]
-	params func(T) args.Schema
+	r        *Registry[T]
+	describe func(T) Entry
 }
 
 func (f family[T]) Names() []string { return f.r.Names() }
 
-func (f family[T]) Params(name string) (args.Schema, error) {
+func (f family[T]) Entry(name string) (Entry, error) {
 	v, err := f.r.Get(name)
 	if err != nil {
-		return nil, err
+		return Entry{}, err
 	}
-	return f.params(v), nil
+	e := f.describe(v)
+	e.Name = name
+	return e, nil
+}
+
+func (f family[T]) Entries() []Entry {
+	names := f.r.Names()
+	out := make([]Entry, len(names))
+	for i, n := range names {
+		out[i], _ = f.Entry(n)
+	}
+	return out
+}
+
+func (f family[T]) Params(name string) (args.Schema, error) {
+	e, err := f.Entry(name)
+	return e.Params, err
 }

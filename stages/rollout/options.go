@@ -196,3 +196,9 @@ func pyRepr(x float64) string {
 func badKey(key, format string, a ...any) error {
 	return schema.BadInputf("rollout_correction.%s: %s", key, fmt.Sprintf(format, a...))
 }
+
+// OptionsFamily returns Options as a registry.Family (the options take no
+// arguments).
+func OptionsFamily() registry.Family {
+	return Options.Family(func(Option) registry.Entry { return registry.Entry{} })
+}

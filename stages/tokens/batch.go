@@ -217,13 +217,13 @@ func (b *Batch) Require(names ...string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	var have []string
+	have := []string{}
 	for _, n := range append(tokenInputs, ExpertMask, Step) {
 		if b.Has(n) {
 			have = append(have, n)
 		}
 	}
-	return schema.BadInputf("missing input %s (batch has: %s)", strings.Join(missing, ", "), strings.Join(have, ", "))
+	return &schema.MissingInputError{Column: missing[0], More: missing[1:], Has: have}
 }
 
 // RowCount returns row r's mask count Σ_t m (0 without a mask).

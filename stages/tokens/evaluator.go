@@ -37,13 +37,13 @@ type Layout struct {
 // present where a term selects rows by it) and assigns rows to terms.
 func (b *Batch) Layout(terms []Term) (Layout, error) {
 	if b.counts == nil {
-		return Layout{}, schema.BadInputf("missing input %s", ActionMask)
+		return Layout{}, &schema.MissingInputError{Column: ActionMask}
 	}
 	l := Layout{Term: make([]int, b.Rows.N()), Stats: make([]Stats, len(terms))}
 	tot := b.Totals()
 	for i, t := range terms {
 		if t.Rows != AllRows && !tot.Expert {
-			return Layout{}, schema.BadInputf("missing input %s", ExpertMask)
+			return Layout{}, &schema.MissingInputError{Column: ExpertMask}
 		}
 		l.Stats[i] = Stats{Rows: tot.Rows[t.Rows], Total: tot.Mask[t.Rows], NonEmpty: tot.NonEmpty[t.Rows], Width: tot.Width}
 	}

@@ -1,16 +1,15 @@
 // Package golden runs the device-evaluated golden kinds of
-// fixtures/conformance — policy_loss, kl and entropy — through the stages'
-// own conformance runners with a tokens.Evaluator (package gpu's CUDA
-// evaluator, or gpu/kernelcheck's kernel header compiled as C). kl's
+// fixtures/conformance — policy_loss, kl and entropy — through rftpipe's
+// table of golden runners (pipeline/golden) with a tokens.Evaluator
+// (package gpu's CUDA evaluator, or gpu/kernels's kernel header compiled as
+// C). kl's
 // host-side methods (calculate_kl, apply_kl_penalty_to_reward) have no
 // kernel and run on the host whatever the evaluator.
 package golden
 
 import (
+	"github.com/rftpipe/rftpipe/pipeline/golden"
 	"github.com/rftpipe/rftpipe/stages/conformance"
-	"github.com/rftpipe/rftpipe/stages/entropy"
-	"github.com/rftpipe/rftpipe/stages/kl"
-	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -21,23 +20,18 @@ type Report struct {
 }
 
 // Kinds are the golden kinds whose kernels a device evaluates.
-var Kinds = []string{"policy_loss", "kl", "entropy"}
+var Kinds = golden.DeviceKinds
 
-// Run runs the Kinds of dir with ev. A non-nil tol replaces every case's
-// own tolerance (float32 storage on a device is checked at 1e-5/1e-6, the
-// float64 paths at their 1e-12).
+// Run runs the Kinds of dir with ev, through the table of golden runners
+// rftpipe conformance runs (pipeline/golden). A non-nil tol replaces every
+// case's own tolerance (float32 storage on a device is checked at
+// 1e-5/1e-6, the float64 paths at their 1e-12).
 func Run(dir string, ev tokens.Evaluator, tol *conformance.Tolerance) ([]Report, error) {
-	reg := conformance.NewRegistry()
-	reg.Tol = tol
-	for kind, run := range map[string]conformance.Runner{
-		"policy_loss": loss.ConformanceRunnerOn(loss.Default(), ev),
-		"kl":          kl.ConformanceRunnerOn(ev),
-		"entropy":     entropy.ConformanceRunnerOn(ev),
-	} {
-		if err := reg.Add(kind, run); err != nil {
-			return nil, err
-		}
+	reg, err := golden.Registry(ev)
+	if err != nil {
+		return nil, err
 	}
+	reg.Tol = tol
 	var out []Report
 	for _, kind := range Kinds {
 		rep, err := conformance.RunDir(dir, []string{kind}, reg)

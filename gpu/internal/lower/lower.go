@@ -5,7 +5,7 @@
 // computed with the batch's own Layout and RowScale, so the CPU and device
 // paths share the row assignment and aggregation weights.
 //
-// It is used by package gpu (CUDA) and by gpu/kernelcheck, which runs the
+// It is used by package gpu (CUDA) and by gpu/kernels, which runs the
 // same header as C on the CPU; both then execute a Plan with Execute's
 // contract and hand the sums back through Plan.Results.
 package lower
@@ -45,7 +45,7 @@ const (
 // device's per-row partial sums.
 const MaxRed = 6
 
-// Kernel mirrors rft_kernel (80 bytes; gpu/kernelcheck checks the layout
+// Kernel mirrors rft_kernel (80 bytes; gpu/kernels checks the layout
 // against the C compiler's).
 type Kernel struct {
 	Kind int32

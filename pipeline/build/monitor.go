@@ -1,15 +1,17 @@
-package job
+package build
 
 import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rftpipe/rftpipe/pipeline"
+	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
@@ -124,4 +126,65 @@ func promValue(v float64) string {
 		return "-Inf"
 	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// write writes the outcome to the metrics (JSON) and Prometheus files
+// (either may be empty); the first error is returned.
+func (o Outcome) write(metrics, prom string) error {
+	var err error
+	for _, w := range []struct {
+		path  string
+		write func(string, Outcome) error
+	}{{metrics, WriteMetricsFile}, {prom, WriteProm}} {
+		if w.path == "" {
+			continue
+		}
+		if werr := w.write(w.path, o); err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+// Merged is the outcome of merging a sharded job's parts.
+type Merged struct {
+	*shard.Merged
+	// Label is the label the monitoring files were written with.
+	Label string
+}
+
+// MergeMetrics combines the metrics of the parts of the sharded job in
+// directory dir (shard.MergeDir) and writes them to the metrics and
+// Prometheus files (either may be empty), checked first as every output is
+// (store.CheckOutputs): not onto a part's metrics, nor onto each other.
+// label overrides the parts' label; the files report exit status 0, or
+// missingCode when parts are missing.
+func MergeMetrics(dir, metrics, prom, label string, missingCode int) (*Merged, error) {
+	outs := []store.Output{{Flag: "--metrics", Path: metrics}, {Flag: "--prom", Path: prom}}
+	if err := store.CheckOutputs([]string{filepath.Join(shard.MetricsDir(dir), "part-*.json")}, outs, false); err != nil {
+		return nil, err
+	}
+	m, err := shard.MergeDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if label == "" {
+		label = m.Label
+	}
+	code := 0
+	if len(m.Missing) > 0 {
+		code = missingCode
+	}
+	o := Outcome{Label: label, Metrics: m.Metrics, ExitCode: code, Start: time.Now().Add(-m.Duration), Duration: m.Duration}
+	if prom != "" {
+		if err := WriteProm(prom, o); err != nil {
+			return nil, err
+		}
+	}
+	if metrics != "" {
+		if err := WriteMetricsFile(metrics, o); err != nil {
+			return nil, err
+		}
+	}
+	return &Merged{Merged: m, Label: label}, nil
 }

@@ -1,17 +1,11 @@
-package job
+package build
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
-	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
-	"github.com/rftpipe/rftpipe/schema/store"
-	"github.com/rftpipe/rftpipe/schema/trinity"
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -19,22 +13,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/rollout"
 )
 
-// RunOptions are the settings of a run that are not in a job file.
-type RunOptions struct {
-	// OnInvalidReward, Parquet, Progress and Total are passed to
-	// pipeline.Job.
-	OnInvalidReward string
-	Parquet         store.ParquetOptions
-	Progress, Total func(rows int64)
-	// InsideInput allows an output inside the input directory.
-	InsideInput bool
-	// Args override the advantage fn's arguments (command-line --arg).
-	Args []string
-	// Shard, when set, runs one shard of the job (pipeline.Job.Shard).
-	Shard *shard.Shard
-}
-
-// What says what Run does for a resolved algorithm.
+// What says what a job of a resolved algorithm computes.
 func What(res *algorithm.Resolved) string {
 	f, adv := res.Type.Flags(), res.Config.Fn(algorithm.AdvantageFn)
 	switch {
@@ -160,41 +139,6 @@ func FnStages(name string, kvs []string) ([]pipeline.Stage, error) {
 	return AdvantageStages(advantage.Default(), name, user, nil)
 }
 
-// Run runs the algorithm's stages over the job's input store, writing the
-// job's output store. Metrics use upstream's names.
-func Run(ctx context.Context, j *Job, res *algorithm.Resolved, opt RunOptions) (*pipeline.Result, error) {
-	in, err := j.InputStore()
-	if err != nil {
-		return nil, err
-	}
-	if in == "" || j.Output == "" {
-		return nil, schema.BadInputf("a job needs an input and an output store (input:, output: or --in, --out; or a Trinity config's buffer.trainer_input.experience_buffer)")
-	}
-	stages, err := Stages(res, opt.Args)
-	if err != nil {
-		return nil, err
-	}
-	if j.RolloutCorrection != nil {
-		c, err := correction(j.RolloutCorrection)
-		if err != nil {
-			return nil, err
-		}
-		if c != nil { // first: the rejection-sampled mask is the one advantages see
-			stages = append([]pipeline.Stage{pipeline.RolloutCorrection(c)}, stages...)
-		}
-	}
-	if !trinity.IsURL(j.Output) { // a job file's output directory is made
-		if err := os.MkdirAll(filepath.Dir(j.Output), 0o755); err != nil {
-			return nil, fmt.Errorf("%s: %w", j.Output, err)
-		}
-	}
-	return pipeline.Run(ctx, pipeline.Job{
-		In: in, Out: j.Output, Stages: stages, Columns: j.Columns, Seed: j.Seed,
-		OnInvalidReward: opt.OnInvalidReward, Parquet: opt.Parquet, Progress: opt.Progress, Total: opt.Total,
-		InsideInput: opt.InsideInput, Shard: opt.Shard,
-	})
-}
-
 // shapeColumns are the column layouts each schema accepts when nothing is
 // computed: a DPO store holds Trinity's records (both answers per row) or
 // the trainer's rows (chosen and rejected rows of each pair adjacent, with
@@ -203,20 +147,6 @@ var shapeColumns = map[algorithm.Schema][][]string{
 	algorithm.SFT:        {{schema.Tokens, schema.PromptLength}},
 	algorithm.DPO:        {{schema.Tokens, schema.Chosen, schema.Rejected}, {schema.Tokens, schema.ActionMask, schema.RefLogprob}},
 	algorithm.Experience: {{schema.Tokens, schema.PromptLength, schema.ActionMask}},
-}
-
-// InputStore returns the job's input store: its input, else the store the
-// Trinity config's experience buffer names (a file path of a file buffer,
-// the table of an sql buffer as a database URL).
-func (j *Job) InputStore() (string, error) {
-	eb := j.ExperienceBuffer
-	switch {
-	case j.Input != "" || eb == (ExperienceBuffer{}):
-		return j.Input, nil
-	case eb.StorageType == "file":
-		return eb.Path, nil
-	}
-	return trinity.BufferURL(eb.Path, eb.StorageType, eb.Name, "")
 }
 
 // correction returns the rollout corrector of a rollout_correction section,

@@ -1,4 +1,4 @@
-package job
+package build
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 
+	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
@@ -48,28 +49,35 @@ func readOutput(t *testing.T, path string) (tids []string, rewards []float64, ad
 	}
 }
 
+// repoRoot is the repository's root, from this package's directory.
+const repoRoot = "../.."
+
+// runConfig runs the job file text over the demo store, into a temp
+// directory, through FromConfig and Execute's path.
+func runConfig(t *testing.T, text string) (*pipeline.Job, *pipeline.Result) {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := &Options{Command: Run, Config: file, In: filepath.Join(repoRoot, "fixtures/stores/demo.parquet"), Out: filepath.Join(dir, "out.parquet")}
+	j, res, err := Execute(context.Background(), o, func(error) int { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, res
+}
+
 // TestTrainerSideRLOO checks the trainer-side run against RLOO computed
 // here from the rewards: advantage = reward − mean of the other rows of
 // the task, on every token (the bundled single-turn store masks none).
 func TestTrainerSideRLOO(t *testing.T) {
-	j, err := Parse("job.yaml", []byte("algorithm: {algorithm_type: rloo}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Input = filepath.Join(repoRoot, "fixtures/stores/demo.parquet")
-	j.Output = filepath.Join(t.TempDir(), "out.parquet")
-	res, err := j.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Run(context.Background(), j, res, RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, out := runConfig(t, "algorithm: {algorithm_type: rloo}\n")
 	if out.In != 384 || out.Out != 384 || out.Groups != 48 {
 		t.Errorf("result %+v", out)
 	}
-	tids, rewards, adv := readOutput(t, j.Output)
+	tids, rewards, adv := readOutput(t, j.Out)
 	sum, n := map[string]float64{}, map[string]float64{}
 	for i, tid := range tids {
 		sum[tid] += rewards[i]
@@ -89,20 +97,7 @@ func TestTrainerSideRLOO(t *testing.T) {
 // branch: a KL penalty on a store without ref_log_prob leaves the rewards
 // and reports kl and kl_coef 0.
 func TestTrainerSideKLPenaltyWithoutReference(t *testing.T) {
-	j, err := Parse("job.yaml", []byte("algorithm: {algorithm_type: reinforceplusplus, kl_penalty_fn: k1}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Input = filepath.Join(repoRoot, "fixtures/stores/demo.parquet")
-	j.Output = filepath.Join(t.TempDir(), "out.parquet")
-	res, err := j.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Run(context.Background(), j, res, RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, out := runConfig(t, "algorithm: {algorithm_type: reinforceplusplus, kl_penalty_fn: k1}\n")
 	if v, ok := out.Metrics["critic/kl_coef"]; !ok || v != 0 {
 		t.Errorf("metrics %v, want critic/kl_coef 0", out.Metrics)
 	}

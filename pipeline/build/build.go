@@ -1,0 +1,486 @@
+// Package build is the one place that turns what a user asks for (a command
+// line's names and flags, a job file, an algorithm type) into a
+// pipeline.Job, and runs it with the output handling every job shares.
+//
+//   - FromFlags: `run --advantage-fn NAME` / `--add-strategy NAME`, `loss
+//     --fn NAME` (stages.go, objective.go);
+//   - FromConfig: a job file (package job decodes it), flags overriding it;
+//   - FromAlgorithm: an algorithm type with its default config
+//     (package algorithm resolves it).
+//
+// Each returns one pipeline.Job: stages, objective, outputs and monitoring
+// files. Execute runs it: every output is checked against every input
+// (pipeline.Job.CheckOutputs) before anything is written, missing output
+// directories are made, the store is written through a temp file and a
+// rename (pipeline.Run), a sharded run's part records its metrics, and the
+// metrics and Prometheus files are written, failed or not (monitor.go).
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rftpipe/rftpipe/gpu"
+	"github.com/rftpipe/rftpipe/pipeline"
+	"github.com/rftpipe/rftpipe/pipeline/algorithm"
+	"github.com/rftpipe/rftpipe/pipeline/job"
+	"github.com/rftpipe/rftpipe/pipeline/shard"
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/trinity"
+	"github.com/rftpipe/rftpipe/stages/objective"
+)
+
+// Commands building jobs.
+const (
+	Run  = "run"  // advantages: an advantage fn, add strategy or algorithm
+	Loss = "loss" // a trainer objective over a store as one batch
+)
+
+// Options are the words of a `run` or `loss` command line. A job file
+// (Config) supplies what they leave empty; what they set overrides it.
+type Options struct {
+	// Command is Run or Loss.
+	Command string
+	// AdvantageFn or AddStrategy (run), Fn (loss), with Args (NAME=VALUE):
+	// a job by flags. With a job file or algorithm, Args override the
+	// advantage fn's arguments (run).
+	AdvantageFn, AddStrategy, Fn string
+	Args                         []string
+	// Config is a job file; Algorithm an algorithm type (overriding the
+	// file's).
+	Config, Algorithm string
+	// In, Out, Metrics and Prom are the input store, output store, metrics
+	// (JSON) and Prometheus files; GradOut the gradient file of a loss.
+	In, Out, GradOut, Metrics, Prom string
+	// Label is the job label of the monitoring files (default: the job
+	// file's name, else the algorithm or fn).
+	Label string
+	// Seed seeds the random choices (HasSeed: given).
+	Seed    uint64
+	HasSeed bool
+	// OnInvalidReward, Codec and InsideInput configure a run
+	// (pipeline.Job).
+	OnInvalidReward, Codec string
+	InsideInput            bool
+	// Sharded runs shard ShardIndex of Shards: Out is then a directory of
+	// parts.
+	Sharded            bool
+	Shards, ShardIndex int
+	// The loss's terms (loss by flags): loss_agg_mode, KL loss fn and
+	// coefficient, entropy loss fn and coefficient.
+	LossAggMode, KLLossFn, EntropyLossFn string
+	KLCoef, EntropyCoef                  float64
+	// Cols map the loss's inputs to store columns (INPUT=COLUMN); Step is
+	// the training step; Device evaluates the kernels (gpu.Select).
+	Cols   []string
+	Step   int64
+	Device string
+	// Verbose lists the job file's ignored keys on Log, where warnings go.
+	Verbose bool
+	Log     io.Writer
+	// Progress and Total report progress (pipeline.Job).
+	Progress, Total func(rows int64)
+}
+
+// usagef is a usage error (exit 2).
+func usagef(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", schema.ErrUsage, fmt.Sprintf(format, args...))
+}
+
+// IsFile reports whether o selects a job file or an algorithm (else its
+// job is by flags).
+func (o *Options) IsFile() bool { return o.Config != "" || o.Algorithm != "" }
+
+// plan is a job being built: the job with its outputs and monitoring set,
+// and what completes it inside the monitored run (errors there are
+// reported in the monitoring files).
+type plan struct {
+	job *pipeline.Job
+	// complete adds the stages.
+	complete func(j *pipeline.Job) error
+	// parts is the directory of a sharded run's parts ("": not sharded).
+	parts string
+	shard *shard.Shard
+}
+
+// FromFlags builds the job of `run --advantage-fn`/`--add-strategy` or
+// `loss --fn`.
+func FromFlags(o *Options) (*pipeline.Job, error) {
+	if o.IsFile() {
+		return nil, usagef("FromFlags: the options select a job file or algorithm")
+	}
+	return build(o)
+}
+
+// FromConfig builds the job of a job file (o.Config), the options
+// overriding it.
+func FromConfig(o *Options) (*pipeline.Job, error) {
+	if o.Config == "" {
+		return nil, usagef("no job file")
+	}
+	return build(o)
+}
+
+// FromAlgorithm builds the job of an algorithm type (o.Algorithm) with its
+// default config.
+func FromAlgorithm(o *Options) (*pipeline.Job, error) {
+	if o.Algorithm == "" {
+		return nil, usagef("no algorithm")
+	}
+	return build(o)
+}
+
+func build(o *Options) (*pipeline.Job, error) {
+	p, err := prepare(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.complete(p.job); err != nil {
+		return nil, err
+	}
+	return p.job, nil
+}
+
+// prepare dispatches on the options' route.
+func prepare(o *Options) (*plan, error) {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	var p *plan
+	var err error
+	switch {
+	case o.Command == Loss:
+		p, err = prepareLoss(o)
+	case o.Command != Run:
+		return nil, usagef("unknown command %q", o.Command)
+	case o.IsFile():
+		p, err = prepareFile(o)
+	default:
+		p, err = prepareFlags(o)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.Label != "" {
+		p.job.Label = o.Label
+	}
+	return p, nil
+}
+
+// runJob is the pipeline.Job fields every run shares.
+func runJob(o *Options) *pipeline.Job {
+	return &pipeline.Job{
+		In: o.In, Out: o.Out, Seed: o.Seed, OnInvalidReward: o.OnInvalidReward,
+		Parquet:  store.ParquetOptions{Codec: o.Codec},
+		Progress: o.Progress, Total: o.Total, InsideInput: o.InsideInput,
+		Metrics: o.Metrics, Prom: o.Prom,
+	}
+}
+
+// prepareFlags is `run --advantage-fn NAME` / `--add-strategy NAME`.
+func prepareFlags(o *Options) (*plan, error) {
+	fn, strategy := o.AdvantageFn, o.AddStrategy
+	if (fn == "") == (strategy == "") {
+		return nil, usagef("give exactly one of --advantage-fn and --add-strategy")
+	}
+	j := runJob(o)
+	j.Label, j.Name = fn, fn
+	if strategy != "" {
+		j.Label, j.Name = "add_strategy/"+strategy, "add strategy "+strategy
+	}
+	p := &plan{job: j}
+	p.complete = func(j *pipeline.Job) error {
+		var err error
+		if strategy != "" {
+			j.Stages, err = StrategyStages(strategy, o.Args)
+		} else {
+			j.Stages, err = FnStages(fn, o.Args)
+		}
+		if err != nil {
+			return err
+		}
+		if j.Out == "" || j.In == "" {
+			return usagef("give --in STORE and --out STORE")
+		}
+		return nil
+	}
+	return p, p.shardOut(o)
+}
+
+// loadFile reads o.Config (if any) and applies the command-line overrides
+// among Algorithm, In, Out, Metrics, Prom and Seed.
+func loadFile(o *Options) (*job.File, error) {
+	f := &job.File{File: "command line"}
+	if o.Config != "" {
+		var err error
+		if f, err = job.Load(o.Config); err != nil {
+			return nil, err
+		}
+	}
+	if o.Algorithm != "" {
+		f.SetAlgorithmType(o.Algorithm)
+	}
+	for _, s := range []struct{ flag, dst *string }{{&o.In, &f.Input}, {&o.Out, &f.Output}, {&o.Metrics, &f.Metrics}, {&o.Prom, &f.Prom}} {
+		if *s.flag != "" {
+			*s.dst = *s.flag
+		}
+	}
+	if o.HasSeed {
+		f.Seed, f.HasSeed = o.Seed, true
+	}
+	return f, nil
+}
+
+// resolve resolves the file's algorithm and logs the warnings.
+func resolve(o *Options, f *job.File) (*algorithm.Resolved, error) {
+	res, err := f.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(o.Log, "warning: "+w)
+	}
+	if o.Verbose { // keys accepted for compatibility and ignored
+		for _, w := range f.Warnings {
+			fmt.Fprintln(o.Log, "note: "+w)
+		}
+	}
+	return res, nil
+}
+
+// fileLabel names a job by its file (without extension), else by name.
+func fileLabel(file, name string) string {
+	if file != "" && file != "command line" {
+		return strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	}
+	return name
+}
+
+// prepareFile is `run --config FILE` / `--algorithm NAME`.
+func prepareFile(o *Options) (*plan, error) {
+	if o.AdvantageFn != "" || o.AddStrategy != "" {
+		return nil, usagef("--advantage-fn and --add-strategy do not mix with --config/--algorithm (set advantage_fn in the job file)")
+	}
+	f, err := loadFile(o)
+	if err != nil {
+		return nil, err
+	}
+	in, err := f.InputStore()
+	if err != nil {
+		return nil, err
+	}
+	j := runJob(o)
+	j.In, j.Out, j.Metrics, j.Prom, j.Columns, j.Seed = in, f.Output, f.Metrics, f.Prom, f.Columns, f.Seed
+	j.Label = fileLabel(f.File, f.Algorithm.AlgorithmType)
+	if o.Config != "" {
+		j.Reads = []string{o.Config}
+	}
+	p := &plan{job: j}
+	p.complete = func(j *pipeline.Job) error {
+		res, err := resolve(o, f)
+		if err != nil {
+			return err
+		}
+		if j.In == "" || j.Out == "" {
+			return schema.BadInputf("a job needs an input and an output store (input:, output: or --in, --out; or a Trinity config's buffer.trainer_input.experience_buffer)")
+		}
+		j.Name = fmt.Sprintf("algorithm %s (%s)", res.Config.AlgorithmType, What(res))
+		if j.Stages, err = Stages(res, o.Args); err != nil {
+			return err
+		}
+		if f.RolloutCorrection != nil {
+			c, err := correction(f.RolloutCorrection)
+			if err != nil {
+				return err
+			}
+			if c != nil { // first: the rejection-sampled mask is the one advantages see
+				j.Stages = append([]pipeline.Stage{pipeline.RolloutCorrection(c)}, j.Stages...)
+			}
+		}
+		return nil
+	}
+	return p, p.shardOut(o)
+}
+
+// prepareLoss is `loss --fn NAME` or `loss --config FILE`/`--algorithm NAME`.
+func prepareLoss(o *Options) (*plan, error) {
+	j := &pipeline.Job{In: o.In, Out: o.GradOut, Keep: idColumns, Metrics: o.Metrics, Prom: o.Prom}
+	obj, err := lossObjective(o, j)
+	if err != nil {
+		return nil, err
+	}
+	if j.In == "" {
+		return nil, usagef("give --in STORE")
+	}
+	cols, err := colMap(o.Cols)
+	if err != nil {
+		return nil, err
+	}
+	ev, _, err := gpu.Select(o.Device, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	j.Objective, j.Name, j.Label = obj, obj.Policy.Name(), obj.Policy.Name()
+	if o.Config != "" {
+		j.Label = fileLabel(o.Config, j.Label)
+	}
+	j.Stages = []pipeline.Stage{pipeline.NewLoss(obj, ev, cols, o.Step)}
+	p := &plan{job: j, complete: func(*pipeline.Job) error { return nil }}
+	if o.Sharded { // the loss refuses it (a cross-batch stage), naming why
+		s, err := newShard(o)
+		if err != nil {
+			return nil, err
+		}
+		j.Shard = &s
+	}
+	return p, nil
+}
+
+// lossObjective returns the objective of a loss: by flags (FlagObjective),
+// else the resolved algorithm's, the job file then giving j its input
+// (unless --in), monitoring files and Reads.
+func lossObjective(o *Options, j *pipeline.Job) (*objective.Objective, error) {
+	if !o.IsFile() {
+		return FlagObjective(o)
+	}
+	f, err := loadFile(o)
+	if err != nil {
+		return nil, err
+	}
+	res, err := resolve(o, f)
+	if err != nil {
+		return nil, err
+	}
+	if j.In, err = f.InputStore(); err != nil { // --in, when given, is f.Input
+		return nil, err
+	}
+	j.Metrics, j.Prom = f.Metrics, f.Prom
+	if o.Config != "" {
+		j.Reads = []string{o.Config}
+	}
+	return res.Objective()
+}
+
+func newShard(o *Options) (shard.Shard, error) {
+	s, err := shard.New(o.Shards, o.ShardIndex)
+	if err != nil {
+		return s, usagef("%s", strings.TrimPrefix(err.Error(), "bad input: "))
+	}
+	return s, nil
+}
+
+// shardOut makes a sharded run's output the part of its shard in the
+// directory of parts Out.
+func (p *plan) shardOut(o *Options) error {
+	if !o.Sharded {
+		return nil
+	}
+	s, err := newShard(o)
+	if err != nil {
+		return err
+	}
+	out := p.job.Out
+	if out == "" {
+		return usagef("--shards needs --out DIR (the directory of the parts)")
+	}
+	if ext := filepath.Ext(out); ext != "" {
+		if _, err := store.FormatOf(out); err == nil {
+			return usagef("with --shards, --out is a directory of parts, not the store %s", out)
+		}
+	}
+	p.parts, p.shard = out, &s
+	p.job.Shard, p.job.Out = &s, shard.PartPath(out, s.I)
+	return nil
+}
+
+// Execute builds the job the options ask for (FromFlags, FromConfig or
+// FromAlgorithm) and runs it with the output handling every job shares:
+//
+//  1. every output (store, metrics, Prometheus file) is checked against
+//     every input and each other (pipeline.Job.CheckOutputs) before
+//     anything is written, so a refused job touches no file;
+//  2. the missing directory of a run's output store is made (a sharded
+//     run's directory of parts);
+//  3. the store is written through a temp file and a rename (pipeline.Run);
+//     a sharded run records its part's metrics (OUT/_metrics);
+//  4. the metrics and Prometheus files are written, failed or not, with
+//     the status gauges; status gives the exit status they report.
+//
+// The job is returned with the result, for messages.
+func Execute(ctx context.Context, o *Options, status func(error) int) (*pipeline.Job, *pipeline.Result, error) {
+	p, err := prepare(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	j := p.job
+	if err := j.CheckOutputs(); err != nil {
+		return j, nil, err
+	}
+	for _, path := range []string{j.Metrics, j.Prom} {
+		if path == "" {
+			continue
+		}
+		if err := store.CheckWritable(path); err != nil {
+			return j, nil, err
+		}
+	}
+	start := time.Now()
+	res, err := p.run(ctx, o)
+	var m map[string]float64
+	if res != nil {
+		m = res.Metrics
+	}
+	out := Outcome{Label: j.Label, Metrics: m, ExitCode: status(err), Start: start, Duration: time.Since(start)}
+	if werr := out.write(j.Metrics, j.Prom); err == nil {
+		err = werr
+	}
+	return j, res, err
+}
+
+// run completes the job and runs it, making the directory of a run's
+// output store.
+func (p *plan) run(ctx context.Context, o *Options) (*pipeline.Result, error) {
+	j := p.job
+	if err := p.complete(j); err != nil {
+		return nil, err
+	}
+	if p.parts != "" {
+		if err := os.MkdirAll(p.parts, 0o755); err != nil {
+			return nil, fmt.Errorf("output directory: %w", err)
+		}
+	} else if o.Command == Run && !trinity.IsURL(j.Out) {
+		if err := makeDir(j.Out); err != nil {
+			return nil, err
+		}
+	}
+	res, err := pipeline.Run(ctx, *j)
+	if err != nil {
+		return nil, err
+	}
+	if p.shard != nil {
+		part := shard.NewPart(*p.shard, j.Label, res.In, res.Elapsed, res.Metrics, res.Weights)
+		if err := part.Write(p.parts); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// makeDir makes the directory of an output file.
+func makeDir(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return schema.Errorf(path, -1, "", "cannot make the output's directory: %v", pe.Err)
+		}
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package build
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/pipeline"
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/objective"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// idColumns are copied from the input into a loss's gradient file when
+// present.
+var idColumns = []string{schema.Batch, schema.Task, schema.Run, schema.Step, schema.Suffix}
+
+// FlagObjective configures the objective of `loss --fn`: the policy loss
+// Fn with Args, LossAggMode, the KL and the entropy terms.
+func FlagObjective(o *Options) (*objective.Objective, error) {
+	if o.Fn == "" {
+		return nil, usagef("give --fn, --algorithm or --config")
+	}
+	def, err := loss.Default().Get(o.Fn)
+	if err != nil {
+		return nil, err
+	}
+	user, err := def.Schema().ParseKV(o.Args)
+	if err != nil {
+		return nil, fmt.Errorf("policy loss %s: %w", def.Name, err)
+	}
+	return objective.New(objective.Config{
+		PolicyLoss: def.Name, Args: user, LossAggMode: o.LossAggMode,
+		KLLoss: o.KLLossFn, KLCoef: o.KLCoef,
+		Entropy: o.EntropyLossFn, EntropyCoef: o.EntropyCoef,
+	})
+}
+
+// PolicyObjective is the objective of the policy loss name alone, with its
+// default arguments (`bench loss`).
+func PolicyObjective(name string) (*objective.Objective, error) { return objective.PolicyOnly(name) }
+
+// colMap parses --col INPUT=COLUMN (verl names of the inputs accepted).
+func colMap(kvs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range kvs {
+		in, col, ok := strings.Cut(kv, "=")
+		in = tokens.Canonical(in)
+		valid := false
+		for _, d := range pipeline.Inputs {
+			valid = valid || d.Input == in
+		}
+		if !ok || !valid || col == "" {
+			return nil, usagef("--col %q: want CANONICAL=COLUMN with CANONICAL one of logprob, old_logprob, ref_logprob, advantages, action_mask, expert_mask, teacher_logprob, entropy, values", kv)
+		}
+		out[in] = col
+	}
+	return out, nil
+}

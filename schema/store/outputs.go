@@ -1,0 +1,143 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/trinity"
+)
+
+// Output is one file a command writes, with the flag or argument that names
+// it (for messages: "--metrics", "OUT").
+type Output struct {
+	Flag, Path string
+}
+
+// CheckOutputs is the one rule every file rftpipe writes obeys, checked
+// before any work starts, so that a refused command has touched nothing.
+// An output may not:
+//
+//   - be, or resolve to (however spelled: relative, through a symbolic or
+//     hard link), a file the command reads: any file of an input store (every
+//     file of a directory or glob store, the database file of an SQLite
+//     buffer) or any other input file (a job file);
+//   - lie inside a directory store being read, or match a glob store being
+//     read: the next read of that store would take it for part of the store
+//     (insideOK, --allow-inside-input, allows this one);
+//   - name the same file as another output.
+//
+// A buffer URL output is compared with the URL inputs as a table
+// (trinity.SameTable). Empty inputs and outputs are skipped. Every refusal
+// wraps schema.ErrBadInput and names the output.
+func CheckOutputs(inputs []string, outs []Output, insideOK bool) error {
+	var files []string // every file read, resolved
+	type tree struct{ spec, dir, glob string }
+	var trees []tree
+	for _, in := range inputs {
+		switch {
+		case in == "":
+			continue
+		case trinity.IsURL(in):
+			if l, err := trinity.ParseURL(in); err == nil && l.Driver == "sqlite" {
+				files = append(files, l.DSN)
+			}
+			continue
+		}
+		if st, err := os.Stat(in); err == nil && st.IsDir() {
+			trees = append(trees, tree{spec: in, dir: resolve(in)})
+		} else if hasMeta(in) {
+			abs, _ := filepath.Abs(in)
+			trees = append(trees, tree{spec: in, glob: abs})
+		}
+		ex, err := Expand(in)
+		if err != nil {
+			ex = []string{in}
+		}
+		files = append(files, ex...)
+	}
+	for i, o := range outs {
+		if o.Path == "" {
+			continue
+		}
+		if trinity.IsURL(o.Path) {
+			for _, in := range inputs {
+				if trinity.IsURL(in) && trinity.SameTable(o.Path, in) {
+					l, _ := trinity.ParseURL(in)
+					return refuse(o, "would write into the table being read, %s", l)
+				}
+			}
+			continue
+		}
+		for _, f := range files {
+			if sameFile(o.Path, f) {
+				return refuse(o, "would overwrite the input %s", f)
+			}
+		}
+		if !insideOK {
+			for _, t := range trees {
+				if t.dir != "" && within(t.dir, resolve(o.Path)) {
+					return refuse(o, "lies inside the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", t.spec)
+				}
+				abs, _ := filepath.Abs(o.Path)
+				if ok, _ := filepath.Match(t.glob, abs); t.glob != "" && ok {
+					return refuse(o, "matches the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", t.spec)
+				}
+			}
+		}
+		for _, p := range outs[:i] {
+			if p.Path != "" && !trinity.IsURL(p.Path) && sameFile(o.Path, p.Path) {
+				return refuse(o, "is also the file of %s; give each output its own file", p.Flag)
+			}
+		}
+	}
+	return nil
+}
+
+func refuse(o Output, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if o.Flag != "" {
+		msg = o.Flag + " " + msg
+	} else {
+		msg = "output " + msg
+	}
+	return schema.Errorf(o.Path, -1, "", "%s", msg)
+}
+
+// resolve returns path absolute, with the symbolic links of its longest
+// existing prefix resolved.
+func resolve(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	dir, base := filepath.Split(abs)
+	if dir = filepath.Clean(dir); dir == abs {
+		return abs
+	}
+	return filepath.Join(resolve(dir), base)
+}
+
+// sameFile reports whether a and b are one file: the same resolved path,
+// or (both existing) the same inode.
+func sameFile(a, b string) bool {
+	if resolve(a) == resolve(b) {
+		return true
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// within reports whether path is dir or lies below it (both resolved).
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+func hasMeta(p string) bool { return strings.ContainsAny(p, "*?[") }
