@@ -295,3 +295,24 @@ func runGroups[F float32 | float64](gs Groups, vals []float64, rule groupRule, p
 func errorf(fn, format string, args ...any) error {
 	return schema.BadInputf("advantage fn %s: %s", fn, fmt.Sprintf(format, args...))
 }
+
+// AnchorIDs numbers the distinct keys of the rows with has[i] in
+// first-appearance order (gigpo's anchor states, Input.Anchor); a row
+// without a key gets -1.
+func AnchorIDs(keys []string, has []bool) []int32 {
+	ids := make([]int32, len(keys))
+	seen := map[string]int32{}
+	for i, k := range keys {
+		if !has[i] {
+			ids[i] = -1
+			continue
+		}
+		id, ok := seen[k]
+		if !ok {
+			id = int32(len(seen))
+			seen[k] = id
+		}
+		ids[i] = id
+	}
+	return ids
+}

@@ -21,6 +21,20 @@ type Input struct {
 	LogprobMean []float64
 	// Seed seeds the RNG of the random choices (duplication, REC balance drop).
 	Seed uint64
+	// StepReward is info[step_reward_key] of every row, NaN where HasStepReward
+	// is false (the key is absent); gigpo only.
+	StepReward    []float64
+	HasStepReward []bool
+	// Anchor is, per row, the dense id (first-appearance order) of
+	// str(info[env_state_hash_key]), -1 where the hash is absent or null;
+	// gigpo only.
+	Anchor []int32
+	// Components holds the reward components of gdpo: Components[k][row] is
+	// component k of the row, NaN where the reward function gave none.
+	Components [][]float64
+	// CoD is the info of every row of a CoD meta-trajectory (cod in
+	// iterative mode only).
+	CoD []CoDInfo
 }
 
 // N returns the number of rows.
@@ -41,6 +55,10 @@ type Plan struct {
 	// Score is, per input row, the scalar broadcast over the action mask; nil
 	// for stages that compute no advantage (filters, some add strategies).
 	Score []float32
+	// Return, when set, is the scalar of the returns (returns = Return[r] ×
+	// action_mask); nil: returns = advantages (every fn but cod's iterative
+	// mode).
+	Return []float32
 	// Dups are the duplicate blocks appended after the kept rows, in order.
 	Dups []Dup
 	// Filtered is the number of input rows removed.
