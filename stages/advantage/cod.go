@@ -78,7 +78,7 @@ func codSpec() Spec {
 			level := a.String("std_cal_level")
 			f := &CoD{
 				Standard: StepWiseGRPO{
-					GRPO: GRPO{Epsilon: a.Float("epsilon"), BatchStd: level == "batch", DrGRPO: level == "none"},
+					GRPO:     GRPO{Epsilon: a.Float("epsilon"), BatchStd: level == "batch", DrGRPO: level == "none"},
 					StepNorm: a.Bool("enable_step_norm"),
 				},
 				Iterative:    a.Bool("iterative_hint_e2e_causal"),

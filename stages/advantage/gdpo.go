@@ -51,7 +51,9 @@ func gdpoSpec() Spec {
 func (f *GDPO) Needs() Needs { return Needs{Components: true} }
 
 // CrossBatch implements CrossBatcher: the sums are whitened over the input.
-func (f *GDPO) CrossBatch() string { return "gdpo whitens the weighted reward sums over the whole input" }
+func (f *GDPO) CrossBatch() string {
+	return "gdpo whitens the weighted reward sums over the whole input"
+}
 
 // Aggregated returns, per row, the weighted sum of the group-normalised
 // components (TRL's aggregated rewards, before the batch whitening).
