@@ -39,6 +39,8 @@ type Case struct {
 	Float32Internal bool                       `json:"float32_internal"`
 	Expected        json.RawMessage            `json:"expected"`
 	Tolerance       Tolerance                  `json:"tolerance"`
+	// ToleranceMaskMetrics is the tolerance of m2po's mask statistics.
+	ToleranceMaskMetrics *Tolerance `json:"tolerance_mask_metrics"`
 	Notes           string                     `json:"notes"`
 }
 

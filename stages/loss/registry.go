@@ -61,7 +61,7 @@ func RegisterPolicyLosses(r *Registry) error {
 	for _, d := range []*Def{
 		ppoDef(), opmdDef(), dpoDef(), sftDef(), mixDef(), gspoDef(), toprDef(), cispoDef(),
 		sftISDef(), sftPhiDef(), mixChordDef(), sppoDef(), recDef(), sapoDef(), isDef(),
-		gpgDef(), geoMeanDef(), reinforceDef(), bypassDef(),
+		gpgDef(), geoMeanDef(), reinforceDef(), bypassDef(), m2poDef(),
 	} {
 		if err := r.Add(d); err != nil {
 			return err
