@@ -41,7 +41,7 @@ type Case struct {
 	Tolerance       Tolerance                  `json:"tolerance"`
 	// ToleranceMaskMetrics is the tolerance of m2po's mask statistics.
 	ToleranceMaskMetrics *Tolerance `json:"tolerance_mask_metrics"`
-	Notes           string                     `json:"notes"`
+	Notes                string     `json:"notes"`
 }
 
 // ExpectedError reports whether the reference raised for this case, and its message.
