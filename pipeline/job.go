@@ -157,6 +157,15 @@ type GroupNeeds struct {
 	// InvalidRewards: rows with a null, NaN or infinite reward are grouped
 	// and handed to the stage (NaN for null), which deals with them itself.
 	InvalidRewards bool
+	// StepReward and Anchor name info keys read per row (gigpo's step
+	// reward and anchor state); "" = not read.
+	StepReward, Anchor string
+	// Components asks for the reward components: the store's columns
+	// ComponentColumns (reward_<name>, filled in from the store's schema).
+	Components       bool
+	ComponentColumns []string
+	// CoD asks for the info of CoD's meta-trajectories (cod's iterative mode).
+	CoD bool
 }
 
 // Preparer is a stage whose needs depend on the store: Prepare is called

@@ -112,9 +112,9 @@ func GoldenInput(exps []GoldenExperience, seed uint64) *Input {
 	return in
 }
 
-// goldenNeeds fills the Input fields that fns read from info and from the
+// GoldenNeeds fills the Input fields that fns read from info and from the
 // reward components, as the group pass does from a store.
-func goldenNeeds(in *Input, exps []GoldenExperience, n Needs) error {
+func GoldenNeeds(in *Input, exps []GoldenExperience, n Needs) error {
 	if n.StepReward != "" {
 		in.StepReward, in.HasStepReward = make([]float64, len(exps)), make([]bool, len(exps))
 		for i, e := range exps {
@@ -347,7 +347,7 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 				return err
 			}
 			in := GoldenInput(exps, 0)
-			if err := goldenNeeds(in, exps, NeedsOf(fn)); err != nil {
+			if err := GoldenNeeds(in, exps, NeedsOf(fn)); err != nil {
 				return err
 			}
 			if plan, err = fn.Plan(in); err != nil {

@@ -47,8 +47,9 @@ func gdpoSpec() Spec {
 	}
 }
 
-// Needs implements Needer: the reward components.
-func (f *GDPO) Needs() Needs { return Needs{Components: true} }
+// Needs implements Needer: the reward components; the reward itself is not
+// read, so a row with a null reward takes part.
+func (f *GDPO) Needs() Needs { return Needs{Components: true, InvalidRewards: true} }
 
 // CrossBatch implements CrossBatcher: the sums are whitened over the input.
 func (f *GDPO) CrossBatch() string {
