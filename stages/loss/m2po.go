@@ -101,11 +101,13 @@ func M2POMask(b *tokens.Batch, threshold float64) (keep []bool, st M2POStats, er
 // M2PO is the kernel of M2PO's surrogate: with lr = lp − old and the
 // straight-through clamp c = clamp(lr, ±Clip) (value c, gradient of lr),
 // L = −A·exp(c) on the tokens Keep selects (flat over the batch laid out by
-// Off), 0 elsewhere. Sums: loss, Σ exp(c)·m, Σ(−c)·m.
+// Off, whose row 0 is batch row First), 0 elsewhere. Sums: loss,
+// Σ exp(c)·m, Σ(−c)·m.
 type M2PO struct {
-	Clip float64
-	Keep []bool
-	Off  []int
+	Clip  float64
+	Keep  []bool
+	Off   []int
+	First int
 }
 
 // Sums implements tokens.Kernel.
@@ -116,7 +118,7 @@ func (k *M2PO) Row(r *tokens.Row, s []float64) {
 	lp := r.LP
 	n := len(lp)
 	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
-	keep := k.Keep[k.Off[r.Index]:][:n]
+	keep := k.Keep[k.Off[r.Index-k.First]:][:n]
 	gs := r.GradScale
 	var sL, sRatio, sKL float64
 	for t, x := range lp {
@@ -208,3 +210,222 @@ func m2poDef() *Def {
 		},
 	}
 }
+
+// m2poStream selects M2PO's tokens over a batch handed over in windows, in
+// bounded memory: the trust-region second moments are float32 values >= 0,
+// ordered as their bit patterns, so a radix selection finds the cut — pass 0
+// counts and sums them by their high 16 bits, pass 1 counts the low 16 bits
+// inside the bin where the running mean crosses the threshold — and each
+// window then keeps the tokens below the cut value and the first tied ones
+// in store order. The running means are float64 sums (upstream: a float32
+// cumulative sum), which select the same tokens unless a prefix mean lies
+// within float32 rounding of the threshold.
+type m2poStream struct {
+	p        m2poPlanner
+	valid    int64
+	n        int64
+	sum      float64
+	hi       []m2poBin // 1<<16 bins by the high bits (pass 0)
+	lo       []int64   // 1<<16 counts by the low bits of bin (pass 1)
+	bin      int       // the crossing bin, -1: nothing is dropped
+	below    m2poBin   // the bins below it
+	decided  bool      // pass 0 turned into bin
+	selected bool      // pass 1 turned into cut and ties
+	cut      uint32    // bit pattern of the cut value
+	ties     int64     // tokens at the cut value that are kept
+	seen     int64     // tokens at the cut value met so far
+	kept     int64
+	keptSum  float64
+	cur      M2PO
+	st       M2POStats
+}
+
+type m2poBin struct {
+	n int64
+	s float64
+}
+
+func (s *m2poStream) passes() int { return 2 }
+
+// trust calls f for every valid trust-region token of b with its float32
+// second moment's bits, in store order; a non-finite log-ratio at a valid
+// token is an error.
+func trust(b *tokens.Batch, valid func(), f func(t int, bits uint32)) error {
+	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
+		return err
+	}
+	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
+	for t := range lp {
+		if m[t] == 0 {
+			continue
+		}
+		lr := lp[t] - old[t]
+		if math.IsNaN(lr) || math.IsInf(lr, 0) {
+			return schema.BadInputf("M2PO received non-finite log-probability ratios.")
+		}
+		if valid != nil {
+			valid()
+		}
+		if a := adv[t]; a > 0 && lr > 0 || a < 0 && lr < 0 {
+			x := float32(lr)
+			f(t, math.Float32bits(x*x))
+		}
+	}
+	return nil
+}
+
+func (s *m2poStream) observe(pass int, b *tokens.Batch) error {
+	if pass == 0 {
+		if s.hi == nil {
+			s.hi = make([]m2poBin, 1<<16)
+		}
+		return trust(b, func() { s.valid++ }, func(_ int, bits uint32) {
+			v := float64(math.Float32frombits(bits))
+			h := &s.hi[bits>>16]
+			h.n++
+			h.s += v
+			s.n++
+			s.sum += v
+		})
+	}
+	s.decide()
+	if s.bin < 0 {
+		return nil
+	}
+	if s.lo == nil {
+		s.lo = make([]int64, 1<<16)
+	}
+	return trust(b, nil, func(_ int, bits uint32) {
+		if int(bits>>16) == s.bin {
+			s.lo[bits&0xffff]++
+		}
+	})
+}
+
+// decide ends pass 0: the statistics before the selection and the bin in
+// which the running mean of the sorted second moments crosses the threshold.
+func (s *m2poStream) decide() {
+	if s.decided {
+		return
+	}
+	s.decided, s.bin = true, -1
+	s.kept, s.keptSum = s.n, s.sum
+	if s.n == 0 {
+		return
+	}
+	s.st.M2Before = float64(float32(s.sum / float64(s.n)))
+	if s.st.M2Before <= s.p.threshold {
+		return
+	}
+	var acc m2poBin
+	for b, h := range s.hi {
+		if h.n == 0 {
+			continue
+		}
+		if (acc.s+h.s)/float64(acc.n+h.n) > s.p.threshold {
+			s.bin, s.below = b, acc
+			return
+		}
+		acc.n += h.n
+		acc.s += h.s
+	}
+}
+
+// selectCut ends pass 1: the cut value and how many tokens at it are kept.
+func (s *m2poStream) selectCut() {
+	if s.selected {
+		return
+	}
+	s.decide()
+	s.selected = true
+	if s.bin < 0 {
+		return
+	}
+	thr := s.p.threshold
+	n, sum := float64(s.below.n), s.below.s
+	for l, cnt := range s.lo {
+		if cnt == 0 {
+			continue
+		}
+		bits := uint32(s.bin)<<16 | uint32(l)
+		v := float64(math.Float32frombits(bits))
+		k := cnt
+		if v > thr {
+			k = min(cnt, max(0, int64(math.Floor((thr*n-sum)/(v-thr)))))
+		}
+		n += float64(k)
+		sum += float64(k) * v
+		if k < cnt {
+			s.cut, s.ties = bits, k
+			s.kept, s.keptSum = int64(n), sum
+			return
+		}
+	}
+	s.bin = -1 // no token to drop after all
+}
+
+func (s *m2poStream) stats() M2POStats {
+	st := s.st
+	st.M2After = st.M2Before
+	if s.bin >= 0 {
+		st.M2After = 0
+		if s.kept > 0 {
+			st.M2After = float64(float32(s.keptSum / float64(s.kept)))
+		}
+	}
+	if s.valid > 0 {
+		st.MaskedFraction = float64(s.n-s.kept) / float64(s.valid)
+		st.TrustRegionFraction = float64(s.n) / float64(s.valid)
+	}
+	return st
+}
+
+// window sets the kept tokens of window b.
+func (s *m2poStream) window(b *tokens.Batch) error {
+	s.selectCut()
+	keep := make([]bool, b.Rows.Tokens())
+	m := b.Col(tokens.ActionMask)
+	for t := range keep {
+		keep[t] = m != nil && m[t] != 0
+	}
+	if s.bin >= 0 {
+		err := trust(b, nil, func(t int, bits uint32) {
+			switch {
+			case bits > s.cut:
+				keep[t] = false
+			case bits == s.cut:
+				keep[t] = s.seen < s.ties
+				s.seen++
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	s.cur = M2PO{Clip: s.p.clip, Keep: keep, Off: b.Rows.Off, First: b.First()}
+	return nil
+}
+
+func (s *m2poStream) plan() (*Plan, error) {
+	st := s.stats()
+	k := m2poWindow{s}
+	return &Plan{
+		Terms: []tokens.Term{{Kernel: k, Rows: tokens.AllRows, Mode: agg.TokenMean, Coef: 1, Global: s.p.global}},
+		Finish: func(res []tokens.TermResult) (Outcome, error) {
+			v, m := s.cur.Summary(agg.TokenMean, res[0])
+			for name, x := range st.Metrics() {
+				m[name] = x
+			}
+			return Outcome{Loss: v, Metrics: m}, nil
+		},
+	}, nil
+}
+
+// m2poWindow is the kernel of an m2poStream: the current window's.
+type m2poWindow struct{ s *m2poStream }
+
+// Sums implements tokens.Kernel.
+func (w m2poWindow) Sums() int { return w.s.cur.Sums() }
+
+// Row implements tokens.Kernel.
+func (w m2poWindow) Row(r *tokens.Row, s []float64) { w.s.cur.Row(r, s) }
