@@ -125,7 +125,7 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 		err := query(ctx, db, rsql.Pipeline("cod", vars), func(r *dbsql.Rows) error {
 			var (
 				task, expType, taskIdx, hintIdx, rewards, taskset, judge, judgeTraj dbsql.NullString
-				run, respLen                                                         dbsql.NullInt64
+				run, respLen                                                        dbsql.NullInt64
 			)
 			if err := r.Scan(&task, &run, &respLen, &expType, &taskIdx, &hintIdx, &rewards, &taskset, &judge, &judgeTraj); err != nil {
 				return err

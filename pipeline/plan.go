@@ -38,7 +38,7 @@ func (p *planStage) Name() string { return p.name }
 func (p *planStage) Needs() Needs {
 	n := advantage.NeedsOf(p.fn)
 	return Needs{
-		Columns:    []string{schema.Batch, schema.Task, schema.Reward},
+		Columns: []string{schema.Batch, schema.Task, schema.Reward},
 		Group: &GroupNeeds{Runs: n.Runs, Step: n.Step, LogprobMean: n.LogprobMean, InvalidRewards: n.InvalidRewards,
 			StepReward: n.StepReward, Anchor: n.Anchor, Components: n.Components, CoD: n.CoD},
 		CrossBatch: advantage.CrossBatchOf(p.fn),
