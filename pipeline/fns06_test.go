@@ -172,3 +172,23 @@ func TestFns06ThroughTheEngine(t *testing.T) {
 		t.Fatalf("%d cases of gigpo, gdpo and cod; want 25", n)
 	}
 }
+
+// TestGiGPOWithoutInfo: a store without the info column runs gigpo as if no
+// row had a step reward or an anchor state: each run's return is its last
+// reward, A_S = 0, so with fnorm none a row's advantage is its reward minus
+// its task's mean, over 1 + epsilon, in float32.
+func TestGiGPOWithoutInfo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in.parquet")
+	rows := append(group(0, 1.0, 0.0, 0.5), group(1, 0.25, 0.75)...)
+	writeExps(t, path, rows)
+	out := filepath.Join(t.TempDir(), "out.parquet")
+	run(t, withFn(t, Job{In: path, Out: out}, "gigpo", ""))
+	got := readTable(t, out)
+	mean := map[int64]float32{0: 0.5, 1: 0.5}
+	for i, r := range rows {
+		want := (float32(r.reward.(float64)) - mean[r.task]) / float32(1+1e-6)
+		if got.adv[i][0] != want || got.adv[i][1] != want*0 {
+			t.Fatalf("row %d: advantages %v, want %v at masked-in tokens", i, got.adv[i], want)
+		}
+	}
+}

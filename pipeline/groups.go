@@ -28,7 +28,7 @@ func groupColumns(n GroupNeeds) []string {
 	if n.LogprobMean {
 		cols = append(cols, schema.Logprobs)
 	}
-	if n.StepReward != "" || n.Anchor != "" || n.CoD {
+	if (n.StepReward != "" || n.Anchor != "" || n.CoD) && !n.NoInfo {
 		cols = append(cols, schema.Info)
 	}
 	if n.CoD {

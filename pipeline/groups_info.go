@@ -52,6 +52,9 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 		}
 		return out
 	}
+	if n.NoInfo {
+		return noInfo(g, n)
+	}
 	if n.StepReward != "" {
 		path, err := jsonPath(n.StepReward)
 		if err != nil {
@@ -157,6 +160,29 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// noInfo fills in what the stages read of info for a store without the
+// column: every key absent. cod's iterative mode cannot run without it.
+func noInfo(g *Grouping, n GroupNeeds) error {
+	in := g.Input
+	rows := len(in.Reward)
+	if n.StepReward != "" {
+		in.StepReward, in.HasStepReward = make([]float64, rows), make([]bool, rows)
+		for i := range in.StepReward {
+			in.StepReward[i] = math.NaN()
+		}
+	}
+	if n.Anchor != "" {
+		in.Anchor = make([]int32, rows)
+		for i := range in.Anchor {
+			in.Anchor[i] = -1
+		}
+	}
+	if n.CoD {
+		return schema.BadInputf("column %q: missing; cod's iterative mode reads CoD's fields from it", schema.Info)
 	}
 	return nil
 }

@@ -166,6 +166,9 @@ type GroupNeeds struct {
 	ComponentColumns []string
 	// CoD asks for the info of CoD's meta-trajectories (cod's iterative mode).
 	CoD bool
+	// NoInfo says the store has no info column (filled in from its schema):
+	// every info key is absent.
+	NoInfo bool
 }
 
 // Preparer is a stage whose needs depend on the store: Prepare is called

@@ -64,6 +64,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		if gn.Components {
 			gn.ComponentColumns = rewardComponents(r.Schema())
 		}
+		gn.NoInfo = !has(schema.Info)
 		if g, err = groupPass(ctx, job.In, r.Files(), gn, job.Shard, tmp); err != nil {
 			return nil, err
 		}
