@@ -28,19 +28,15 @@ func gigpoSpec() Spec {
 		Params: args.Schema{
 			param("omega", args.Float, 1.0, "weight of the step-level advantage"),
 			param("gamma", args.Float, 1.0, "discount of the step-level return-to-go"),
-			{Name: "fnorm", Kind: args.String, Ctor: "none", Default: "none", InDefaults: true, Nullable: true,
+			{Name: "fnorm", Kind: args.String, Ctor: "none", Default: "none", InDefaults: true, Choices: []string{"std", "none"},
 				Doc: "std: divide by the unbiased group std; none: by 1"},
 			paramEpsilon,
 			param("step_reward_key", args.String, "step_reward", "info key of the per-step reward"),
 			param("env_state_hash_key", args.String, "env_state_hash", "info key of the anchor-state hash"),
 		},
 		NewPipeline: func(a args.Values) (PipelineFn, error) {
-			fnorm := a.String("fnorm")
-			if fnorm != "std" && fnorm != "none" {
-				return nil, errorf("gigpo", "fnorm must be 'std' or 'none'")
-			}
 			return &GiGPO{Omega: a.Float("omega"), Gamma: a.Float("gamma"), Epsilon: a.Float("epsilon"),
-				StdNorm: fnorm == "std", StepRewardKey: a.String("step_reward_key"),
+				StdNorm: a.String("fnorm") == "std", StepRewardKey: a.String("step_reward_key"),
 				StateHashKey: a.String("env_state_hash_key")}, nil
 		},
 	}

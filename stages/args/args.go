@@ -215,7 +215,9 @@ func contains(list []string, s string) bool {
 }
 
 // ParseKV parses "name=value" strings (command-line --arg flags) using each
-// argument's kind; "null" or "none" gives nil. Unknown names are errors.
+// argument's kind; "null" or "none" gives nil, except where "none" is one
+// of a string argument's choices (rec's clip_mode=none). Unknown names are
+// errors.
 func (s Schema) ParseKV(kvs []string) (Values, error) {
 	out := Values{}
 	for _, kv := range kvs {
@@ -227,7 +229,7 @@ func (s Schema) ParseKV(kvs []string) (Values, error) {
 		if !known {
 			return nil, schema.BadInputf("unknown argument %s (valid: %s)", name, strings.Join(s.Names(), ", "))
 		}
-		if l := strings.ToLower(raw); l == "null" || l == "none" {
+		if l := strings.ToLower(raw); (l == "null" || l == "none") && !(p.Kind == String && contains(p.Choices, raw)) {
 			out[name] = nil
 			continue
 		}
