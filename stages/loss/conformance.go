@@ -19,12 +19,17 @@ import (
 func ConformanceRunner(reg *Registry) conformance.Runner { return ConformanceRunnerOn(reg, tokens.CPU) }
 
 // ConformanceRunnerOn is ConformanceRunner with the kernels evaluated by ev
-// (e.g. package gpu's CUDA evaluator).
+// (e.g. package gpu's CUDA evaluator); a loss without a device form
+// (Def.CPUOnly: m2po) is evaluated on the CPU.
 func ConformanceRunnerOn(reg *Registry, ev tokens.Evaluator) conformance.Runner {
 	return func(c *conformance.Case, chk *conformance.Checker) error {
 		user, err := args.FromJSON(c.Args)
 		if err != nil {
 			return err
+		}
+		ev := ev
+		if d, err := reg.Get(c.Fn); err == nil && d.CPUOnly {
+			ev = tokens.CPU // no device form: the CPU's value is the loss's
 		}
 		if c.Fn == "m2po" {
 			return runM2PO(reg, ev, user, c, chk)
