@@ -182,7 +182,7 @@ func (f *CoD) iterative(in *Input) (*Plan, error) {
 	if len(in.CoD) != n {
 		return nil, errorf(fn, "iterative mode needs the CoD info of every row (%d of %d)", len(in.CoD), n)
 	}
-	p := &Plan{Keep: make([]bool, n), Score: make([]float32, n), Return: make([]float32, n)}
+	p := &Plan{Keep: make([]bool, n), Reason: make([]uint8, n), Score: make([]float32, n), Return: make([]float32, n)}
 	p.Metrics = agg.Metrics{"experience_count": float64(n)}
 	retNorm := make([]float64, n)
 	keys := map[string]int{}
@@ -198,6 +198,7 @@ func (f *CoD) iterative(in *Input) (*Plan, error) {
 		c := &in.CoD[r]
 		if c.Judge {
 			p.Filtered++
+			p.Reason[r] = reasonJudgeFlagged
 			continue
 		}
 		p.Keep[r] = true

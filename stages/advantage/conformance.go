@@ -353,6 +353,11 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 			if plan, err = fn.Plan(in); err != nil {
 				return err
 			}
+			for r, k := range plan.Keep {
+				if why := plan.DropReason(r); plan.Reason != nil && k == (why != "") {
+					chk.Failf(fmt.Sprintf("drop_reason[%d]", r), strconv.Quote(why), fmt.Sprintf("kept=%v", k))
+				}
+			}
 			if g, ok := fn.(*GDPO); ok {
 				if err := checkGDPO(chk, c, g, in, plan); err != nil {
 					return err

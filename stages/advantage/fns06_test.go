@@ -74,3 +74,42 @@ func TestGiGPOAnchorsByText(t *testing.T) {
 		t.Errorf("metrics %v", p.Metrics)
 	}
 }
+
+// TestDropReasons: every row a plan drops says why — a singleton or a
+// low-std group of grpo's std filter and reward_std_filter, an invalid
+// reward, a judge-flagged CoD row — and kept rows say nothing.
+func TestDropReasons(t *testing.T) {
+	tasks := GroupBy([]string{"0/a", "0/a", "0/b", "0/c", "0/c"})
+	reward := []float64{1, 1, 0.5, 0, 1}
+	in := &Input{Reward: reward, Tasks: tasks, Runs: GroupBy([]string{"a0", "a1", "b0", "c0", "c1"})}
+	dropped := []string{DropStdBelow, DropStdBelow, DropSingleton, "", ""} // task a: std 0; task b: one row (one run)
+	for _, c := range []struct {
+		fn   string
+		args map[string]any
+		in   *Input
+		want []string
+	}{
+		{"grpo", map[string]any{"std_threshold": 0.0}, in, dropped},
+		{"step_wise_grpo", map[string]any{"std_threshold": 0.0}, in, dropped},
+		{"reward_std_filter", nil, in, dropped},
+		{"grpo", nil, in, []string{"", "", "", "", ""}},
+		{"invalid_reward_filter", nil, &Input{Reward: []float64{1, math.NaN()}, Tasks: GroupBy([]string{"0/a", "0/a"})}, []string{"", DropInvalid}},
+		{"cod", map[string]any{"iterative_hint_e2e_causal": true}, &Input{Reward: []float64{1, 0}, Tasks: GroupBy([]string{"0/a", "0/a"}),
+			CoD: []CoDInfo{{Task: "a", Type: "solve_task", TaskRewards: []float64{1}, RespLen: 1}, {Task: "a", Run: 1, Type: "solve_task", TaskRewards: []float64{0}, Judge: true}}},
+			[]string{"", DropJudgeFlagged}},
+	} {
+		fn, err := Default().Pipeline(c.fn, c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := fn.Plan(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r, w := range c.want {
+			if got := p.DropReason(r); got != w || p.Keep[r] != (w == "") {
+				t.Errorf("%s %v: row %d: reason %q keep %v, want %q", c.fn, c.args, r, got, p.Keep[r], w)
+			}
+		}
+	}
+}

@@ -229,6 +229,7 @@ type groupRule interface {
 type groupOut[F float32 | float64] struct {
 	score    []F           // per input row (nil: not recorded)
 	keep     []bool        // per input row (nil: not recorded)
+	reason   []uint8       // per input row: why dropped (nil: not recorded)
 	gather   groupGatherer // per-group metrics (nil: not recorded)
 	filtered int           // rows of dropped groups
 	dropped  int           // number of dropped groups
@@ -277,6 +278,15 @@ func runGroups[F float32 | float64](gs Groups, vals []float64, rule groupRule, p
 		if !keep {
 			out.filtered += n
 			out.dropped++
+			if out.reason != nil {
+				why := reasonStdBelow
+				if n == 1 {
+					why = reasonSingleton
+				}
+				for _, r := range rows {
+					out.reason[r] = why
+				}
+			}
 			continue
 		}
 		for j, r := range rows {

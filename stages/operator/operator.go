@@ -20,14 +20,13 @@ import (
 	"github.com/rftpipe/rftpipe/stages/registry"
 )
 
-// Drop reasons, as a rejected-rows store writes them (column drop_reason).
+// Drop reasons, as a rejected-rows store writes them (column drop_reason);
+// the group filters' are the advantage plans' (advantage.DropReasons).
 const (
-	ReasonAllCorrect   = "dapo_all_correct"
-	ReasonAllWrong     = "dapo_all_wrong"
-	ReasonSingleton    = "singleton_group"
-	ReasonStdBelow     = "reward_std_below_threshold"
-	ReasonInvalid      = "invalid_reward"
-	ReasonJudgeFlagged = "cod_judge_flagged"
+	ReasonAllCorrect = "dapo_all_correct"
+	ReasonAllWrong   = "dapo_all_wrong"
+	ReasonSingleton  = advantage.DropSingleton
+	ReasonStdBelow   = advantage.DropStdBelow
 )
 
 // Input is one explore batch as an operator reads it: slices indexed by
