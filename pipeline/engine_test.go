@@ -19,7 +19,8 @@ import (
 // a loss of each shape (plain, mixed row sets, gradient after the sums, the
 // rollout correction first: bypass_mode with rejection and normalised
 // weights, whose batch mean and rejection-sampled mask totals are gathered
-// in the statistics pass).
+// in the statistics pass; m2po, whose token selection over the whole batch
+// takes two statistics passes).
 func TestLossStreamsLikeOneBatch(t *testing.T) {
 	bypass := args.Values{"rollout_is": "token", "rollout_is_batch_normalize": true,
 		"rollout_rs": "token_k1,seq_mean_k3", "rollout_rs_threshold": "0.97_1.03,0.0002"}
@@ -29,6 +30,7 @@ func TestLossStreamsLikeOneBatch(t *testing.T) {
 	}{
 		{"ppo", "ppo", "full.parquet", nil}, {"mix", "mix", "full.parquet", nil}, {"gspo", "gspo", "full.parquet", nil},
 		{"dpo", "dpo", "dpo_pairs.parquet", nil},
+		{"m2po", "m2po", "full.parquet", nil}, {"m2po_selecting", "m2po", "full.parquet", args.Values{"m2_threshold": 1e-4}},
 		{"bypass_ppo_clip", "bypass_mode", "full.parquet", bypass},
 		{"bypass_reinforce", "bypass_mode", "full.parquet", args.Overlay(bypass, args.Values{"loss_type": "reinforce", "rollout_is": "sequence", "loss_agg_mode": "seq-mean-token-mean"})},
 	} {

@@ -28,7 +28,16 @@ func groupColumns(n GroupNeeds) []string {
 	if n.LogprobMean {
 		cols = append(cols, schema.Logprobs)
 	}
-	return cols
+	if (n.StepReward != "" || n.Anchor != "" || n.CoD) && !n.NoInfo {
+		cols = append(cols, schema.Info)
+	}
+	if n.CoD {
+		cols = append(cols, schema.ActionMask)
+		if !n.Runs && !n.Step {
+			cols = append(cols, schema.Run)
+		}
+	}
+	return append(cols, n.ComponentColumns...)
 }
 
 // Grouping is the result of the group pass: per-row scalars and groupings
@@ -122,6 +131,9 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, sh
 			return nil, err
 		}
 		g.Input.LogprobMean = q
+	}
+	if err := scanInfo(ctx, db, g, n, vars); err != nil {
+		return nil, err
 	}
 	return g, nil
 }

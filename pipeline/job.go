@@ -187,12 +187,17 @@ type Needs struct {
 const AllPasses = -1
 
 // GroupNeeds says what the group pass computes for a stage, besides each
-// row's reward and its task group (tid = batch/task): the run grouping (rid
-// = batch/task/run), eid.step and the mean log-prob per row, and whether
-// rows with a null, NaN or infinite reward are grouped and handed to the
-// stage (NaN for null), which deals with them itself. It is what a
-// pipeline-side advantage fn declares (advantage.Needs), used as it is.
-type GroupNeeds = advantage.Needs
+// row's reward and its task group (tid = batch/task): what a pipeline-side
+// advantage fn declares (advantage.Needs), plus what the store's schema
+// tells once it is open.
+type GroupNeeds struct {
+	advantage.Needs
+	// ComponentColumns are the store's reward components (reward_<name>),
+	// read when Needs.Components is set.
+	ComponentColumns []string
+	// NoInfo says the store has no info column: every info key is absent.
+	NoInfo bool
+}
 
 // Preparer is a stage whose needs depend on the store: Prepare is called
 // once the store is open, before anything else, with the columns it has.

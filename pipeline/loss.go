@@ -86,7 +86,9 @@ func (l *LossStage) Needs() Needs {
 	case l.obj.Policy.Def.GradAfterSums:
 		n.Passes = 2 // the second pass evaluates: every input
 	case l.stream != nil:
-		// the statistics pass runs the rollout correction: every input
+		// the statistics passes run the rollout correction or m2po's token
+		// selection: every input
+		n.Passes = l.stream.Passes()
 	default:
 		n.PassColumns = []string{schema.ActionMask, schema.ExpertMask, l.cols[tokens.ActionMask], l.cols[tokens.ExpertMask]}
 	}
@@ -185,7 +187,8 @@ func rowFlags(b *Batch, col string) ([]bool, error) {
 }
 
 // Observe implements Observer: pass 0 gathers the totals, pass 1 (losses
-// whose gradient needs the batch's sums) the sums.
+// whose gradient needs the batch's sums) the sums; a streamed loss
+// (loss.Stream) observes its own passes.
 func (l *LossStage) Observe(pass int, b *Batch) error {
 	if pass == 0 {
 		t, err := l.totalsOf(b)
@@ -197,11 +200,14 @@ func (l *LossStage) Observe(pass int, b *Batch) error {
 		if err != nil {
 			return err
 		}
-		return l.wrap(b, l.stream.Observe(tb))
+		return l.wrap(b, l.stream.Observe(0, tb))
 	}
 	tb, err := l.window(b)
 	if err != nil {
 		return err
+	}
+	if l.stream != nil && pass < l.stream.Passes() {
+		return l.wrap(b, l.stream.Observe(pass, tb))
 	}
 	if err := l.start(tb, b); err != nil {
 		return err

@@ -39,7 +39,7 @@ func (p *planStage) Needs() Needs {
 	n := advantage.NeedsOf(p.fn)
 	return Needs{
 		Columns:    []string{schema.Batch, schema.Task, schema.Reward},
-		Group:      &n,
+		Group:      &GroupNeeds{Needs: n},
 		CrossBatch: advantage.CrossBatchOf(p.fn),
 	}
 }
@@ -85,7 +85,8 @@ func (f *filterStage) Apply(b *Batch) error {
 	return nil
 }
 
-// scoreStage writes advantages = returns = score × action_mask. A plan
+// scoreStage writes advantages = returns = score × action_mask (returns =
+// Plan.Return × action_mask where the plan has returns of its own). A plan
 // without scores (a filter) writes nothing: the input's advantages pass.
 type scoreStage struct{ p *planStage }
 
@@ -112,9 +113,22 @@ func (s *scoreStage) Apply(b *Batch) error {
 	if err != nil {
 		return err
 	}
-	adv.Retain() // returns is a copy of advantages: the same values
 	b.Set(schema.Advantages, adv)
-	b.Set(schema.Returns, adv)
+	if s.p.plan.Return == nil {
+		adv.Retain() // returns is a copy of advantages: the same values
+		b.Set(schema.Returns, adv)
+		return nil
+	}
+	for i := range score { // cod's iterative mode: returns of their own
+		if r := s.p.row(b, i); r >= 0 {
+			score[i] = s.p.plan.Return[r]
+		}
+	}
+	ret, err := broadcast(b.Column(schema.ActionMask), score)
+	if err != nil {
+		return err
+	}
+	b.Set(schema.Returns, ret)
 	return nil
 }
 

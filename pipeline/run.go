@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -60,6 +61,10 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	// columns and groups the rows.
 	var g *Grouping
 	if gn, ok := groupNeeds(job.Stages); ok {
+		if gn.Components {
+			gn.ComponentColumns = rewardComponents(r.Schema())
+		}
+		gn.NoInfo = !has(schema.Info)
 		if g, err = groupPass(ctx, job.In, r.Files(), gn, job.Shard, tmp); err != nil {
 			return nil, err
 		}
@@ -152,6 +157,10 @@ func groupNeeds(stages []Stage) (GroupNeeds, bool) {
 			out.Step = out.Step || n.Step
 			out.LogprobMean = out.LogprobMean || n.LogprobMean
 			out.InvalidRewards = out.InvalidRewards || n.InvalidRewards
+			out.StepReward = cmp.Or(out.StepReward, n.StepReward)
+			out.Anchor = cmp.Or(out.Anchor, n.Anchor)
+			out.Components = out.Components || n.Components
+			out.CoD = out.CoD || n.CoD
 		}
 	}
 	return out, ok

@@ -146,8 +146,13 @@ func TestLossCommandErrors(t *testing.T) {
 
 func TestConformanceCommand(t *testing.T) {
 	stdout, stderr, code := runCLI(t, "conformance", "../../fixtures/conformance", "--kind", "policy_loss,kl,entropy")
-	if code != 0 || stdout != "151 passed, 0 failed, 0 skipped\n" {
+	if code != 0 || stdout != "169 passed, 0 failed, 0 skipped\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// Every kind of the directory, the operator kind included.
+	stdout, stderr, code = runCLI(t, "conformance", "../../fixtures/conformance")
+	if code != 0 || stdout != "310 passed, 0 failed, 0 skipped\n" {
+		t.Errorf("all kinds: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	// A tampered golden value fails: one line for the case, exit 1.
 	b, err := os.ReadFile("../../fixtures/conformance/entropy.json")

@@ -205,6 +205,9 @@ func lossConfigs(t *testing.T) []struct {
 		if _, err := loss.Default().New(c.Fn, v); err != nil {
 			continue // a case whose arguments the reference rejects
 		}
+		if d, _ := loss.Default().Get(c.Fn); d.CPUOnly {
+			continue // no device form (m2po)
+		}
 		seen[string(key)] = true
 		out = append(out, struct {
 			fn   string

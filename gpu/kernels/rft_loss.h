@@ -56,7 +56,7 @@ enum { RFT_SFT_NONE = 0, RFT_SFT_PROB = 1, RFT_SFT_PHI = 2 };
 
 /* REC clip modes, weights and regularizers (flag[0], flag[1], flag[2]). */
 enum { RFT_REC_CLIP_NONE = 0, RFT_REC_ONE_SIDE = 1, RFT_REC_GSPO_ONE_SIDE = 2, RFT_REC_TWO_SIDE = 3, RFT_REC_RING = 4 };
-enum { RFT_REC_W_NONE = 0, RFT_REC_W_IS = 1, RFT_REC_W_GSPO_IS = 2, RFT_REC_W_ADVANTAGE = 3 };
+enum { RFT_REC_W_NONE = 0, RFT_REC_W_IS = 1, RFT_REC_W_GSPO_IS = 2, RFT_REC_W_ADVANTAGE = 3, RFT_REC_W_TRUNCATED_IS = 4 };
 enum { RFT_REC_REG_NONE = 0, RFT_REC_REG_K2 = 1, RFT_REC_REG_FORWARD_KL = 2 };
 
 /* Most per-token reductions and sums of any kernel. */
@@ -77,7 +77,7 @@ enum { RFT_REC_REG_NONE = 0, RFT_REC_REG_K2 = 1, RFT_REC_REG_FORWARD_KL = 2 };
  *   SPPO:   p = {1/(1+Eps), 1+Eps}
  *   OPMD:   p = {1/(1+Tau)}
  *   SFT:    p = {ln Cutoff}, flag = {Weight, Cutoff < 1}
- *   REC:    p = {1-Low, 1+High, 1-LowPrime, 1+HighPrime, Coef, Temp},
+ *   REC:    p = {1-Low, 1+High, 1-LowPrime, 1+HighPrime, Coef, Temp, FixOPD},
  *           flag = {clip mode, weight, regularizer}
  *   KL:     flag = {estimator, DetachRatio, old_logprob present}
  *   PG:     flag = {KL}
@@ -407,7 +407,12 @@ RFT_FN double rft_token(const rft_kernel *k, const rft_tok *t, double stat, doub
 		case RFT_REC_W_IS: w = a * ratio; break;
 		case RFT_REC_W_GSPO_IS: w = a * stat; break;
 		case RFT_REC_W_ADVANTAGE: w = a * exp(a / k->p[5]); break;
+		case RFT_REC_W_TRUNCATED_IS: /* clamp(ratio, 1-LowPrime, 1+HighPrime), NaN kept */
+			w = a * (ratio < k->p[2] ? k->p[2] : ratio > k->p[3] ? k->p[3] : ratio);
+			break;
 		}
+		if (k->p[6] != 0)
+			w -= d; /* fix_opd_advantage: + old - sg(lp) */
 		double l = -w * x * kf, g = -w * kf;
 		if (k->flag[2] == RFT_REC_REG_FORWARD_KL) {
 			l = l - k->p[4] * x;

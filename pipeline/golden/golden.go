@@ -11,6 +11,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/operator"
 	"github.com/rftpipe/rftpipe/stages/rollout"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -30,6 +31,7 @@ func Registry(ev tokens.Evaluator) (*conformance.Registry, error) {
 		"advantage":          advantage.ConformanceRunner(advantage.Default()),
 		"add_strategy":       addstrategy.ConformanceRunner(addstrategy.Default()),
 		"rollout_correction": rollout.ConformanceRunner(loss.Default()),
+		"operator":           operator.ConformanceRunner(operator.Default()),
 	} {
 		if err := reg.Add(kind, run); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -62,6 +63,10 @@ type GoldenExperience struct {
 	Entropy           []conformance.Float `json:"entropy"`
 	Necs              []conformance.Float `json:"necs"`
 	RewardBaseline    *conformance.Float  `json:"reward_baseline"`
+	// Info is the experience's info object (gigpo, cod).
+	Info map[string]json.RawMessage `json:"info"`
+	// RewardComponents are gdpo's K rewards ("nan" = none).
+	RewardComponents []conformance.Float `json:"reward_components"`
 }
 
 // DecodeGolden decodes inputs.experiences of a case.
@@ -107,6 +112,83 @@ func GoldenInput(exps []GoldenExperience, seed uint64) *Input {
 	return in
 }
 
+// GoldenNeeds fills the Input fields that fns read from info and from the
+// reward components, as the group pass does from a store.
+func GoldenNeeds(in *Input, exps []GoldenExperience, n Needs) error {
+	if n.StepReward != "" {
+		in.StepReward, in.HasStepReward = make([]float64, len(exps)), make([]bool, len(exps))
+		for i, e := range exps {
+			in.StepReward[i] = math.NaN()
+			if raw, ok := e.Info[n.StepReward]; ok {
+				var f conformance.Float
+				if err := json.Unmarshal(raw, &f); err != nil {
+					return fmt.Errorf("experience %d: info.%s: %w", i, n.StepReward, err)
+				}
+				in.StepReward[i], in.HasStepReward[i] = float64(f), true
+			}
+		}
+	}
+	if n.Anchor != "" {
+		keys := make([]string, len(exps))
+		has := make([]bool, len(exps))
+		for i, e := range exps {
+			raw, ok := e.Info[n.Anchor]
+			if !ok || string(raw) == "null" {
+				continue
+			}
+			var v any
+			d := json.NewDecoder(strings.NewReader(string(raw)))
+			d.UseNumber()
+			if err := d.Decode(&v); err != nil {
+				return fmt.Errorf("experience %d: info.%s: %w", i, n.Anchor, err)
+			}
+			keys[i], has[i] = fmt.Sprint(v), true
+		}
+		in.Anchor = AnchorIDs(keys, has)
+	}
+	if n.Components {
+		for i, e := range exps {
+			for k, c := range e.RewardComponents {
+				if k == len(in.Components) {
+					in.Components = append(in.Components, make([]float64, len(exps)))
+				}
+				in.Components[k][i] = float64(c)
+			}
+		}
+	}
+	if n.CoD {
+		in.CoD = make([]CoDInfo, len(exps))
+		for i, e := range exps {
+			var info struct {
+				ExpType     string              `json:"exp_type"`
+				TaskIdx     *int64              `json:"task_idx"`
+				HintIdx     *int64              `json:"hint_idx"`
+				TaskRewards []conformance.Float `json:"task_rewards"`
+				TasksetID   json.RawMessage     `json:"taskset_id"`
+				Judge       bool                `json:"judge_format_error"`
+				JudgeTraj   bool                `json:"judge_format_error_in_trajectory"`
+			}
+			b, _ := json.Marshal(e.Info)
+			if err := json.Unmarshal(b, &info); err != nil {
+				return fmt.Errorf("experience %d: info: %w", i, err)
+			}
+			c := CoDInfo{Task: string(e.EID.Task), Run: e.EID.Run, Type: info.ExpType, TaskRewards: floats(info.TaskRewards),
+				TasksetID: strings.Trim(string(info.TasksetID), `"`), Judge: info.Judge || info.JudgeTraj}
+			for _, m := range e.ActionMask {
+				c.RespLen += m
+			}
+			switch {
+			case info.TaskIdx != nil && info.ExpType == "solve_task":
+				c.Idx = *info.TaskIdx
+			case info.HintIdx != nil:
+				c.Idx = *info.HintIdx
+			}
+			in.CoD[i] = c
+		}
+	}
+	return nil
+}
+
 func nanIfNil(f *conformance.Float) float64 {
 	if f == nil {
 		return math.NaN()
@@ -123,6 +205,8 @@ type GoldenRow struct {
 	// Random cases (rec drop="balance").
 	MayBeDropped     bool                `json:"may_be_dropped"`
 	AdvantagesIfKept []conformance.Float `json:"advantages_if_kept"`
+	// ReturnsNorm is cod's iterative returns scalar.
+	ReturnsNorm *conformance.Float `json:"returns_norm"`
 }
 
 // GotRow is one output row of ours.
@@ -131,6 +215,8 @@ type GotRow struct {
 	Advantages []float64 // nil: no advantage computed
 	Returns    []float64
 	ActionMask []float64 // nil: not compared
+	// ReturnsNorm is the returns scalar of a plan with Return (NaN: none).
+	ReturnsNorm float64
 }
 
 // CheckRows compares output rows with golden ones, in order.
@@ -155,6 +241,9 @@ func CheckRows(chk *conformance.Checker, field string, got []GotRow, want []Gold
 		if w.ActionMask != nil {
 			chk.Vector(f+".action_mask", g.ActionMask, w.ActionMask)
 		}
+		if w.ReturnsNorm != nil {
+			chk.Scalar(f+".returns_norm", g.ReturnsNorm, float64(*w.ReturnsNorm))
+		}
 	}
 }
 
@@ -176,7 +265,7 @@ func PlanRows(p *Plan, out []OutRow, exps []GoldenExperience) ([]GotRow, error) 
 	rows := make([]GotRow, 0, len(out))
 	for _, o := range out {
 		e := exps[o.Row]
-		r := GotRow{EID: e.EID}
+		r := GotRow{EID: e.EID, ReturnsNorm: math.NaN()}
 		if o.Dup >= 0 && p.Dups[o.Dup].TaskOffset != 0 {
 			t, err := strconv.ParseInt(string(e.EID.Task), 10, 64)
 			if err != nil {
@@ -190,6 +279,13 @@ func PlanRows(p *Plan, out []OutRow, exps []GoldenExperience) ([]GotRow, error) 
 				r.Advantages[t] = float64(p.Score[o.Row]) * m
 			}
 			r.Returns = r.Advantages
+		}
+		if p.Return != nil {
+			r.ReturnsNorm = float64(p.Return[o.Row])
+			r.Returns = make([]float64, len(e.ActionMask))
+			for t, m := range e.ActionMask {
+				r.Returns[t] = r.ReturnsNorm * m
+			}
 		}
 		rows = append(rows, r)
 	}
@@ -250,8 +346,22 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 			if err != nil {
 				return err
 			}
-			if plan, err = fn.Plan(GoldenInput(exps, 0)); err != nil {
+			in := GoldenInput(exps, 0)
+			if err := GoldenNeeds(in, exps, NeedsOf(fn)); err != nil {
 				return err
+			}
+			if plan, err = fn.Plan(in); err != nil {
+				return err
+			}
+			for r, k := range plan.Keep {
+				if why := plan.DropReason(r); plan.Reason != nil && k == (why != "") {
+					chk.Failf(fmt.Sprintf("drop_reason[%d]", r), strconv.Quote(why), fmt.Sprintf("kept=%v", k))
+				}
+			}
+			if g, ok := fn.(*GDPO); ok {
+				if err := checkGDPO(chk, c, g, in, plan); err != nil {
+					return err
+				}
 			}
 			if got, err = PlanRows(plan, plan.Output(), exps); err != nil {
 				return err
@@ -287,6 +397,29 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 		}
 		return nil
 	}
+}
+
+// checkGDPO checks gdpo's per-row values: sequence_advantages (the plan's
+// scores) and aggregated_rewards.
+func checkGDPO(chk *conformance.Checker, c *conformance.Case, f *GDPO, in *Input, p *Plan) error {
+	var want struct {
+		Seq []conformance.Float `json:"sequence_advantages"`
+		Agg []conformance.Float `json:"aggregated_rewards"`
+	}
+	if err := json.Unmarshal(c.Expected, &want); err != nil {
+		return fmt.Errorf("%s: expected: %w", c.Name, err)
+	}
+	s, err := f.Aggregated(in)
+	if err != nil {
+		return err
+	}
+	seq := make([]float64, len(p.Score))
+	for i, x := range p.Score {
+		seq[i] = float64(x)
+	}
+	chk.Vector("sequence_advantages", seq, floats(want.Seq))
+	chk.Vector("aggregated_rewards", s, floats(want.Agg))
+	return nil
 }
 
 // checkDuplicates checks the deterministic part of a grpo duplication case:

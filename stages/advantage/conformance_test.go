@@ -22,7 +22,7 @@ func TestConformance(t *testing.T) {
 		t.Error(m)
 	}
 	t.Log(rep.Summary())
-	if rep.Failed != 0 || rep.Passed != 45 {
-		t.Fatalf("%s (want 45 passed)", strings.TrimSpace(rep.Summary()))
+	if rep.Failed != 0 || rep.Passed != 72 {
+		t.Fatalf("%s (want 72 passed)", strings.TrimSpace(rep.Summary()))
 	}
 }

@@ -4,14 +4,18 @@
 //
 // # Two families
 //
-// Pipeline-side fns (grpo, step_wise_grpo, opmd, asymre, rec, reinforce) and
-// the filters (reward_std_filter, invalid_reward_filter) only read per-row
-// scalars: the reward, the grouping of rows by tid (and rid), and what a fn
-// needs besides (the mean log-prob for the rank penalty, eid.step). They
+// Pipeline-side fns (grpo, step_wise_grpo, opmd, asymre, rec, reinforce, and
+// the 0.6 line's gigpo and cod, and gdpo) and the filters
+// (reward_std_filter, invalid_reward_filter) only read per-row scalars: the
+// reward, the grouping of rows by tid (and rid), and what a fn needs besides
+// (the mean log-prob for the rank penalty, eid.step, gigpo's info step
+// rewards and anchor states, gdpo's reward components, CoD's info fields:
+// Needs). They
 // return a Plan: per input row a keep flag and a float32 score, plus the
 // duplicate blocks to append. The token columns are never touched: the
 // pipeline writes advantages = returns = Score[row] × action_mask while it
-// streams the rows (Broadcast). This split keeps the per-experience work of
+// streams the rows (Broadcast; cod's iterative mode has returns of its own,
+// Plan.Return). This split keeps the per-experience work of
 // the stage to a handful of scalar operations.
 //
 // Trainer-side fns (ppo, grpo_verl, reinforceplusplus, remax, rloo,

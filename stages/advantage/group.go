@@ -229,6 +229,7 @@ type groupRule interface {
 type groupOut[F float32 | float64] struct {
 	score    []F           // per input row (nil: not recorded)
 	keep     []bool        // per input row (nil: not recorded)
+	reason   []uint8       // per input row: why dropped (nil: not recorded)
 	gather   groupGatherer // per-group metrics (nil: not recorded)
 	filtered int           // rows of dropped groups
 	dropped  int           // number of dropped groups
@@ -277,6 +278,15 @@ func runGroups[F float32 | float64](gs Groups, vals []float64, rule groupRule, p
 		if !keep {
 			out.filtered += n
 			out.dropped++
+			if out.reason != nil {
+				why := reasonStdBelow
+				if n == 1 {
+					why = reasonSingleton
+				}
+				for _, r := range rows {
+					out.reason[r] = why
+				}
+			}
 			continue
 		}
 		for j, r := range rows {
@@ -294,4 +304,25 @@ func runGroups[F float32 | float64](gs Groups, vals []float64, rule groupRule, p
 // errorf returns a bad-input error prefixed with the fn name.
 func errorf(fn, format string, args ...any) error {
 	return schema.BadInputf("advantage fn %s: %s", fn, fmt.Sprintf(format, args...))
+}
+
+// AnchorIDs numbers the distinct keys of the rows with has[i] in
+// first-appearance order (gigpo's anchor states, Input.Anchor); a row
+// without a key gets -1.
+func AnchorIDs(keys []string, has []bool) []int32 {
+	ids := make([]int32, len(keys))
+	seen := map[string]int32{}
+	for i, k := range keys {
+		if !has[i] {
+			ids[i] = -1
+			continue
+		}
+		id, ok := seen[k]
+		if !ok {
+			id = int32(len(seen))
+			seen[k] = id
+		}
+		ids[i] = id
+	}
+	return ids
 }

@@ -25,12 +25,13 @@ func invalidRewardFilterSpec() Spec {
 func (InvalidRewardFilter) Plan(in *Input) (*Plan, error) {
 	n := in.N()
 	rows := make([]int32, n)
-	p := &Plan{Groups: Groups{Off: []int32{0, int32(n)}, Rows: rows}, Keep: make([]bool, n)}
+	p := &Plan{Groups: Groups{Off: []int32{0, int32(n)}, Rows: rows}, Keep: make([]bool, n), Reason: make([]uint8, n)}
 	for i, r := range in.Reward {
 		rows[i] = int32(i)
 		p.Keep[i] = !math.IsNaN(r)
 		if !p.Keep[i] {
 			p.Filtered++
+			p.Reason[i] = reasonInvalid
 		}
 	}
 	p.Metrics = agg.Metrics{"filtered_count": float64(p.Filtered)}

@@ -9,6 +9,13 @@ type Needs struct {
 	// InvalidRewards: the fn is handed rows with a null (NaN), NaN or
 	// infinite reward and deals with them itself.
 	InvalidRewards bool
+	// StepReward and Anchor name info keys read per row into
+	// Input.StepReward and Input.Anchor ("" = not read).
+	StepReward, Anchor string
+	// Components: Input.Components (the reward components of gdpo).
+	Components bool
+	// CoD: Input.CoD (the info of CoD's meta-trajectories).
+	CoD bool
 }
 
 // Needer is implemented by the fns that read more than rewards and tasks.

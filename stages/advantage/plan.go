@@ -21,6 +21,20 @@ type Input struct {
 	LogprobMean []float64
 	// Seed seeds the RNG of the random choices (duplication, REC balance drop).
 	Seed uint64
+	// StepReward is info[step_reward_key] of every row, NaN where HasStepReward
+	// is false (the key is absent); gigpo only.
+	StepReward    []float64
+	HasStepReward []bool
+	// Anchor is, per row, the dense id (first-appearance order) of
+	// str(info[env_state_hash_key]), -1 where the hash is absent or null;
+	// gigpo only.
+	Anchor []int32
+	// Components holds the reward components of gdpo: Components[k][row] is
+	// component k of the row, NaN where the reward function gave none.
+	Components [][]float64
+	// CoD is the info of every row of a CoD meta-trajectory (cod in
+	// iterative mode only).
+	CoD []CoDInfo
 }
 
 // N returns the number of rows.
@@ -41,8 +55,15 @@ type Plan struct {
 	// Score is, per input row, the scalar broadcast over the action mask; nil
 	// for stages that compute no advantage (filters, some add strategies).
 	Score []float32
+	// Return, when set, is the scalar of the returns (returns = Return[r] ×
+	// action_mask); nil: returns = advantages (every fn but cod's iterative
+	// mode).
+	Return []float32
 	// Dups are the duplicate blocks appended after the kept rows, in order.
 	Dups []Dup
+	// Reason, when set, says per input row why the plan drops it: an index
+	// into DropReasons (0 for a kept row).
+	Reason []uint8
 	// Filtered is the number of input rows removed.
 	Filtered int
 	// Metrics holds the stage's metrics under upstream's names.
@@ -90,10 +111,38 @@ func (p *Plan) Output() []OutRow {
 	return out
 }
 
+// Drop reasons (Plan.Reason), as a store of rejected rows names them.
+const (
+	DropSingleton    = "singleton_group"            // a one-row group a filter drops
+	DropStdBelow     = "reward_std_below_threshold" // the group's reward std is at most the threshold
+	DropInvalid      = "invalid_reward"             // null or NaN reward
+	DropJudgeFlagged = "cod_judge_flagged"          // cod: the judge flagged the row's trajectory
+)
+
+// DropReasons are the values of Plan.Reason, by index.
+var DropReasons = []string{"", DropSingleton, DropStdBelow, DropInvalid, DropJudgeFlagged}
+
+// Indices into DropReasons.
+const (
+	reasonSingleton uint8 = iota + 1
+	reasonStdBelow
+	reasonInvalid
+	reasonJudgeFlagged
+)
+
+// DropReason returns why plan p drops input row r ("" if it keeps it or
+// does not say).
+func (p *Plan) DropReason(r int) string {
+	if p.Reason == nil {
+		return ""
+	}
+	return DropReasons[p.Reason[r]]
+}
+
 // newPlan returns a plan over in's tasks with every row dropped and, if
 // scores, a zero score per row.
 func newPlan(in *Input, scores bool) *Plan {
-	p := &Plan{Groups: in.Tasks, Keep: make([]bool, in.N())}
+	p := &Plan{Groups: in.Tasks, Keep: make([]bool, in.N()), Reason: make([]uint8, in.N())}
 	if scores {
 		p.Score = make([]float32, in.N())
 	}
@@ -120,7 +169,7 @@ func Broadcast(dst []float32, score float32, mask []bool) {
 func planGroups(in *Input, rule groupRule, pol SingletonPolicy) (*Plan, error) {
 	p := newPlan(in, true)
 	gat := agg.NewGatherer(rule.metricNames()...)
-	out := groupOut[float32]{score: p.Score, keep: p.Keep, gather: gat}
+	out := groupOut[float32]{score: p.Score, keep: p.Keep, reason: p.Reason, gather: gat}
 	if err := runGroups(in.Tasks, in.Reward, rule, pol, &out); err != nil {
 		return nil, err
 	}

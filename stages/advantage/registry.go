@@ -159,7 +159,8 @@ func Default() *Registry {
 
 // RegisterPipeline adds the pipeline-side advantage fns.
 func RegisterPipeline(r *Registry) error {
-	return addAll(r, grpoSpec(), stepWiseGRPOSpec(), opmdSpec(), asymreSpec(), recSpec(), reinforceSpec())
+	return addAll(r, grpoSpec(), stepWiseGRPOSpec(), opmdSpec(), asymreSpec(), recSpec(), reinforceSpec(),
+		gigpoSpec(), gdpoSpec(), codSpec())
 }
 
 // RegisterTrainer adds the trainer-side advantage fns.

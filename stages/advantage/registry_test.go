@@ -10,7 +10,7 @@ import (
 )
 
 func TestDefaultRegistry(t *testing.T) {
-	want := []string{"asymre", "asymre_verl", "clipb", "clipv", "grpo", "grpo_verl", "invalid_reward_filter",
+	want := []string{"asymre", "asymre_verl", "clipb", "clipv", "cod", "gdpo", "gigpo", "grpo", "grpo_verl", "invalid_reward_filter",
 		"jsd", "on_policy_distill", "opmd", "opmd_verl", "ppo", "rec", "reinforce", "reinforceplusplus",
 		"remax", "reward_std_filter", "rloo", "step_wise_grpo"}
 	if got := Default().Names(); !slices.Equal(got, want) {

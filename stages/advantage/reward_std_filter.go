@@ -34,7 +34,7 @@ func (f *RewardStdFilter) Plan(in *Input) (*Plan, error) {
 		return nil, err
 	}
 	p := newPlan(in, false)
-	out := groupOut[float64]{keep: p.Keep}
+	out := groupOut[float64]{keep: p.Keep, reason: p.Reason}
 	if err := runGroups(in.Tasks, in.Reward, f, SingletonUpstream, &out); err != nil {
 		return nil, err
 	}

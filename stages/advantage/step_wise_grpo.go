@@ -110,6 +110,13 @@ func (f *StepWiseGRPO) Plan(in *Input) (*Plan, error) {
 			order = append(order, rows...)
 			if !runKeep[r] {
 				p.Filtered += len(rows)
+				why := reasonStdBelow
+				if len(taskRuns.Group(t)) == 1 {
+					why = reasonSingleton
+				}
+				for _, row := range rows {
+					p.Reason[row] = why
+				}
 				continue
 			}
 			s := runScore[r]

@@ -65,3 +65,25 @@ func Gather(groups []Metrics, prefix string) Metrics {
 	}
 	return out
 }
+
+// Summarize adds "{prefix}/{name}/{mean,max,min}" of v to m with numpy's
+// semantics, as the 0.6 line's aggregate_metrics: a NaN value makes all
+// three NaN (0.5.2's Gather skips it, Q-55); an empty v adds nothing.
+func (m Metrics) Summarize(prefix, name string, v []float64) {
+	if len(v) == 0 {
+		return
+	}
+	sum, hi, lo := 0.0, math.Inf(-1), math.Inf(1)
+	for _, x := range v {
+		if math.IsNaN(x) {
+			sum, hi, lo = math.NaN(), math.NaN(), math.NaN()
+			break
+		}
+		sum += x
+		hi, lo = math.Max(hi, x), math.Min(lo, x)
+	}
+	k := prefix + "/" + name
+	m[k+"/mean"] = sum / float64(len(v))
+	m[k+"/max"] = hi
+	m[k+"/min"] = lo
+}

@@ -29,10 +29,13 @@ const (
 	Int
 	Bool
 	String
+	// Floats is a list of numbers ([]float64); on the command line,
+	// comma-separated.
+	Floats
 )
 
 func (k Kind) String() string {
-	return [...]string{"float", "int", "bool", "string"}[k]
+	return [...]string{"float", "int", "bool", "string", "list of floats"}[k]
 }
 
 // Param declares one constructor argument.
@@ -176,6 +179,8 @@ func (p Param) coerce(v any) (any, error) {
 		if x, ok := v.(bool); ok {
 			return x, nil
 		}
+	case Floats:
+		return coerceFloats(p, v)
 	case String:
 		x, ok := v.(string)
 		if !ok {
@@ -189,6 +194,36 @@ func (p Param) coerce(v any) (any, error) {
 	return bad()
 }
 
+// coerceFloats converts a list argument (JSON array or []float64).
+func coerceFloats(p Param, v any) (any, error) {
+	switch x := v.(type) {
+	case []float64:
+		return x, nil
+	case []any:
+		out := make([]float64, len(x))
+		for i, e := range x {
+			switch n := e.(type) {
+			case json.Number:
+				f, err := n.Float64()
+				if err != nil {
+					return nil, schema.BadInputf("argument %s: element %d: %v", p.Name, i, err)
+				}
+				out[i] = f
+			case float64:
+				out[i] = n
+			case int64:
+				out[i] = float64(n)
+			case int:
+				out[i] = float64(n)
+			default:
+				return nil, schema.BadInputf("argument %s: element %d (%v) is not a number", p.Name, i, e)
+			}
+		}
+		return out, nil
+	}
+	return nil, schema.BadInputf("argument %s: %v is not a valid %s", p.Name, v, p.Kind)
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -199,7 +234,9 @@ func contains(list []string, s string) bool {
 }
 
 // ParseKV parses "name=value" strings (command-line --arg flags) using each
-// argument's kind; "null" or "none" gives nil. Unknown names are errors.
+// argument's kind; "null" or "none" gives nil, except where "none" is one
+// of a string argument's choices (rec's clip_mode=none). Unknown names are
+// errors.
 func (s Schema) ParseKV(kvs []string) (Values, error) {
 	out := Values{}
 	for _, kv := range kvs {
@@ -211,7 +248,7 @@ func (s Schema) ParseKV(kvs []string) (Values, error) {
 		if !known {
 			return nil, schema.BadInputf("unknown argument %s (valid: %s)", name, strings.Join(s.Names(), ", "))
 		}
-		if l := strings.ToLower(raw); l == "null" || l == "none" {
+		if l := strings.ToLower(raw); (l == "null" || l == "none") && !(p.Kind == String && contains(p.Choices, raw)) {
 			out[name] = nil
 			continue
 		}
@@ -229,6 +266,16 @@ func (s Schema) ParseKV(kvs []string) (Values, error) {
 			v, err = strconv.ParseInt(raw, 10, 64)
 		case Bool:
 			v, err = strconv.ParseBool(raw)
+		case Floats:
+			fs := []float64{}
+			for _, part := range strings.Split(raw, ",") {
+				var f float64
+				if f, err = strconv.ParseFloat(strings.TrimSpace(part), 64); err != nil {
+					break
+				}
+				fs = append(fs, f)
+			}
+			v = fs
 		default:
 			v = raw
 		}
@@ -288,6 +335,9 @@ func (v Values) Int(name string) int64 { x, _ := v[name].(int64); return x }
 
 // Bool returns a resolved Bool argument (false if nil).
 func (v Values) Bool(name string) bool { x, _ := v[name].(bool); return x }
+
+// Floats returns a resolved Floats argument (nil if nil).
+func (v Values) Floats(name string) []float64 { x, _ := v[name].([]float64); return x }
 
 // String returns a resolved String argument ("" if nil).
 func (v Values) String(name string) string { x, _ := v[name].(string); return x }

@@ -85,3 +85,24 @@ func TestParseKVAndJSON(t *testing.T) {
 		t.Errorf("Resolve(FromJSON) = %v, %v", r, err)
 	}
 }
+
+// TestParseKVNoneChoice: "none" is None, except where it is one of a string
+// argument's choices.
+func TestParseKVNoneChoice(t *testing.T) {
+	s := Schema{{Name: "mode", Kind: String, Ctor: "none", Choices: []string{"none", "std"}},
+		{Name: "x", Kind: Float, Nullable: true}, {Name: "w", Kind: Floats, Nullable: true}}
+	v, err := s.ParseKV([]string{"mode=none", "x=none", "w=1,0.5,-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v["mode"] != "none" || v["x"] != nil {
+		t.Fatalf("parsed %v", v)
+	}
+	r, err := s.Resolve(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := r.Floats("w"); len(w) != 3 || w[0] != 1 || w[1] != 0.5 || w[2] != -2 {
+		t.Fatalf("w = %v", w)
+	}
+}

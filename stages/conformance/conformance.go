@@ -40,7 +40,9 @@ type Case struct {
 	Float32Internal bool                       `json:"float32_internal"`
 	Expected        json.RawMessage            `json:"expected"`
 	Tolerance       Tolerance                  `json:"tolerance"`
-	Notes           string                     `json:"notes"`
+	// ToleranceMaskMetrics is the tolerance of m2po's mask statistics.
+	ToleranceMaskMetrics *Tolerance `json:"tolerance_mask_metrics"`
+	Notes                string     `json:"notes"`
 }
 
 // ExpectedError reports whether the reference raised for this case, and its message.

@@ -157,6 +157,21 @@ func (p *bypass) planOf(k tokens.Kernel, result func() (agg.Metrics, tokens.Stat
 // metric sums adding up over the windows. The result equals the loss of the
 // whole batch at once.
 type Stream struct {
+	impl streamer
+}
+
+// streamer is the streamed evaluation of one loss: its statistics passes
+// over the windows, then each window's preparation and the plan of its
+// evaluation.
+type streamer interface {
+	passes() int
+	observe(pass int, b *tokens.Batch) error
+	window(b *tokens.Batch) error
+	plan() (*Plan, error)
+}
+
+// bypassStream is bypass_mode's Stream.
+type bypassStream struct {
 	p      *bypass
 	norm   rollout.Norm
 	totals tokens.Totals // of the rejection-sampled mask
@@ -164,17 +179,34 @@ type Stream struct {
 	cur    *remasked // the current window
 }
 
-// Stream returns the streaming evaluation of a bypass_mode loss (nil for
-// any other loss) and the loss to hand to the objective instead of l: it
-// evaluates the window set by Stream.Window.
+// Stream returns the streaming evaluation of a loss whose windows need more
+// than the batch's totals — bypass_mode (the rollout correction) and m2po
+// (the token selection over the whole mini-batch); nil for any other loss —
+// and the loss to hand to the objective instead of l: it evaluates the
+// window set by Stream.Window.
 func (l *Loss) Stream() (*Stream, *Loss) {
-	p, ok := l.p.(*bypass)
-	if !ok {
+	var s *Stream
+	switch p := l.p.(type) {
+	case *bypass:
+		s = &Stream{impl: &bypassStream{p: p}}
+	case m2poPlanner:
+		s = &Stream{impl: &m2poStream{p: p}}
+	default:
 		return nil, nil
 	}
-	s := &Stream{p: p}
 	return s, &Loss{Def: l.Def, Args: l.Args, p: streamPlanner{s}}
 }
+
+// Passes returns the number of statistics passes (Observe) the stream
+// needs before the windows are evaluated.
+func (s *Stream) Passes() int { return s.impl.passes() }
+
+// Observe is statistics pass pass over one window, windows in order.
+func (s *Stream) Observe(pass int, b *tokens.Batch) error { return s.impl.observe(pass, b) }
+
+// Window prepares window b (after every Observe) for its evaluation;
+// windows in order.
+func (s *Stream) Window(b *tokens.Batch) error { return s.impl.window(b) }
 
 // input is the correction's input of a window: the current log-prob versus
 // the rollout log-prob (old_logprob in bypass mode).
@@ -185,9 +217,11 @@ func input(b *tokens.Batch) (rollout.Input, error) {
 	return rollout.Input{Rows: b.Rows, Old: b.Col(tokens.LogProb), Rollout: b.Col(tokens.OldLogProb), Mask: b.Col(tokens.ActionMask)}, nil
 }
 
-// Observe is the statistics pass over one window: the batch normalisation
+func (s *bypassStream) passes() int { return 1 }
+
+// observe is the statistics pass over one window: the batch normalisation
 // sums and the totals of the rejection-sampled mask.
-func (s *Stream) Observe(b *tokens.Batch) error {
+func (s *bypassStream) observe(_ int, b *tokens.Batch) error {
 	in, err := input(b)
 	if err != nil {
 		return err
@@ -208,10 +242,10 @@ func (s *Stream) Observe(b *tokens.Batch) error {
 	return nil
 }
 
-// Window corrects window b (after every Observe): the kernel then
+// window corrects window b (after every observe): the kernel then
 // evaluates b's rows on their rejection-sampled mask and weights, and the
 // correction's metric sums take b's.
-func (s *Stream) Window(b *tokens.Batch) error {
+func (s *bypassStream) window(b *tokens.Batch) error {
 	in, err := input(b)
 	if err != nil {
 		return err
@@ -227,8 +261,9 @@ func (s *Stream) Window(b *tokens.Batch) error {
 // streamPlanner plans a Stream's evaluation.
 type streamPlanner struct{ s *Stream }
 
-func (sp streamPlanner) plan(*tokens.Batch) (*Plan, error) {
-	s := sp.s
+func (sp streamPlanner) plan(*tokens.Batch) (*Plan, error) { return sp.s.impl.plan() }
+
+func (s *bypassStream) plan() (*Plan, error) {
 	return s.p.planOf(window{s}, func() (agg.Metrics, tokens.Stats, error) {
 		m, err := s.p.corr.Metrics(&s.acc, &s.norm)
 		st := tokens.Stats{Rows: s.totals.Rows[tokens.AllRows], NonEmpty: s.totals.NonEmpty[tokens.AllRows],
@@ -237,8 +272,8 @@ func (sp streamPlanner) plan(*tokens.Batch) (*Plan, error) {
 	}), nil
 }
 
-// window is the kernel of a Stream: the current window's.
-type window struct{ s *Stream }
+// window is the kernel of a bypassStream: the current window's.
+type window struct{ s *bypassStream }
 
 // Sums implements tokens.Kernel.
 func (w window) Sums() int { return w.s.p.k.Sums() }

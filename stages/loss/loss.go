@@ -1,5 +1,6 @@
-// Package loss holds the 15 policy loss functions of Trinity-RFT and verl's
-// gpg, geo_mean, reinforce and bypass_mode under their upstream names, with
+// Package loss holds the 15 policy loss functions of Trinity-RFT, the 0.6
+// line's m2po, and verl's gpg, geo_mean, reinforce and bypass_mode under
+// their upstream names, with
 // their default arguments, argument validation, metrics under upstream's
 // names, and dLoss/dlogprob for every token (respecting the reference's
 // stop-gradients), so an external trainer can back-propagate through its

@@ -54,7 +54,7 @@ var (
 )
 
 func TestRegistry(t *testing.T) {
-	want := []string{"bypass_mode", "cispo", "dpo", "geo_mean", "gpg", "gspo", "importance_sampling", "mix", "mix_chord",
+	want := []string{"bypass_mode", "cispo", "dpo", "geo_mean", "gpg", "gspo", "importance_sampling", "m2po", "mix", "mix_chord",
 		"opmd", "ppo", "rec", "reinforce", "sapo", "sft", "sft_is", "sft_phi", "sppo", "topr"}
 	if got := Default().Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("Names = %v", got)

@@ -9,7 +9,7 @@ import (
 // REC clip modes, weightings and regularizers (argument values).
 var (
 	recClipModes    = []string{"none", "one-side", "gspo-one-side", "two-side", "ring"}
-	recWeights      = []string{"none", "importance_sampling", "gspo_importance_sampling", "advantage"}
+	recWeights      = []string{"none", "importance_sampling", "gspo_importance_sampling", "advantage", "truncated_importance_sampling"}
 	recRegularizers = []string{"none", "k2", "forward-kl"}
 )
 
@@ -22,7 +22,9 @@ var (
 //	        gspo-one-side: as one-side with ρ for r;
 //	        ring: two-side or (A >= 0, r <= 1-LowPrime) or (A <= 0, r >= 1+HighPrime)
 //	A' = A (none), A·r (importance_sampling), A·ρ (gspo_importance_sampling),
-//	     A·exp(A/Temp) (advantage)
+//	     A·exp(A/Temp) (advantage), A·clamp(r, 1-LowPrime, 1+HighPrime)
+//	     (truncated_importance_sampling, 0.6 line)
+//	A' += old - sg(lp) with FixOPD (fix_opd_advantage, 0.6 line)
 //	L = -A'·lp·[K], then - Coef·lp (forward-kl) or + Coef·(lp-old)² (k2)
 //
 // Sums: loss, Σ(1-K)·m.
@@ -30,6 +32,7 @@ type REC struct {
 	ClipMode, Weight, Regularizer  string
 	Low, High, LowPrime, HighPrime float64
 	Coef, Temp                     float64
+	FixOPD                         bool
 }
 
 // Sums implements tokens.Kernel.
@@ -63,6 +66,12 @@ func (k *REC) Row(r *tokens.Row, s []float64) {
 			w = a * rho
 		case "advantage":
 			w = a * exp(a/k.Temp)
+		case "truncated_importance_sampling":
+			c, _ := clamp(ratio, 1-k.LowPrime, 1+k.HighPrime)
+			w = a * c
+		}
+		if k.FixOPD {
+			w -= d // + old − sg(lp)
 		}
 		kf := b2f(keep)
 		l, g := -w*x*kf, -w*kf
@@ -121,21 +130,25 @@ func recDef() *Def {
 			s("regularizer", recRegularizers, "regularizer added to every token"),
 			f("regularizer_coef", 0, 0, "regularizer coefficient, >= 0").In(args.NonNeg),
 			f("temp", 1, 1, "temperature of weight=advantage, > 0").In(args.Positive),
+			// 0.6 line: the mode is honoured (Q-16 fixed upstream), except
+			// for gspo-one-side; null is refused here, not at call time.
+			aggParam("token-mean"),
+			{Name: "fix_opd_advantage", Kind: args.Bool, Ctor: false, Default: false, InDefaults: true,
+				Doc: "add old − sg(logprob) to the weighted advantage (on-policy distillation)"},
 		},
 		Inputs: []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
 		build: func(v args.Values) (planner, error) {
 			k := &REC{ClipMode: v.String("clip_mode"), Weight: v.String("weight"), Regularizer: v.String("regularizer"),
 				Low: v.Float("epsilon_low"), High: v.Float("epsilon_high"),
 				LowPrime: v.Float("epsilon_low_prime"), HighPrime: v.Float("epsilon_high_prime"),
-				Coef: v.Float("regularizer_coef"), Temp: v.Float("temp")}
+				Coef: v.Float("regularizer_coef"), Temp: v.Float("temp"), FixOPD: v.Bool("fix_opd_advantage")}
 			switch {
 			case k.Weight == "gspo_importance_sampling" && k.ClipMode != "gspo-one-side":
 				// Upstream fails at call time on an undefined variable.
 				return nil, bad("weight gspo_importance_sampling requires clip_mode gspo-one-side, got %s", k.ClipMode)
 			}
-			// No loss_agg_mode argument: token-mean, or seq-mean-token-mean
-			// for gspo-one-side.
-			md := agg.TokenMean
+			// gspo-one-side forces seq-mean-token-mean.
+			md := mode(v, "loss_agg_mode")
 			if k.ClipMode == "gspo-one-side" {
 				md = agg.SeqMeanTokenMean
 			}

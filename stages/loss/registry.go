@@ -54,14 +54,14 @@ func (r *Registry) Eval(name string, user args.Values, b *tokens.Batch, grad []f
 	return res.Loss, res.Metrics, err
 }
 
-// RegisterPolicyLosses adds the 15 upstream policy losses of Trinity-RFT and
-// verl's gpg, geo_mean, reinforce and bypass_mode to r. This is the one
-// place to add a loss.
+// RegisterPolicyLosses adds the 15 upstream policy losses of Trinity-RFT,
+// the 0.6 line's m2po, and verl's gpg, geo_mean, reinforce and bypass_mode
+// to r. This is the one place to add a loss.
 func RegisterPolicyLosses(r *Registry) error {
 	for _, d := range []*Def{
 		ppoDef(), opmdDef(), dpoDef(), sftDef(), mixDef(), gspoDef(), toprDef(), cispoDef(),
 		sftISDef(), sftPhiDef(), mixChordDef(), sppoDef(), recDef(), sapoDef(), isDef(),
-		gpgDef(), geoMeanDef(), reinforceDef(), bypassDef(),
+		gpgDef(), geoMeanDef(), reinforceDef(), bypassDef(), m2poDef(),
 	} {
 		if err := r.Add(d); err != nil {
 			return err

@@ -173,7 +173,7 @@ func TestBypassStreamEqualsWhole(t *testing.T) {
 			return win
 		}
 		for _, w := range wins {
-			if err := s.Observe(window(w)); err != nil {
+			if err := s.Observe(0, window(w)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -56,8 +56,9 @@ type Kernel struct {
 // REC argument values → rft_loss.h enums.
 var (
 	recClip   = map[string]int32{"none": 0, "one-side": 1, "gspo-one-side": 2, "two-side": 3, "ring": 4}
-	recWeight = map[string]int32{"none": 0, "importance_sampling": 1, "gspo_importance_sampling": 2, "advantage": 3}
-	recReg    = map[string]int32{"none": 0, "k2": 1, "forward-kl": 2}
+	recWeight = map[string]int32{"none": 0, "importance_sampling": 1, "gspo_importance_sampling": 2, "advantage": 3,
+		"truncated_importance_sampling": 4}
+	recReg = map[string]int32{"none": 0, "k2": 1, "forward-kl": 2}
 )
 
 func flag(c bool) int32 {
@@ -114,7 +115,7 @@ func Describe(k tokens.Kernel, hasOld bool) (Kernel, error) {
 			return d, schema.BadInputf("rec: no device form of clip_mode %q, weight %q, regularizer %q", k.ClipMode, k.Weight, k.Regularizer)
 		}
 		d = Kernel{Kind: KindREC, Flag: [3]int32{c, w, r},
-			P: [8]float64{1 - k.Low, 1 + k.High, 1 - k.LowPrime, 1 + k.HighPrime, k.Coef, k.Temp}}
+			P: [8]float64{1 - k.Low, 1 + k.High, 1 - k.LowPrime, 1 + k.HighPrime, k.Coef, k.Temp, float64(flag(k.FixOPD))}}
 	case *loss.IS:
 		d = Kernel{Kind: KindIS}
 	case *loss.DPOSums:

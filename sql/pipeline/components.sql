@@ -1,0 +1,7 @@
+-- components: per grouped experience (placeholder grouped, see tasks.sql), in
+-- store order, its reward components: placeholder cols is the list of the
+-- store's reward_<name> columns, each cast to DOUBLE (gdpo).
+SELECT {{cols}}
+FROM (SELECT *, reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward) AS valid FROM exps)
+WHERE {{grouped}}
+ORDER BY row_idx;

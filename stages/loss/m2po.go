@@ -1,0 +1,431 @@
+package loss
+
+import (
+	"math"
+	"sort"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// M2POStats are the statistics of an M2PO mask selection (upstream's
+// m2_before, m2_after, masked_fraction, trust_region_fraction; float32).
+type M2POStats struct {
+	M2Before, M2After, MaskedFraction, TrustRegionFraction float64
+}
+
+// Metrics returns the statistics under the names m2po/<name>.
+func (s M2POStats) Metrics() agg.Metrics {
+	return agg.Metrics{"m2po/m2_before": s.M2Before, "m2po/m2_after": s.M2After,
+		"m2po/masked_fraction": s.MaskedFraction, "m2po/trust_region_fraction": s.TrustRegionFraction}
+}
+
+// M2POMask selects the tokens of batch b (one optimizer mini-batch) that
+// M2PO trains on: the valid tokens (action_mask ≠ 0) minus the trust-region
+// tokens (A > 0 ∧ lr > 0, or A < 0 ∧ lr < 0) with the largest float32
+// second moments lr², dropped until the mean of the rest is at most
+// threshold (stable ascending sort, float32 running means). keep is flat
+// over b's tokens. A non-finite log-ratio at a valid token is an error.
+func M2POMask(b *tokens.Batch, threshold float64) (keep []bool, st M2POStats, err error) {
+	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
+		return nil, st, err
+	}
+	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
+	keep = make([]bool, len(lp))
+	var idx []int
+	var v []float32
+	valid := 0
+	for t := range lp {
+		if m[t] == 0 {
+			continue
+		}
+		valid++
+		keep[t] = true
+		lr := lp[t] - old[t]
+		if math.IsNaN(lr) || math.IsInf(lr, 0) {
+			return nil, st, schema.BadInputf("M2PO received non-finite log-probability ratios.")
+		}
+		if a := adv[t]; a > 0 && lr > 0 || a < 0 && lr < 0 {
+			f := float32(lr)
+			idx, v = append(idx, t), append(v, f*f)
+		}
+	}
+	n := len(v)
+	mean32 := func(x []float32) float64 {
+		if len(x) == 0 {
+			return 0
+		}
+		s := 0.0
+		for _, y := range x {
+			s += float64(y)
+		}
+		return float64(float32(s / float64(len(x))))
+	}
+	st.M2Before = mean32(v)
+	kept := n
+	if n > 0 && st.M2Before > threshold {
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(i, j int) bool { return v[order[i]] < v[order[j]] })
+		var cum float32
+		kept = 0
+		for k, o := range order {
+			cum += v[o]
+			if float64(cum/float32(k+1)) <= threshold {
+				kept = k + 1
+			}
+		}
+		rest := make([]float32, 0, kept)
+		for k, o := range order {
+			if k >= kept {
+				keep[idx[o]] = false
+			} else {
+				rest = append(rest, v[o])
+			}
+		}
+		st.M2After = mean32(rest)
+	} else {
+		st.M2After = st.M2Before
+	}
+	if valid > 0 {
+		st.MaskedFraction = float64(n-kept) / float64(valid)
+		st.TrustRegionFraction = float64(n) / float64(valid)
+	}
+	return keep, st, nil
+}
+
+// M2PO is the kernel of M2PO's surrogate: with lr = lp − old and the
+// straight-through clamp c = clamp(lr, ±Clip) (value c, gradient of lr),
+// L = −A·exp(c) on the tokens Keep selects (flat over the batch laid out by
+// Off, whose row 0 is batch row First), 0 elsewhere. Sums: loss,
+// Σ exp(c)·m, Σ(−c)·m.
+type M2PO struct {
+	Clip  float64
+	Keep  []bool
+	Off   []int
+	First int
+}
+
+// Sums implements tokens.Kernel.
+func (k *M2PO) Sums() int { return 3 }
+
+// Row implements tokens.Kernel.
+func (k *M2PO) Row(r *tokens.Row, s []float64) {
+	lp := r.LP
+	n := len(lp)
+	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
+	keep := k.Keep[k.Off[r.Index-k.First]:][:n]
+	gs := r.GradScale
+	var sL, sRatio, sKL float64
+	for t, x := range lp {
+		mt := m[t]
+		if mt == 0 {
+			grad[t] = 0
+			continue
+		}
+		c, _ := clamp(x-old[t], -k.Clip, k.Clip)
+		ratio := exp(c)
+		l := 0.0
+		if keep[t] {
+			l = -adv[t] * ratio
+		}
+		sL += l * mt
+		sRatio += ratio * mt
+		sKL -= c * mt
+		grad[t] = gs * mt * l // straight-through: ∂exp(c)/∂lp = exp(c)
+	}
+	s[0] += r.Scale * sL
+	s[1] += sRatio
+	s[2] += sKL
+}
+
+// Summary implements Kernel: pg_loss, ppo_kl, ratio/mean.
+func (k *M2PO) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics) {
+	s, st := r.Sums, r.Stats
+	loss := agg.Total(mode, st.Rows, s[0])
+	return loss, agg.Metrics{"pg_loss": loss, "ppo_kl": st.MaskedMean(s[2]), "ratio/mean": st.MaskedMean(s[1])}
+}
+
+// m2poPlanner computes the mask over the batch it is handed (one optimizer
+// mini-batch, Q-56) and evaluates the surrogate.
+type m2poPlanner struct {
+	threshold, clip float64
+	global          *agg.Global
+}
+
+func (p m2poPlanner) plan(b *tokens.Batch) (*Plan, error) {
+	if b.Totals().Rows[tokens.AllRows] != b.Rows.N() {
+		return nil, bad("m2po selects its tokens over the whole mini-batch: it cannot be evaluated on a window of %d rows of %d", b.Rows.N(), b.Totals().Rows[tokens.AllRows])
+	}
+	keep, st, err := M2POMask(b, p.threshold)
+	if err != nil {
+		return nil, err
+	}
+	return p.planMask(b, keep, st), nil
+}
+
+// planMask evaluates the surrogate on b with a given mask (keep flat over
+// b's tokens) and adds the selection's statistics st to the metrics.
+func (p m2poPlanner) planMask(b *tokens.Batch, keep []bool, st M2POStats) *Plan {
+	k := &M2PO{Clip: p.clip, Keep: keep, Off: b.Rows.Off}
+	return &Plan{
+		Terms: []tokens.Term{{Kernel: k, Rows: tokens.AllRows, Mode: agg.TokenMean, Coef: 1, Global: p.global}},
+		Finish: func(res []tokens.TermResult) (Outcome, error) {
+			v, m := k.Summary(agg.TokenMean, res[0])
+			for name, x := range st.Metrics() {
+				m[name] = x
+			}
+			return Outcome{Loss: v, Metrics: m}, nil
+		},
+	}
+}
+
+func m2poDef() *Def {
+	return &Def{
+		Name: "m2po",
+		Params: append(args.Schema{
+			{Name: "m2_threshold", Kind: args.Float, Ctor: 0.04, Default: 0.04, InDefaults: true,
+				Doc: "bound on the mean second moment lr² of the kept trust-region tokens, >= 0"},
+			aggParam("token-mean"),
+			{Name: "log_ratio_clip", Kind: args.Float, Ctor: 20.0, Default: 20.0, InDefaults: true,
+				Doc: "straight-through clamp of the log-ratio before exp, > 0"},
+		}, globalParams...),
+		Inputs:  []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
+		CPUOnly: true,
+		build: func(v args.Values) (planner, error) {
+			p := m2poPlanner{threshold: v.Float("m2_threshold"), clip: v.Float("log_ratio_clip"), global: global(v)}
+			switch {
+			case math.IsNaN(p.threshold) || math.IsInf(p.threshold, 0) || p.threshold < 0:
+				return nil, bad("m2_threshold must be finite and non-negative.")
+			case math.IsNaN(p.clip) || math.IsInf(p.clip, 0) || p.clip <= 0:
+				return nil, bad("log_ratio_clip must be finite and positive.")
+			case v.String("loss_agg_mode") != "token-mean":
+				return nil, bad("M2PO requires loss_agg_mode='token-mean' to preserve the paper's original valid-token denominator.")
+			}
+			return p, nil
+		},
+	}
+}
+
+// m2poStream selects M2PO's tokens over a batch handed over in windows, in
+// bounded memory: the trust-region second moments are float32 values >= 0,
+// ordered as their bit patterns, so a radix selection finds the cut — pass 0
+// counts and sums them by their high 16 bits, pass 1 counts the low 16 bits
+// inside the bin where the running mean crosses the threshold — and each
+// window then keeps the tokens below the cut value and the first tied ones
+// in store order. The running means are float64 sums (upstream: a float32
+// cumulative sum), which select the same tokens unless a prefix mean lies
+// within float32 rounding of the threshold.
+type m2poStream struct {
+	p        m2poPlanner
+	valid    int64
+	n        int64
+	sum      float64
+	hi       []m2poBin // 1<<16 bins by the high bits (pass 0)
+	lo       []int64   // 1<<16 counts by the low bits of bin (pass 1)
+	bin      int       // the crossing bin, -1: nothing is dropped
+	below    m2poBin   // the bins below it
+	decided  bool      // pass 0 turned into bin
+	selected bool      // pass 1 turned into cut and ties
+	cut      uint32    // bit pattern of the cut value
+	ties     int64     // tokens at the cut value that are kept
+	seen     int64     // tokens at the cut value met so far
+	kept     int64
+	keptSum  float64
+	cur      M2PO
+	st       M2POStats
+}
+
+type m2poBin struct {
+	n int64
+	s float64
+}
+
+func (s *m2poStream) passes() int { return 2 }
+
+// trust calls f for every valid trust-region token of b with its float32
+// second moment's bits, in store order; a non-finite log-ratio at a valid
+// token is an error.
+func trust(b *tokens.Batch, valid func(), f func(t int, bits uint32)) error {
+	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
+		return err
+	}
+	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
+	for t := range lp {
+		if m[t] == 0 {
+			continue
+		}
+		lr := lp[t] - old[t]
+		if math.IsNaN(lr) || math.IsInf(lr, 0) {
+			return schema.BadInputf("M2PO received non-finite log-probability ratios.")
+		}
+		if valid != nil {
+			valid()
+		}
+		if a := adv[t]; a > 0 && lr > 0 || a < 0 && lr < 0 {
+			x := float32(lr)
+			f(t, math.Float32bits(x*x))
+		}
+	}
+	return nil
+}
+
+func (s *m2poStream) observe(pass int, b *tokens.Batch) error {
+	if pass == 0 {
+		if s.hi == nil {
+			s.hi = make([]m2poBin, 1<<16)
+		}
+		return trust(b, func() { s.valid++ }, func(_ int, bits uint32) {
+			v := float64(math.Float32frombits(bits))
+			h := &s.hi[bits>>16]
+			h.n++
+			h.s += v
+			s.n++
+			s.sum += v
+		})
+	}
+	s.decide()
+	if s.bin < 0 {
+		return nil
+	}
+	if s.lo == nil {
+		s.lo = make([]int64, 1<<16)
+	}
+	return trust(b, nil, func(_ int, bits uint32) {
+		if int(bits>>16) == s.bin {
+			s.lo[bits&0xffff]++
+		}
+	})
+}
+
+// decide ends pass 0: the statistics before the selection and the bin in
+// which the running mean of the sorted second moments crosses the threshold.
+func (s *m2poStream) decide() {
+	if s.decided {
+		return
+	}
+	s.decided, s.bin = true, -1
+	s.kept, s.keptSum = s.n, s.sum
+	if s.n == 0 {
+		return
+	}
+	s.st.M2Before = float64(float32(s.sum / float64(s.n)))
+	if s.st.M2Before <= s.p.threshold {
+		return
+	}
+	var acc m2poBin
+	for b, h := range s.hi {
+		if h.n == 0 {
+			continue
+		}
+		if (acc.s+h.s)/float64(acc.n+h.n) > s.p.threshold {
+			s.bin, s.below = b, acc
+			return
+		}
+		acc.n += h.n
+		acc.s += h.s
+	}
+}
+
+// selectCut ends pass 1: the cut value and how many tokens at it are kept.
+func (s *m2poStream) selectCut() {
+	if s.selected {
+		return
+	}
+	s.decide()
+	s.selected = true
+	if s.bin < 0 {
+		return
+	}
+	thr := s.p.threshold
+	n, sum := float64(s.below.n), s.below.s
+	for l, cnt := range s.lo {
+		if cnt == 0 {
+			continue
+		}
+		bits := uint32(s.bin)<<16 | uint32(l)
+		v := float64(math.Float32frombits(bits))
+		k := cnt
+		if v > thr {
+			k = min(cnt, max(0, int64(math.Floor((thr*n-sum)/(v-thr)))))
+		}
+		n += float64(k)
+		sum += float64(k) * v
+		if k < cnt {
+			s.cut, s.ties = bits, k
+			s.kept, s.keptSum = int64(n), sum
+			return
+		}
+	}
+	s.bin = -1 // no token to drop after all
+}
+
+func (s *m2poStream) stats() M2POStats {
+	st := s.st
+	st.M2After = st.M2Before
+	if s.bin >= 0 {
+		st.M2After = 0
+		if s.kept > 0 {
+			st.M2After = float64(float32(s.keptSum / float64(s.kept)))
+		}
+	}
+	if s.valid > 0 {
+		st.MaskedFraction = float64(s.n-s.kept) / float64(s.valid)
+		st.TrustRegionFraction = float64(s.n) / float64(s.valid)
+	}
+	return st
+}
+
+// window sets the kept tokens of window b.
+func (s *m2poStream) window(b *tokens.Batch) error {
+	s.selectCut()
+	keep := make([]bool, b.Rows.Tokens())
+	m := b.Col(tokens.ActionMask)
+	for t := range keep {
+		keep[t] = m != nil && m[t] != 0
+	}
+	if s.bin >= 0 {
+		err := trust(b, nil, func(t int, bits uint32) {
+			switch {
+			case bits > s.cut:
+				keep[t] = false
+			case bits == s.cut:
+				keep[t] = s.seen < s.ties
+				s.seen++
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	s.cur = M2PO{Clip: s.p.clip, Keep: keep, Off: b.Rows.Off, First: b.First()}
+	return nil
+}
+
+func (s *m2poStream) plan() (*Plan, error) {
+	st := s.stats()
+	k := m2poWindow{s}
+	return &Plan{
+		Terms: []tokens.Term{{Kernel: k, Rows: tokens.AllRows, Mode: agg.TokenMean, Coef: 1, Global: s.p.global}},
+		Finish: func(res []tokens.TermResult) (Outcome, error) {
+			v, m := s.cur.Summary(agg.TokenMean, res[0])
+			for name, x := range st.Metrics() {
+				m[name] = x
+			}
+			return Outcome{Loss: v, Metrics: m}, nil
+		},
+	}, nil
+}
+
+// m2poWindow is the kernel of an m2poStream: the current window's.
+type m2poWindow struct{ s *m2poStream }
+
+// Sums implements tokens.Kernel.
+func (w m2poWindow) Sums() int { return w.s.cur.Sums() }
+
+// Row implements tokens.Kernel.
+func (w m2poWindow) Row(r *tokens.Row, s []float64) { w.s.cur.Row(r, s) }

@@ -1,0 +1,149 @@
+package loss
+
+import (
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// m2poBatch returns a random batch whose log-probs lie on a 1/256 grid, so
+// that many second moments tie.
+func m2poBatch(rng *rand.Rand, rows int) *tokens.Batch {
+	var lp, old, adv, mask [][]float64
+	for r := 0; r < rows; r++ {
+		n := 1 + rng.Intn(9)
+		a := float64(rng.Intn(5)-2) / 2
+		var l, o, d, m []float64
+		for t := 0; t < n; t++ {
+			x := -float64(rng.Intn(512)) / 256
+			l, o = append(l, x), append(o, x+float64(rng.Intn(33)-16)/256)
+			d, m = append(d, a), append(m, b2f(rng.Intn(4) != 0))
+		}
+		lp, old, adv, mask = append(lp, l), append(old, o), append(adv, d), append(mask, m)
+	}
+	b, _ := tokens.FromMatrix(tokens.LogProb, lp)
+	_ = b.SetMatrix(tokens.OldLogProb, old)
+	_ = b.SetMatrix(tokens.Advantages, adv)
+	_ = b.SetMatrix(tokens.ActionMask, mask)
+	return b
+}
+
+// TestM2POStreamEqualsWhole: m2po over a batch handed over in windows of 7
+// rows (the radix selection in two statistics passes) selects the tokens,
+// and gives the loss, metrics and gradient, of the sort over the whole
+// batch, ties at the cut included.
+func TestM2POStreamEqualsWhole(t *testing.T) {
+	rng := rand.New(rand.NewSource(24))
+	for _, thr := range []float64{0, 1e-4, 4e-4, 1e-3, 0.04} {
+		b := m2poBatch(rng, 60)
+		l, err := Default().New("m2po", args.Values{"m2_threshold": thr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float64, b.Rows.Tokens())
+		whole, err := l.Eval(b, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if thr < 0.04 && whole.Metrics["m2po/masked_fraction"] == 0 {
+			t.Fatalf("threshold %v: nothing masked", thr)
+		}
+		s, sl := l.Stream()
+		var wins [][2]int
+		for lo := 0; lo < b.Rows.N(); lo += 7 {
+			wins = append(wins, [2]int{lo, min(lo+7, b.Rows.N())})
+		}
+		tot := tokens.TotalsOf(b)
+		window := func(w [2]int) *tokens.Batch {
+			win := b.Slice(w[0], w[1])
+			if err := win.SetWindow(w[0], tot); err != nil {
+				t.Fatal(err)
+			}
+			return win
+		}
+		for pass := 0; pass < s.Passes(); pass++ {
+			for _, w := range wins {
+				if err := s.Observe(pass, window(w)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		grad := make([]float64, b.Rows.Tokens())
+		var p *Plan
+		var sums []float64
+		for _, w := range wins {
+			win := window(w)
+			if err := s.Window(win); err != nil {
+				t.Fatal(err)
+			}
+			if p == nil {
+				if p, err = sl.Plan(win); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lo, _ := b.Rows.Span(w[0])
+			_, hi := b.Rows.Span(w[1] - 1)
+			res, err := win.Eval(grad[lo:hi], p.Terms...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sums == nil {
+				sums = make([]float64, len(res[0].Sums))
+			}
+			for i, v := range res[0].Sums {
+				sums[i] += v
+			}
+		}
+		out, err := p.Finish([]tokens.TermResult{{Sums: sums, Stats: tokens.Stats{Rows: tot.Rows[0], NonEmpty: tot.NonEmpty[0], Total: tot.Mask[0], Width: tot.Width}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		close := func(x, y, tol float64) bool { return x == y || math.Abs(x-y) <= tol*math.Max(1, math.Abs(y)) }
+		if !close(out.Loss, whole.Loss, 1e-12) {
+			t.Errorf("threshold %v: loss in windows %v, whole %v", thr, out.Loss, whole.Loss)
+		}
+		for k, v := range whole.Metrics {
+			tol := 1e-12
+			if strings.HasPrefix(k, "m2po/") {
+				tol = 1e-6 // float32 statistics, summed in another order
+			}
+			if got, ok := out.Metrics[k]; !ok || !close(got, v, tol) {
+				t.Errorf("threshold %v: %s in windows %v, whole %v", thr, k, got, v)
+			}
+		}
+		for i := range want {
+			if !close(grad[i], want[i], 1e-12) {
+				t.Fatalf("threshold %v: gradient %d in windows %v, whole %v", thr, i, grad[i], want[i])
+			}
+		}
+	}
+}
+
+// TestM2POArgs: upstream's validation, in its order and words.
+func TestM2POArgs(t *testing.T) {
+	for _, c := range []struct {
+		args args.Values
+		want string
+	}{
+		{args.Values{"m2_threshold": -1.0}, "m2_threshold must be finite and non-negative."},
+		{args.Values{"m2_threshold": math.Inf(1)}, "m2_threshold must be finite and non-negative."},
+		{args.Values{"log_ratio_clip": 0.0}, "log_ratio_clip must be finite and positive."},
+		{args.Values{"loss_agg_mode": "seq-mean-token-mean"}, "M2PO requires loss_agg_mode='token-mean'"},
+	} {
+		_, err := Default().New("m2po", c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)
+		}
+	}
+	l, err := Default().New("m2po", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Args; got["m2_threshold"] != 0.04 || got["log_ratio_clip"] != 20.0 || got["loss_agg_mode"] != "token-mean" {
+		t.Errorf("default args %v", got)
+	}
+}
