@@ -210,7 +210,9 @@ func TestInterpolation(t *testing.T) {
 		{"argument typed as float", "algorithm: {algorithm_type: grpo, advantage_fn_args: {std_threshold: '${oc.env:RFT_TEST_UNSET,1.0e-3}'}}\n",
 			func(j *File) bool { return j.Algorithm.Args(algorithm.AdvantageFn)["std_threshold"] == 1e-3 }},
 		{"ignored section not resolved", "model: {model_path: '${oc.env:RFT_TEST_UNSET}'}\n",
-			func(j *File) bool { return strings.Contains(strings.Join(j.Warnings, "\n"), "model.model_path (line 1): environment variable RFT_TEST_UNSET is not set") }},
+			func(j *File) bool {
+				return strings.Contains(strings.Join(j.Warnings, "\n"), "model.model_path (line 1): environment variable RFT_TEST_UNSET is not set")
+			}},
 		{"absolute reference", "model: {dir: /data}\ninput: ${model.dir}/in.parquet\n",
 			func(j *File) bool { return j.Input == "/data/in.parquet" }},
 		{"reference typed as its key", "model: {n: 3}\nalgorithm: {repeat_times: '${model.n}'}\n",
