@@ -77,7 +77,7 @@ func TestInspectMultiFileRows(t *testing.T) {
 	src := "../../fixtures/bad/null_id.jsonl" // row 1: a null task
 	for _, f := range []struct{ name, query string }{
 		{"a.parquet", "SELECT * FROM experiences WHERE task IS NOT NULL"}, // 1 row
-		{"b.parquet", "SELECT * FROM experiences"},                            // the null at row 1
+		{"b.parquet", "SELECT * FROM experiences"},                        // the null at row 1
 		{"c.parquet", "SELECT * FROM experiences WHERE task IS NULL"},     // the null at row 0
 	} {
 		if _, stderr, code := runCLI(t, "sql", "--store", src, f.query, "--out", filepath.Join(dir, f.name)); code != 0 {
