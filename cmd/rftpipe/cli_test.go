@@ -138,3 +138,40 @@ func TestGenWith(t *testing.T) {
 		t.Errorf("bad --with: exit %d: %s", code, stderr)
 	}
 }
+
+// TestUsageErrorsExit2: every command refuses an unknown flag, missing or
+// extra arguments and a flag value outside its choices with exit 2 and one
+// line, writing nothing.
+func TestUsageErrorsExit2(t *testing.T) {
+	demo := "../../fixtures/stores/demo.parquet"
+	for _, args := range [][]string{
+		{"run", "--bogus"}, {"run", "x"}, {"run", "--advantage-fn", "grpo", "--in", demo, "--out", "OUT", "--progress", "bogus"},
+		{"run", "--advantage-fn", "grpo", "--in", demo, "--out", "OUT", "--replace"},
+		{"loss", "--bogus"}, {"loss"}, {"loss", "--fn", "ppo", "--in", demo, "--format", "xml"},
+		{"sql", "--bogus"}, {"sql"}, {"sql", "a", "b"}, {"sql", "--store", demo, "SELECT 1", "--var", "x"},
+		{"convert", "--bogus"}, {"convert", demo}, {"convert", demo, "OUT", "--progress", "sometimes"},
+		{"inspect", "--bogus"}, {"inspect"}, {"inspect", demo, "--format", "xml"},
+		{"report", "--bogus"}, {"report", "--in", demo},
+		{"gen", "--bogus"}, {"gen"}, {"gen", "--out", "OUT", "--reward", "bogus"},
+		{"bench", "--bogus"}, {"bench", "loss", "--fn", "ppo", "--shape", "abc"},
+		{"merge-metrics"}, {"merge-metrics", "a", "b"},
+		{"algorithms", "a", "b"}, {"conformance"}, {"conformance", "/nonexistent"},
+		{"completion", "fish"}, {"nosuchcommand"},
+	} {
+		dir := t.TempDir()
+		for i, a := range args {
+			if a == "OUT" {
+				args[i] = filepath.Join(dir, "out.parquet")
+			}
+		}
+		_, stderr, code := runCLI(t, args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2: %s", args, code, stderr)
+			continue
+		}
+		checkOneLine(t, stderr)
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("%v: left %v", args, ents)
+		}
+	}
+}
