@@ -175,3 +175,35 @@ func TestUsageErrorsExit2(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpTellsTheTruth: help texts offer what the commands do and nothing
+// they refuse.
+func TestHelpTellsTheTruth(t *testing.T) {
+	for _, c := range []struct {
+		topic       []string
+		want, unwanted []string
+	}{
+		{[]string{"sql"}, []string{"buffer URL", "sqlite:///"}, nil},
+		{[]string{"report"}, []string{"buffer URL", "sqlite:///"}, nil},
+		{[]string{"bench"}, []string{"bench loss"}, nil},
+		{[]string{"loss"}, []string{"--fn"}, []string{"--shards", "--shard ", "--replace"}},
+		{[]string{"run"}, []string{"--shards", "--replace", "_plan.json"}, nil},
+		{[]string{"convert"}, []string{"error (stop at the first"}, nil},
+		{[]string{"run"}, []string{"interpolations"}, nil},
+	} {
+		stdout, stderr, code := runCLI(t, append([]string{"help"}, c.topic...)...)
+		if code != 0 {
+			t.Fatalf("help %v: exit %d: %s", c.topic, code, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("help %v does not mention %q", c.topic, w)
+			}
+		}
+		for _, w := range c.unwanted {
+			if strings.Contains(stdout, w) {
+				t.Errorf("help %v offers %q", c.topic, w)
+			}
+		}
+	}
+}

@@ -167,6 +167,12 @@ func TestBadArgsMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodir := filepath.Join(tmp, "nodir", "out.parquet")
+	nullReward := filepath.Join(tmp, "null_reward.jsonl")
+	if err := os.WriteFile(nullReward, []byte(`{"eid":{"batch":0,"task":0,"run":0},"reward":1.0,"tokens":[1]}
+{"eid":{"batch":0,"task":0,"run":1},"reward":null,"tokens":[1]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg := filepath.Join(tmp, "job.yaml")
 	if err := os.WriteFile(cfg, []byte("algorithm:\n  algorithm_type: grpo\n  bogus_key: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -201,6 +207,8 @@ func TestBadArgsMatrix(t *testing.T) {
 		{"convert/out is in", []string{"convert", demo, demo}, 2, []string{demo, "overwrite the input"}, false, false},
 		{"convert/no out dir", []string{"convert", demo, nodir}, 2, []string{nodir, "does not exist"}, false, false},
 		{"convert/bad codec", []string{"convert", demo, out, "--codec", "lzma"}, 2, []string{"lzma"}, false, false},
+		{"convert/null reward", []string{"convert", nullReward, out}, 2, []string{"null_reward.jsonl: row 1: column \"reward\": null reward"}, false, false},
+		{"convert/null reward kept", []string{"convert", nullReward, out, "--on-invalid-reward", "keep"}, 0, []string{"2 experiences"}, true, false},
 		{"convert/single", []string{"convert", "../../fixtures/bad/single.jsonl", out}, 0, []string{"1 experiences"}, true, false},
 		{"inspect/bad format", []string{"inspect", demo, "--format", "xml"}, 2, []string{`--format "xml"`}, false, false},
 		{"inspect/two stores", []string{"inspect", demo, demo}, 2, nil, false, false},
