@@ -180,7 +180,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 // they refuse.
 func TestHelpTellsTheTruth(t *testing.T) {
 	for _, c := range []struct {
-		topic       []string
+		topic          []string
 		want, unwanted []string
 	}{
 		{[]string{"sql"}, []string{"buffer URL", "sqlite:///"}, nil},
