@@ -473,9 +473,17 @@ func (p *plan) run(ctx context.Context, o *Options) (res *pipeline.Result, err e
 		}
 		planID = sp.ID()
 	} else if o.Command == Run && !trinity.IsURL(j.Out) {
-		if err := makeDir(j.Out); err != nil {
-			return nil, err
+		made, merr := makeDir(j.Out)
+		if merr != nil {
+			return nil, merr
 		}
+		defer func() {
+			if err != nil { // err: the named result; a failed run leaves no empty directory behind
+				for i := len(made) - 1; i >= 0; i-- {
+					os.Remove(made[i])
+				}
+			}
+		}()
 	}
 	if res, err = pipeline.Run(ctx, *j); err != nil {
 		return nil, err
@@ -518,14 +526,22 @@ func planSettings(o *Options) []string {
 	return s
 }
 
-// makeDir makes the directory of an output file.
-func makeDir(path string) error {
+// makeDir makes the directory of an output file, returning the
+// directories it made, outermost first.
+func makeDir(path string) ([]string, error) {
+	var made []string
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		made = append([]string{d}, made...)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
-			return schema.Errorf(path, -1, "", "cannot make the output's directory: %v", pe.Err)
+			return nil, schema.Errorf(path, -1, "", "cannot make the output's directory: %v", pe.Err)
 		}
-		return fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return nil
+	return made, nil
 }
