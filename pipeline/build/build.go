@@ -460,17 +460,11 @@ func (p *plan) run(ctx context.Context, o *Options) (res *pipeline.Result, err e
 		if perr != nil {
 			return nil, perr
 		}
-		created, perr := shard.Claim(p.parts, sp, o.Replace)
+		done, perr := shard.Claim(p.parts, sp, o.Replace)
 		if perr != nil {
 			return nil, perr
 		}
-		if created { // err: the named result
-			defer func() {
-				if err != nil {
-					shard.Release(p.parts)
-				}
-			}()
-		}
+		defer func() { done(err != nil) }() // err: the named result
 		planID = sp.ID()
 	} else if o.Command == Run && !trinity.IsURL(j.Out) {
 		made, merr := makeDir(j.Out)

@@ -136,42 +136,87 @@ func ReadPlan(out string) (*Plan, error) {
 	return p, nil
 }
 
-// Claim makes directory out the directory of p's parts: a directory with
-// no plan and no parts (or none at all) gets p's plan; one with p's plan is
-// left as it is; one with another plan, or with parts and no plan, is
-// refused naming the difference, unless replace is set: then the whole
-// directory is replaced by an empty one holding p's plan (built beside it
-// and renamed into place). created reports whether this call wrote the plan
-// (Release undoes that when the run fails).
-func Claim(out string, p *Plan, replace bool) (created bool, err error) {
+// Claim makes directory out the directory of p's parts for one shard's
+// run: a directory with no plan and no parts (or none at all) gets p's
+// plan; one with p's plan is left as it is; one with another plan, or with
+// parts and no plan, is refused naming the difference, unless replace is
+// set: then the whole directory is replaced by an empty one holding p's
+// plan (built beside it and renamed into place). While the shard runs, a
+// marker file (a temp file, swept once its process is gone) says so; done
+// removes it and, when the run failed and this shard wrote the plan and no
+// other shard is running or has finished, the plan and the directory too.
+func Claim(out string, p *Plan, replace bool) (done func(failed bool), err error) {
+	for try := 0; ; try++ {
+		done, err = claim(out, p, replace)
+		// A shard that failed beside this one may have just removed the
+		// directory: claim again.
+		if err == nil || try == 4 || !errors.Is(err, os.ErrNotExist) {
+			return done, err
+		}
+	}
+}
+
+func claim(out string, p *Plan, replace bool) (func(failed bool), error) {
 	old, err := ReadPlan(out)
 	if err != nil && !replace {
-		return false, err
-	}
-	if old != nil && old.Diff(p) == "" {
-		return false, nil
+		return nil, err
 	}
 	why := ""
 	switch {
 	case err != nil:
 		why = err.Error()
-	case old != nil:
+	case old != nil && old.Diff(p) != "":
 		why = fmt.Sprintf("it holds the parts of another plan (%s)", old.Diff(p))
-	default:
+	case old == nil:
 		if part := firstPart(out); part != "" {
 			why = fmt.Sprintf("it holds %s but no plan (%s)", filepath.Base(part), filepath.Base(PlanPath(out)))
 		}
 	}
-	if why == "" {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return false, fmt.Errorf("output directory: %w", err)
+	if why != "" && !replace {
+		return nil, schema.Errorf(out, -1, "", "%s: give --replace to replace the whole directory, or another --out", why)
+	}
+	if why != "" {
+		if err := replaceDir(out, p); err != nil {
+			return nil, err
 		}
-		return writePlan(out, p)
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("output directory: %w", err)
 	}
-	if !replace {
-		return false, schema.Errorf(out, -1, "", "%s: give --replace to replace the whole directory, or another --out", why)
+	marker, err := store.CreateTemp(filepath.Join(out, "_running"))
+	if err != nil {
+		return nil, err
 	}
-	return true, replaceDir(out, p)
+	marker.Close()
+	created := why != ""
+	if !created && old == nil {
+		if created, err = writePlan(out, p); err != nil {
+			os.Remove(marker.Name())
+			return nil, err
+		}
+	}
+	return func(failed bool) {
+		os.Remove(marker.Name())
+		if failed && created {
+			release(out)
+		}
+	}, nil
+}
+
+// release removes the plan of directory out, and the directory, when it
+// holds nothing else: no part, and no marker of a shard running.
+func release(out string) {
+	ents, _ := os.ReadDir(out)
+	for _, e := range ents {
+		if e.Name() != filepath.Base(PlanPath(out)) && e.Name() != filepath.Base(MetricsDir(out)) {
+			return
+		}
+	}
+	if m, _ := os.ReadDir(MetricsDir(out)); len(m) > 0 {
+		return
+	}
+	os.Remove(PlanPath(out))
+	os.Remove(MetricsDir(out))
+	os.Remove(out)
 }
 
 // firstPart returns a part (store or metrics) in out, if any.
@@ -238,16 +283,4 @@ func replaceDir(out string, p *Plan) error {
 		return fmt.Errorf("output directory: %w", err)
 	}
 	return os.RemoveAll(old)
-}
-
-// Release undoes a Claim that wrote the plan, when the run failed and no
-// part landed: the plan goes, and the directory too when that leaves it
-// empty.
-func Release(out string) {
-	if firstPart(out) != "" {
-		return
-	}
-	os.Remove(PlanPath(out))
-	os.Remove(MetricsDir(out))
-	os.Remove(out)
 }
