@@ -27,7 +27,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	}
 
 	// 1. Open the store; check the columns the stages declare.
-	r, err := store.Open(job.In, job.readOptions()...)
+	r, err := store.Open(job.In, job.readOptions(store.Context(ctx))...)
 	if err != nil {
 		return nil, err
 	}

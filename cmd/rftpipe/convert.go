@@ -38,7 +38,7 @@ func convertCommand() *cli.Command {
 				return err
 			}
 			printWarnings(c, "convert", warnings)
-			fmt.Fprintf(c.App.ErrWriter, "convert: %d experiences %s -> %s\n", n, in, out)
+			fmt.Fprintf(c.App.ErrWriter, "convert: %d experiences %s -> %s\n", n, schema.Redact(in), schema.Redact(out))
 			return nil
 		},
 	}
@@ -48,7 +48,7 @@ func convertCommand() *cli.Command {
 // row; it returns the rows copied and the input's warnings (rows a buffer
 // read but did not yield).
 func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt schema.ValidateOptions) (int64, []string, error) {
-	r, err := store.Open(in)
+	r, err := store.Open(in, store.Context(c.Context))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -59,12 +59,13 @@ func open(ctx context.Context, loc Location, create bool) (*sql.DB, error) {
 // connectError is the driver's connect error in one line. pgx reports each
 // attempt on a line of its own, the TLS one first when sslmode falls back
 // to plain TCP (sslmode=prefer, the default): that attempt's "server
-// refused TLS connection" is left out when another attempt says more.
+// refused TLS connection" is left out when another attempt says more, and
+// a line repeated (one per address tried) is said once.
 func connectError(err error) string {
 	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
 	var keep []string
 	for _, l := range lines[1:] {
-		if l = strings.TrimSpace(l); l != "" && !strings.Contains(l, "server refused TLS connection") {
+		if l = strings.TrimSpace(l); l != "" && !strings.Contains(l, "server refused TLS connection") && !slices.Contains(keep, l) {
 			keep = append(keep, l)
 		}
 	}
