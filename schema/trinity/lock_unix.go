@@ -10,12 +10,13 @@ import (
 )
 
 // lockFile opens the SQLite file at path for a writer, creating it when
-// absent (created), and holds an exclusive flock(2) on it until unlock:
+// absent, and holds an exclusive flock(2) on it until it is closed:
 // writers of one file run one after the other, from their first look at
-// the tables to their commit, and a writer that created the file can remove
-// it on failure without removing what another writer committed (one that
-// opened the file meanwhile finds it gone once it holds the lock, and
-// starts over).
+// the tables to their commit. created is true when this writer created the
+// file and it is still empty once locked: the writer may remove it on
+// failure without removing what another writer committed (one that opened
+// the file meanwhile finds it gone once it holds the lock, and starts
+// over).
 func lockFile(path string) (f *os.File, created bool, err error) {
 	for {
 		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -42,7 +43,10 @@ func lockFile(path string) (f *os.File, created bool, err error) {
 		held, err1 := f.Stat()
 		now, err2 := os.Stat(path)
 		if err1 == nil && err2 == nil && os.SameFile(held, now) {
-			return f, created, nil
+			// A writer that opened the file we created may have taken the
+			// lock first and committed into it: then it is not ours to
+			// remove.
+			return f, created && held.Size() == 0, nil
 		}
 		f.Close() // the file was removed (or replaced) while we waited
 	}
