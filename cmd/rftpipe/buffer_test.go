@@ -14,7 +14,6 @@ import (
 	"github.com/rftpipe/rftpipe/schema/trinity/pgtest"
 )
 
-
 // TestBufferSecretsNeverShown: a PostgreSQL password in a buffer URL
 // appears in no output, error or written file of any command that takes
 // one (successful runs on the test cluster, and failing ones: a missing
@@ -32,7 +31,7 @@ func TestBufferSecretsNeverShown(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"convert", demoStore, url}, 0},
+		{[]string{"convert", demoStore, url + "&if_exists=replace"}, 0},
 		{[]string{"convert", url, out("back.parquet")}, 0},
 		{[]string{"inspect", url}, 0},
 		{[]string{"inspect", "--format", "json", url}, 0},
