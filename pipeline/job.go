@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -92,8 +93,8 @@ func (j *Job) Outputs() []store.Output {
 
 // CheckOutputs applies rftpipe's rule for outputs (store.CheckOutputs) to
 // every file the job writes against every file it reads.
-func (j *Job) CheckOutputs() error {
-	return store.CheckOutputs(append([]string{j.In}, j.Reads...), j.Outputs(), j.InsideInput)
+func (j *Job) CheckOutputs(ctx context.Context) error {
+	return store.CheckOutputs(ctx, append([]string{j.In}, j.Reads...), j.Outputs(), j.InsideInput)
 }
 
 // Invalid-reward policies.
@@ -235,7 +236,7 @@ type Finisher interface {
 }
 
 // check validates the job's own fields (not the store).
-func (j *Job) check() error {
+func (j *Job) check(ctx context.Context) error {
 	switch {
 	case j.In == "":
 		return schema.BadInputf("no input store")
@@ -252,7 +253,7 @@ func (j *Job) check() error {
 	if j.BatchRows <= 0 {
 		j.BatchRows = DefaultBatchRows
 	}
-	return j.CheckOutputs()
+	return j.CheckOutputs(ctx)
 }
 
 // WriteMetrics writes metrics as one JSON object, one key a line, keys

@@ -23,12 +23,12 @@ import (
 // input is never modified.
 func Run(ctx context.Context, job Job) (*Result, error) {
 	start := time.Now()
-	if err := job.check(); err != nil {
+	if err := job.check(ctx); err != nil {
 		return nil, err
 	}
 
 	// 1. Open the store; check the columns the stages declare.
-	r, err := store.Open(job.In, job.readOptions()...)
+	r, err := store.Open(job.In, job.readOptions(store.Context(ctx))...)
 	if err != nil {
 		return nil, err
 	}

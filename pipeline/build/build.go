@@ -420,7 +420,7 @@ func Execute(ctx context.Context, o *Options, status func(error) int) (*pipeline
 		return nil, nil, err
 	}
 	j := p.job
-	if err := j.CheckOutputs(); err != nil {
+	if err := j.CheckOutputs(ctx); err != nil {
 		return j, nil, err
 	}
 	for _, path := range []string{j.Metrics, j.Prom} {

@@ -139,7 +139,7 @@ func sameColumns(files []string) error {
 
 // convert streams the store at in into the Parquet file out.
 func convert(ctx context.Context, in, out string) error {
-	r, err := store.Open(in)
+	r, err := store.Open(in, store.Context(ctx))
 	if err != nil {
 		return err
 	}
