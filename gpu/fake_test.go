@@ -13,7 +13,6 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/rftpipe/rftpipe/gpu/internal/golden"
-	"github.com/rftpipe/rftpipe/stages/conformance"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -84,16 +83,16 @@ func TestFakeGolden(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opt  Options
-		tol  *conformance.Tolerance
+		f32  bool
 	}{
-		{"float32", Options{}, &conformance.Tolerance{Rtol: 1e-5, Atol: 1e-6}},
-		{"float64", Options{Float64: true}, nil},
-		{"float64-chunked", Options{Float64: true, ChunkTokens: 3}, nil},
+		{"float32", Options{}, true},
+		{"float64", Options{Float64: true}, false},
+		{"float64-chunked", Options{Float64: true, ChunkTokens: 3}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev := d.NewEvaluator(c.opt)
 			defer ev.Close()
-			reps, err := golden.Run("../fixtures/conformance", ev, c.tol)
+			reps, err := golden.Run("../fixtures/conformance", ev, c.f32)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,6 +100,9 @@ func TestFakeGolden(t *testing.T) {
 				t.Logf("%s: %d passed, %d failed, %d skipped", r.Kind, r.Passed, r.Failed, r.Skipped)
 				for _, m := range r.Mismatches {
 					t.Errorf("%s", m)
+				}
+				for _, m := range r.Ill {
+					t.Logf("ill-conditioned for float32 storage: %s", m)
 				}
 			}
 		})
