@@ -290,3 +290,11 @@ func BenchmarkLossGPU(b *testing.B) {
 		}
 	}
 }
+
+// TestTorchTimesUnknownFn: a loss torch_bench.py lacks gives no ratio and
+// says which it has.
+func TestTorchTimesUnknownFn(t *testing.T) {
+	if _, _, err := TorchTimes("gpg", 2, 8, 1); err == nil || !strings.Contains(err.Error(), "ppo, gspo, sapo, dpo") {
+		t.Fatalf("error %v", err)
+	}
+}
