@@ -101,13 +101,10 @@ func AdvantageHelp() string {
 }
 
 // RunConformance runs the golden vectors of dir (kinds: all when empty)
-// against the runners of package golden, ev evaluating the kernels.
-func RunConformance(dir string, kinds []string, ev tokens.Evaluator) (conformance.Report, error) {
-	reg, err := golden.Registry(ev)
-	if err != nil {
-		return conformance.Report{}, err
-	}
-	return conformance.RunDir(dir, kinds, reg)
+// against the runners of package golden, ev evaluating the kernels; f32:
+// ev stores in float32 (golden.Run says how such a run is judged).
+func RunConformance(dir string, kinds []string, ev tokens.Evaluator, f32 bool) (conformance.Report, error) {
+	return golden.Run(dir, kinds, ev, f32)
 }
 
 // BenchLossCPU times forward + gradient of o on seeded random inputs of
