@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"cmp"
+	"encoding/json"
 	"context"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -307,6 +309,9 @@ type streamer struct {
 	spillPath string
 	rej       *store.Writer // the rejected rows (Job.Rejected)
 	rejSchema *arrow.Schema
+	// rejInfo: the rejected store is a Trinity buffer, which holds no
+	// columns of its own: the reason and dropper go into each row's info.
+	rejInfo bool
 	// deferred: the streaming pass's reader and its columns, when the
 	// columns no stage reads pass through undecoded (defer.go).
 	deferred *store.Reader
@@ -359,6 +364,11 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 			arrow.Field{Name: DropReason, Type: arrow.BinaryTypes.String},
 			arrow.Field{Name: DroppedBy, Type: arrow.BinaryTypes.String})
 		s.rejSchema = arrow.NewSchema(fields, nil)
+		if f, _ := store.FormatOf(job.Rejected); f == store.TrinityBuffer {
+			if s.rejInfo = fieldIndex(r.Schema(), schema.Info) >= 0; !s.rejInfo {
+				return nil, schema.Errorf(job.In, -1, schema.Info, "missing: a rejected-rows Trinity buffer records drop_reason and dropped_by in info")
+			}
+		}
 		if s.rej, err = store.Create(job.Rejected, s.rejSchema, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
 			s.abort()
 			return nil, err
@@ -568,6 +578,33 @@ const (
 	DroppedBy  = "dropped_by"
 )
 
+// withDropInfo returns the info column (JSON text) with the keys
+// drop_reason and dropped_by added to every row's object (a null info
+// becomes one); the other keys keep their values, in sorted order.
+func withDropInfo(mem memory.Allocator, col arrow.Array, reason, by *array.String) (arrow.Array, error) {
+	info, ok := col.(*array.String)
+	if !ok {
+		return nil, schema.BadInputf("column %s: want JSON text, have %s", schema.Info, col.DataType())
+	}
+	bld := array.NewStringBuilder(mem)
+	defer bld.Release()
+	for i := 0; i < info.Len(); i++ {
+		m := map[string]any{}
+		if info.IsValid(i) && info.Value(i) != "" {
+			if err := json.Unmarshal([]byte(info.Value(i)), &m); err != nil {
+				return nil, schema.BadInputf("column %s: rejected row %d: info is not a JSON object: %v", schema.Info, i, err)
+			}
+		}
+		m[DropReason], m[DroppedBy] = reason.Value(i), by.Value(i)
+		text, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		bld.Append(string(text))
+	}
+	return bld.NewArray(), nil
+}
+
 // rejected returns the rows of b the stages dropped, as read, with their
 // drop reason and the stage that dropped them.
 func (s *streamer) rejected(b *Batch) (arrow.Record, error) {
@@ -592,6 +629,17 @@ func (s *streamer) rejected(b *Batch) (arrow.Record, error) {
 	}
 	defer rows.Release()
 	cols := append(slices.Clone(rows.Columns()), reason.NewArray(), by.NewArray())
+	if s.rejInfo {
+		i := fieldIndex(rows.Schema(), schema.Info)
+		info, err := withDropInfo(b.mem, rows.Column(i), cols[len(cols)-2].(*array.String), cols[len(cols)-1].(*array.String))
+		if err != nil {
+			cols[len(cols)-1].Release()
+			cols[len(cols)-2].Release()
+			return nil, err
+		}
+		defer info.Release()
+		cols[i] = info
+	}
 	defer cols[len(cols)-1].Release()
 	defer cols[len(cols)-2].Release()
 	return array.NewRecord(s.rejSchema, cols, rows.NumRows()), nil
