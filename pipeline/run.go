@@ -2,8 +2,8 @@ package pipeline
 
 import (
 	"cmp"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
