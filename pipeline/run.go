@@ -574,8 +574,8 @@ func (s *streamer) commitOut() error {
 
 // Columns a rejected-rows store adds to the input's (Job.Rejected).
 const (
-	DropReason = "drop_reason"
-	DroppedBy  = "dropped_by"
+	DropReason = schema.DropReason
+	DroppedBy  = schema.DroppedBy
 )
 
 // withDropInfo returns the info column (JSON text) with the keys

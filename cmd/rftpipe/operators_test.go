@@ -74,6 +74,10 @@ func TestRejectedEveryReason(t *testing.T) {
 			t.Errorf("%s: rejected rows\n%s\nwant\n%s", rej, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
+	stdout, stderr, code := runCLI(t, "sql", "--query", "drop_reasons", "--format", "json", "--store", filepath.Join(dir, "rej.parquet"))
+	if code != 0 || !strings.Contains(stdout, `"drop_reason":"reward_std_below_threshold"`) {
+		t.Errorf("drop_reasons: exit %d: %s%s", code, stdout, stderr)
+	}
 	if _, rows := storeShape(t, plain); rows != 4 {
 		t.Errorf("%d rows kept, want 4 (task d, the valid rows of f)", rows)
 	}

@@ -179,8 +179,8 @@ func (b *builder) numbers(p *page) error {
 
 // The columns of a rejected-rows store (rftpipe run --rejected).
 const (
-	dropReason = "drop_reason"
-	droppedBy  = "dropped_by"
+	dropReason = schema.DropReason
+	droppedBy  = schema.DroppedBy
 )
 
 // rewardSections adds the reward histogram and the mean reward per batch.
