@@ -15,6 +15,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/objective"
+	"github.com/rftpipe/rftpipe/stages/operator"
 	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/rollout"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -33,6 +34,7 @@ const (
 	RolloutOptions
 	SampleStrategies
 	Algorithms
+	Operators
 )
 
 // registryOf returns family f's registry, seen the one way every family is
@@ -53,6 +55,8 @@ func registryOf(f Family) registry.Family {
 		return rollout.OptionsFamily()
 	case SampleStrategies:
 		return algorithm.SampleStrategyFamily()
+	case Operators:
+		return operator.Default().Family()
 	}
 	return algorithm.Presets()
 }
