@@ -24,6 +24,19 @@ type BenchResult struct {
 	// plus written), and CopyFraction GBPerS over it.
 	CopyGBPerS   float64 `json:"copy_gb_per_s"`
 	CopyFraction float64 `json:"copy_fraction"`
+	// TorchEagerMs and TorchCompileMs are torch's times for the same step
+	// on the same device (TorchTimes), and XEager, XCompile their ratios to
+	// MedianMs (> 1: rftpipe is faster); absent without torch.
+	TorchEagerMs   float64 `json:"torch_eager_ms,omitempty"`
+	TorchCompileMs float64 `json:"torch_compile_ms,omitempty"`
+	XEager         float64 `json:"x_eager,omitempty"`
+	XCompile       float64 `json:"x_compile,omitempty"`
+}
+
+// WithTorch adds torch's eager and compiled times and the ratios.
+func (r *BenchResult) WithTorch(eagerMs, compileMs float64) {
+	r.TorchEagerMs, r.TorchCompileMs = eagerMs, compileMs
+	r.XEager, r.XCompile = eagerMs/r.MedianMs, compileMs/r.MedianMs
 }
 
 // BenchLoss times o on tokens.Synthetic(rows, width, seed) with

@@ -4,7 +4,8 @@
 // CPU path (loss.EvalOn, kl and entropy LossOn): only the kernels differ.
 //
 // No CUDA toolkit is needed to build it and it does not use cgo: at run time
-// it dlopens the driver (libcuda.so.1) and NVRTC (libnvrtc.so*, from the
+// it dlopens the driver (libcuda.so.1, or the file $RFTPIPE_CUDA names) and
+// NVRTC (libnvrtc.so*, from the
 // loader path, $RFTPIPE_NVRTC, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda* or a
 // Python environment's nvidia-cuda-nvrtc wheel) with purego, compiles the
 // kernels of gpu/kernels (embedded) for the device's architecture at first

@@ -51,6 +51,16 @@ func (d *Device) NewEvaluator(opt Options) *Evaluator {
 	return &Evaluator{d: d, opt: opt}
 }
 
+// String names the device and the storage, e.g. "NVIDIA H200 (sm_90, 132
+// SMs), float32 storage".
+func (e *Evaluator) String() string {
+	storage := "float32"
+	if e.opt.Float64 {
+		storage = "float64"
+	}
+	return fmt.Sprintf("%s, %s storage", e.d, storage)
+}
+
 // TakeTiming returns, for the evaluations since the last call
 // (Options.Timing), the device time of their kernels and the fewest bytes
 // those kernels must move through device memory (each input they read once,

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 
 	"github.com/rftpipe/rftpipe/gpu/internal/golden"
-	"github.com/rftpipe/rftpipe/stages/conformance"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -84,16 +84,16 @@ func TestFakeGolden(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opt  Options
-		tol  *conformance.Tolerance
+		f32  bool
 	}{
-		{"float32", Options{}, &conformance.Tolerance{Rtol: 1e-5, Atol: 1e-6}},
-		{"float64", Options{Float64: true}, nil},
-		{"float64-chunked", Options{Float64: true, ChunkTokens: 3}, nil},
+		{"float32", Options{}, true},
+		{"float64", Options{Float64: true}, false},
+		{"float64-chunked", Options{Float64: true, ChunkTokens: 3}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev := d.NewEvaluator(c.opt)
 			defer ev.Close()
-			reps, err := golden.Run("../fixtures/conformance", ev, c.tol)
+			reps, err := golden.Run("../fixtures/conformance", ev, c.f32)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,6 +101,9 @@ func TestFakeGolden(t *testing.T) {
 				t.Logf("%s: %d passed, %d failed, %d skipped", r.Kind, r.Passed, r.Failed, r.Skipped)
 				for _, m := range r.Mismatches {
 					t.Errorf("%s", m)
+				}
+				for _, m := range r.Ill {
+					t.Logf("ill-conditioned for float32 storage: %s", m)
 				}
 			}
 		})
@@ -204,5 +207,79 @@ func TestFakeErrorsNameTheCall(t *testing.T) {
 	_, err = l.EvalOn(ev, b, make([]float64, b.Rows.Tokens()))
 	if err == nil || !strings.Contains(err.Error(), "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// fakeDeviceBytes returns the fake device's allocated bytes, now and at
+// most since it was loaded.
+func fakeDeviceBytes(t *testing.T) (live, peak uint64) {
+	t.Helper()
+	h, err := purego.Dlopen(fakeLib, purego.RTLD_NOW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := purego.Dlsym(h, "fakecuda_device_bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	purego.SyscallN(f, uintptr(unsafe.Pointer(&live)), uintptr(unsafe.Pointer(&peak)))
+	return live, peak
+}
+
+// TestFakeMemoryBounded: the device memory an evaluator holds is set by
+// its chunk size, not by the data: 30 batches of assorted sizes, streamed
+// twice, leave it unchanged through the second pass and within two buffer
+// sets of one chunk; the same batch gives the same bits every time, and
+// Close returns every byte.
+func TestFakeMemoryBounded(t *testing.T) {
+	d := fakeDevice(t)
+	live0, _ := fakeDeviceBytes(t)
+	const chunk = 2000
+	ev := d.NewEvaluator(Options{ChunkTokens: chunk})
+	l, err := loss.Default().New("ppo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held uint64
+	total := 0
+	for i := range 60 {
+		k := i % 30
+		b := tokens.Synthetic(4+k%13, 50+(k*37)%400, uint64(k%5))
+		total += b.Rows.Tokens()
+		g1, g2 := make([]float64, b.Rows.Tokens()), make([]float64, b.Rows.Tokens())
+		r1, err := l.EvalOn(ev, b, g1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := l.EvalOn(ev, b, g2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range g1 {
+			if math.Float64bits(g1[j]) != math.Float64bits(g2[j]) {
+				t.Fatalf("batch %d: grad[%d] %v then %v", i, j, g1[j], g2[j])
+			}
+		}
+		if math.Float64bits(r1.Loss) != math.Float64bits(r2.Loss) {
+			t.Fatalf("batch %d: loss %v then %v", i, r1.Loss, r2.Loss)
+		}
+		live, _ := fakeDeviceBytes(t)
+		if i == 29 {
+			held = live - live0
+		}
+		if i > 29 && live-live0 != held {
+			t.Fatalf("batch %d: the evaluator holds %d device bytes, %d after the first pass", i, live-live0, held)
+		}
+	}
+	// Two buffer sets of ≤ chunk tokens × 6 inputs and the gradient
+	// (float32), plus per-row metadata and sums: far below the tokens seen.
+	if limit := uint64(2 * chunk * 7 * 4 * 3); held == 0 || held > limit || held >= uint64(total)*4 {
+		t.Fatalf("the evaluator holds %d device bytes (limit %d; %d tokens streamed)", held, limit, total)
+	}
+	if err := ev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := fakeDeviceBytes(t); live != live0 {
+		t.Fatalf("after Close %d device bytes allocated, %d before", live, live0)
 	}
 }

@@ -54,16 +54,21 @@ func (l *library) syms(dst map[string]*uintptr) error {
 	return nil
 }
 
-// driverCandidates are the names of the CUDA driver library: the soname
-// first (what the loader path and ldconfig know), then explicit paths.
+// driverCandidates are the names of the CUDA driver library: $RFTPIPE_CUDA
+// (an explicit file) when set, then the soname (what the loader path and
+// ldconfig know), then explicit paths.
 func driverCandidates() []string {
-	return []string{
+	var out []string
+	if p := os.Getenv("RFTPIPE_CUDA"); p != "" {
+		out = append(out, p)
+	}
+	return append(out,
 		"libcuda.so.1",
 		"/usr/lib/x86_64-linux-gnu/libcuda.so.1",
 		"/usr/lib64/libcuda.so.1",
 		"/usr/local/nvidia/lib64/libcuda.so.1",
 		"/usr/lib/wsl/lib/libcuda.so.1",
-	}
+	)
 }
 
 // nvrtcCandidates are the NVRTC libraries to try, in order: $RFTPIPE_NVRTC

@@ -25,6 +25,12 @@ var Devices = []string{"auto", "cpu", "cuda"}
 // The CUDA evaluator lives for the process (its buffers are reused by every
 // evaluation).
 func Select(device string, log io.Writer) (tokens.Evaluator, string, error) {
+	return SelectWith(device, Options{}, log)
+}
+
+// SelectWith is Select with the CUDA evaluator's options (e.g. float64
+// storage for conformance checks).
+func SelectWith(device string, opt Options, log io.Writer) (tokens.Evaluator, string, error) {
 	switch device {
 	case "cpu":
 		return tokens.CPU, "cpu", nil
@@ -34,7 +40,7 @@ func Select(device string, log io.Writer) (tokens.Evaluator, string, error) {
 			if device == "auto" {
 				fmt.Fprintf(log, "device: cuda (%s)\n", d)
 			}
-			return d.NewEvaluator(Options{}), "cuda", nil
+			return d.NewEvaluator(opt), "cuda", nil
 		}
 		if device == "cuda" {
 			return nil, "", schema.BadInputf("no CUDA device found: %v", err)

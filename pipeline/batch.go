@@ -86,6 +86,7 @@ type Batch struct {
 	tokens   map[string][]float64
 	set      map[string]arrow.Array
 	drop     []bool
+	why      []dropWhy
 	dropped  int
 	copies   []copyOf
 	mem      memory.Allocator
@@ -247,16 +248,23 @@ func (b *Batch) SetList(name string, v []float64) error {
 	return nil
 }
 
-// Drop drops row i from the output.
-func (b *Batch) Drop(i int) {
+// DropFor drops row i from the output: by (an operator or fn) dropped it
+// for reason, which a rejected-rows store records. The first drop of a row
+// is the one recorded.
+func (b *Batch) DropFor(i int, by, reason string) {
 	if b.drop == nil {
 		b.drop = make([]bool, b.Len())
+		b.why = make([]dropWhy, b.Len())
 	}
 	if !b.drop[i] {
 		b.drop[i] = true
+		b.why[i] = dropWhy{by: by, reason: reason}
 		b.dropped++
 	}
 }
+
+// dropWhy is who dropped a row and why.
+type dropWhy struct{ by, reason string }
 
 // Copy appends a copy of row i to the output (after every original row),
 // with a fresh suffix and its task id moved by taskOffset.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,6 +38,18 @@ func groupColumns(n GroupNeeds) []string {
 			cols = append(cols, schema.Run)
 		}
 	}
+	if on := n.Operator; on.Metrics != nil && !on.NoMetrics {
+		cols = append(cols, schema.Metrics)
+	}
+	if n.Operator.Truncated && !n.Operator.NoTruncateStatus {
+		cols = append(cols, schema.TruncateStatus)
+	}
+	if n.Operator.ResponseLength && !n.CoD {
+		cols = append(cols, schema.ActionMask)
+	}
+	if n.Operator.ReturnsNorm && !n.NoInfo && !slices.Contains(cols, schema.Info) {
+		cols = append(cols, schema.Info)
+	}
 	return append(cols, n.ComponentColumns...)
 }
 
@@ -51,6 +64,8 @@ type Grouping struct {
 	// Rows is the number of store rows; Invalid the number with a null, NaN
 	// or infinite reward, the first of which is store row FirstInvalid (-1).
 	Rows, Invalid, FirstInvalid int64
+	// ops are the experience operators' per-row scalars (nil: none read).
+	ops *opScalars
 }
 
 // Row returns the Input row of store row i, -1 if the pass dropped it.
@@ -134,6 +149,11 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, sh
 	}
 	if err := scanInfo(ctx, db, g, n, vars); err != nil {
 		return nil, err
+	}
+	if n.Operators {
+		if err := scanOperators(ctx, db, g, n, vars); err != nil {
+			return nil, err
+		}
 	}
 	return g, nil
 }

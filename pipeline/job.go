@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +26,11 @@ type Job struct {
 	// Out is the output store, its format taken from the extension; empty
 	// for a job that writes no store (a loss without a gradient file).
 	Out string
+	// Rejected, when set, is a store of every row a stage dropped, as read
+	// (all input columns, unchanged), with the columns drop_reason (why)
+	// and dropped_by (the operator or fn that dropped it). The output store
+	// is the same with or without it.
+	Rejected string
 	// Stages run in order over every record batch.
 	Stages []Stage
 	// Keep, when set, lists the only input columns written to the output
@@ -82,7 +88,7 @@ type Job struct {
 // monitoring files (empty paths left out).
 func (j *Job) Outputs() []store.Output {
 	var outs []store.Output
-	for _, o := range []store.Output{{Path: j.Out}, {Flag: "--metrics", Path: j.Metrics}, {Flag: "--prom", Path: j.Prom}} {
+	for _, o := range []store.Output{{Path: j.Out}, {Flag: "--rejected", Path: j.Rejected}, {Flag: "--metrics", Path: j.Metrics}, {Flag: "--prom", Path: j.Prom}} {
 		if o.Path != "" {
 			outs = append(outs, o)
 		}
@@ -92,8 +98,8 @@ func (j *Job) Outputs() []store.Output {
 
 // CheckOutputs applies rftpipe's rule for outputs (store.CheckOutputs) to
 // every file the job writes against every file it reads.
-func (j *Job) CheckOutputs() error {
-	return store.CheckOutputs(append([]string{j.In}, j.Reads...), j.Outputs(), j.InsideInput)
+func (j *Job) CheckOutputs(ctx context.Context) error {
+	return store.CheckOutputs(ctx, append([]string{j.In}, j.Reads...), j.Outputs(), j.InsideInput)
 }
 
 // Invalid-reward policies.
@@ -122,6 +128,8 @@ type Result struct {
 	// Duplicated are copies. Filtered counts the rows a stage dropped and
 	// InvalidDropped the rows the group pass dropped for an invalid reward.
 	In, Out, Duplicated, Filtered, InvalidDropped int64
+	// Rejected is the number of rows written to Job.Rejected.
+	Rejected int64
 	// Groups is the number of task groups (0 when no stage groups rows).
 	Groups int
 	// Metrics are the published metrics, under upstream's names.
@@ -197,6 +205,9 @@ type GroupNeeds struct {
 	ComponentColumns []string
 	// NoInfo says the store has no info column: every info key is absent.
 	NoInfo bool
+	// Operators asks for the experience operators' scalars (Operator).
+	Operators bool
+	Operator  OperatorNeeds
 }
 
 // Preparer is a stage whose needs depend on the store: Prepare is called
@@ -235,7 +246,7 @@ type Finisher interface {
 }
 
 // check validates the job's own fields (not the store).
-func (j *Job) check() error {
+func (j *Job) check(ctx context.Context) error {
 	switch {
 	case j.In == "":
 		return schema.BadInputf("no input store")
@@ -252,7 +263,7 @@ func (j *Job) check() error {
 	if j.BatchRows <= 0 {
 		j.BatchRows = DefaultBatchRows
 	}
-	return j.CheckOutputs()
+	return j.CheckOutputs(ctx)
 }
 
 // WriteMetrics writes metrics as one JSON object, one key a line, keys

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -56,7 +57,7 @@ func (p *planStage) Group(g *Grouping) error {
 }
 
 func (p *planStage) Finish(res *Result) error {
-	res.Filtered = int64(p.plan.Filtered)
+	res.Filtered += int64(p.plan.Filtered)
 	res.Metrics.Merge("experience_pipeline", p.plan.Metrics)
 	res.Weights.Merge("experience_pipeline", p.plan.Weights)
 	res.Metrics["time/experience_pipeline/operator/"+p.name] = p.opTime.Seconds()
@@ -78,8 +79,11 @@ func (f *filterStage) Needs() Needs {
 
 func (f *filterStage) Apply(b *Batch) error {
 	for i := 0; i < b.Len(); i++ {
-		if r := f.p.row(b, i); r < 0 || !f.p.plan.Keep[r] {
-			b.Drop(i)
+		switch r := f.p.row(b, i); {
+		case r < 0:
+			b.DropFor(i, "invalid_reward_filter", advantage.DropInvalid)
+		case !f.p.plan.Keep[r]:
+			b.DropFor(i, f.p.name, cmp.Or(f.p.plan.DropReason(int(r)), "filtered"))
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -23,12 +26,12 @@ import (
 // input is never modified.
 func Run(ctx context.Context, job Job) (*Result, error) {
 	start := time.Now()
-	if err := job.check(); err != nil {
+	if err := job.check(ctx); err != nil {
 		return nil, err
 	}
 
 	// 1. Open the store; check the columns the stages declare.
-	r, err := store.Open(job.In, job.readOptions()...)
+	r, err := store.Open(job.In, job.readOptions(store.Context(ctx))...)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +68,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 			gn.ComponentColumns = rewardComponents(r.Schema())
 		}
 		gn.NoInfo = !has(schema.Info)
+		gn.Operator.NoMetrics, gn.Operator.NoTruncateStatus = !has(schema.Metrics), !has(schema.TruncateStatus)
 		if g, err = groupPass(ctx, job.In, r.Files(), gn, job.Shard, tmp); err != nil {
 			return nil, err
 		}
@@ -118,7 +122,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	if err := s.commit(ctx); err != nil {
 		return nil, err
 	}
-	res.In, res.Out, res.Duplicated = s.rows, s.written, s.copied
+	res.In, res.Out, res.Duplicated, res.Rejected = s.rows, s.written, s.copied, s.rejectedRows
 	res.BytesRead += r.BytesRead()
 	res.Warnings = r.Warnings()
 	for name, n := range r.Counts() {
@@ -161,6 +165,17 @@ func groupNeeds(stages []Stage) (GroupNeeds, bool) {
 			out.Anchor = cmp.Or(out.Anchor, n.Anchor)
 			out.Components = out.Components || n.Components
 			out.CoD = out.CoD || n.CoD
+			if n.Operators {
+				out.Operators = true
+				for _, m := range n.Operator.Metrics {
+					if !slices.Contains(out.Operator.Metrics, m) {
+						out.Operator.Metrics = append(out.Operator.Metrics, m)
+					}
+				}
+				out.Operator.Truncated = out.Operator.Truncated || n.Operator.Truncated
+				out.Operator.ResponseLength = out.Operator.ResponseLength || n.Operator.ResponseLength
+				out.Operator.ReturnsNorm = out.Operator.ReturnsNorm || n.Operator.ReturnsNorm
+			}
 		}
 	}
 	return out, ok
@@ -292,20 +307,26 @@ type streamer struct {
 	w         *store.Writer // nil: the job writes no store
 	spill     *store.Writer
 	spillPath string
+	rej       *store.Writer // the rejected rows (Job.Rejected)
+	rejSchema *arrow.Schema
+	// rejInfo: the rejected store is a Trinity buffer, which holds no
+	// columns of its own: the reason and dropper go into each row's info.
+	rejInfo bool
 	// deferred: the streaming pass's reader and its columns, when the
 	// columns no stage reads pass through undecoded (defer.go).
 	deferred *store.Reader
 	dcols    *columns
 
-	rows, written, copied int64
+	rows, written, copied, rejectedRows int64
 }
 
 // out is one output record, for the store or the spill, with the rest of
 // its columns when they pass through undecoded.
 type out struct {
-	rec   arrow.Record
-	rest  *store.Rest
-	spill bool
+	rec      arrow.Record
+	rest     *store.Rest
+	spill    bool
+	rejected bool
 }
 
 func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp string) (*streamer, error) {
@@ -338,10 +359,25 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 		s.w.Abort()
 		return nil, err
 	}
+	if job.Rejected != "" {
+		fields := append(slices.Clone(r.Schema().Fields()),
+			arrow.Field{Name: DropReason, Type: arrow.BinaryTypes.String},
+			arrow.Field{Name: DroppedBy, Type: arrow.BinaryTypes.String})
+		s.rejSchema = arrow.NewSchema(fields, nil)
+		if f, _ := store.FormatOf(job.Rejected); f == store.TrinityBuffer {
+			if s.rejInfo = fieldIndex(r.Schema(), schema.Info) >= 0; !s.rejInfo {
+				return nil, schema.Errorf(job.In, -1, schema.Info, "missing: a rejected-rows Trinity buffer records drop_reason and dropped_by in info")
+			}
+		}
+		if s.rej, err = store.Create(job.Rejected, s.rejSchema, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
+			s.abort()
+			return nil, err
+		}
+	}
 	if dup {
 		s.spillPath = filepath.Join(tmp, "copies.arrows")
 		if s.spill, err = store.Create(s.spillPath, s.sh.out); err != nil {
-			s.w.Abort()
+			s.abort()
 			return nil, err
 		}
 	}
@@ -357,6 +393,9 @@ func (s *streamer) abort() {
 	}
 	if s.spill != nil {
 		s.spill.Abort()
+	}
+	if s.rej != nil {
+		s.rej.Abort()
 	}
 }
 
@@ -421,12 +460,16 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 		defer close(outs)
 		for b := range in {
 			kept, copies, rest, err := s.apply(b)
+			var rejected arrow.Record
+			if err == nil && s.rej != nil && b.dropped > 0 {
+				rejected, err = s.rejected(b)
+			}
 			b.release()
 			b.rec.Release()
 			if b.rest != nil && rest == nil {
 				b.rest.Release()
 			}
-			for _, o := range []out{{rec: kept, rest: rest}, {rec: copies, spill: true}} {
+			for _, o := range []out{{rec: kept, rest: rest}, {rec: copies, spill: true}, {rec: rejected, rejected: true}} {
 				if o.rec == nil {
 					continue
 				}
@@ -479,6 +522,9 @@ func (s *streamer) apply(b *Batch) (kept, copies arrow.Record, rest *store.Rest,
 }
 
 func (s *streamer) write(o out) error {
+	if o.rejected {
+		return s.rej.Write(o.rec)
+	}
 	if o.spill {
 		s.copied += o.rec.NumRows()
 		return s.spill.Write(o.rec)
@@ -513,9 +559,88 @@ func (s *streamer) commit(ctx context.Context) error {
 }
 
 func (s *streamer) commitOut() error {
+	if s.rej != nil {
+		if err := s.rej.Commit(); err != nil {
+			return err
+		}
+		s.rejectedRows, s.rej = s.rej.Rows(), nil
+	}
 	if err := s.w.Commit(); err != nil {
 		return err
 	}
 	s.written = s.w.Rows()
 	return nil
+}
+
+// Columns a rejected-rows store adds to the input's (Job.Rejected).
+const (
+	DropReason = schema.DropReason
+	DroppedBy  = schema.DroppedBy
+)
+
+// withDropInfo returns the info column (JSON text) with the keys
+// drop_reason and dropped_by added to every row's object (a null info
+// becomes one); the other keys keep their values, in sorted order.
+func withDropInfo(mem memory.Allocator, col arrow.Array, reason, by *array.String) (arrow.Array, error) {
+	info, ok := col.(*array.String)
+	if !ok {
+		return nil, schema.BadInputf("column %s: want JSON text, have %s", schema.Info, col.DataType())
+	}
+	bld := array.NewStringBuilder(mem)
+	defer bld.Release()
+	for i := 0; i < info.Len(); i++ {
+		m := map[string]any{}
+		if info.IsValid(i) && info.Value(i) != "" {
+			if err := json.Unmarshal([]byte(info.Value(i)), &m); err != nil {
+				return nil, schema.BadInputf("column %s: rejected row %d: info is not a JSON object: %v", schema.Info, i, err)
+			}
+		}
+		m[DropReason], m[DroppedBy] = reason.Value(i), by.Value(i)
+		text, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		bld.Append(string(text))
+	}
+	return bld.NewArray(), nil
+}
+
+// rejected returns the rows of b the stages dropped, as read, with their
+// drop reason and the stage that dropped them.
+func (s *streamer) rejected(b *Batch) (arrow.Record, error) {
+	idx := make([]int64, 0, b.dropped)
+	reason := array.NewStringBuilder(b.mem)
+	defer reason.Release()
+	by := array.NewStringBuilder(b.mem)
+	defer by.Release()
+	for i, d := range b.drop {
+		if d {
+			idx = append(idx, int64(i))
+			reason.Append(b.why[i].reason)
+			by.Append(b.why[i].by)
+		}
+	}
+	if int(b.rec.NumCols()) != s.rejSchema.NumFields()-2 {
+		return nil, schema.Errorf(s.job.In, -1, "", "rejected rows: the batch has %d columns, the store %d", b.rec.NumCols(), s.rejSchema.NumFields()-2)
+	}
+	rows, err := takeRows(b.rec, idx)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Release()
+	cols := append(slices.Clone(rows.Columns()), reason.NewArray(), by.NewArray())
+	if s.rejInfo {
+		i := fieldIndex(rows.Schema(), schema.Info)
+		info, err := withDropInfo(b.mem, rows.Column(i), cols[len(cols)-2].(*array.String), cols[len(cols)-1].(*array.String))
+		if err != nil {
+			cols[len(cols)-1].Release()
+			cols[len(cols)-2].Release()
+			return nil, err
+		}
+		defer info.Release()
+		cols[i] = info
+	}
+	defer cols[len(cols)-1].Release()
+	defer cols[len(cols)-2].Release()
+	return array.NewRecord(s.rejSchema, cols, rows.NumRows()), nil
 }

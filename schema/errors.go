@@ -25,7 +25,8 @@ type InputError struct {
 	Err    error // optional cause
 }
 
-// Error renders "FILE: row R: column C: MSG", leaving out unknown parts.
+// Error renders "FILE: row R: column C: MSG", leaving out unknown parts,
+// with any password redacted (Redact).
 func (e *InputError) Error() string {
 	var b strings.Builder
 	if e.File != "" {
@@ -43,7 +44,7 @@ func (e *InputError) Error() string {
 		b.WriteString(": ")
 		b.WriteString(oneLine(e.Err.Error()))
 	}
-	return b.String()
+	return Redact(b.String())
 }
 
 // Unwrap makes errors.Is(err, ErrBadInput) true and exposes the cause.

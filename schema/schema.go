@@ -38,6 +38,10 @@ const (
 	// DuplicateOf is written by the duplication stage: the input row index a
 	// duplicated row copies (null for original rows).
 	DuplicateOf = "duplicate_of"
+	// DropReason and DroppedBy are the columns of a rejected-rows store
+	// (rftpipe run --rejected): why a row was dropped, and by what.
+	DropReason = "drop_reason"
+	DroppedBy  = "dropped_by"
 
 	// Trainer-side inputs: per-token list<float32> columns aligned with the
 	// response (like logprobs), and one bool per row. A store carries them
@@ -97,6 +101,8 @@ var types = map[string]arrow.DataType{
 	Info:             arrow.BinaryTypes.String, // JSON text: pandas, polars and DuckDB read it as is
 	Metrics:          arrow.BinaryTypes.String, // JSON text
 	DuplicateOf:      arrow.PrimitiveTypes.Int64,
+	DropReason:       arrow.BinaryTypes.String,
+	DroppedBy:        arrow.BinaryTypes.String,
 	Logprob:          arrow.ListOf(arrow.PrimitiveTypes.Float32),
 	OldLogprob:       arrow.ListOf(arrow.PrimitiveTypes.Float32),
 	RefLogprob:       arrow.ListOf(arrow.PrimitiveTypes.Float32),

@@ -95,3 +95,46 @@ func TestErrorFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"postgresql://u:s3cr3t@h:5432/db?table=t", "postgresql://u:xxxxx@h:5432/db?table=t"},
+		{"postgres://u@h/db?table=t&password=s3cr3t&sslmode=disable", "postgres://u@h/db?table=t&password=xxxxx&sslmode=disable"},
+		{"postgresql://u:pa/ss?x@h/db?table=t", "postgresql://u:xxxxx@h/db?table=t"},
+		{"postgresql://u:p@ss@h/db", "postgresql://u:xxxxx@h/db"},
+		{`parse "postgresql://u:s3cr3t@h:x/db": invalid port`, `parse "postgresql://u:xxxxx@h:x/db": invalid port`},
+		{"a postgresql://u:one@h/a -> postgresql://v:two@h/b", "a postgresql://u:xxxxx@h/a -> postgresql://v:xxxxx@h/b"},
+		{"sqlite:////tmp/b.db?table=t", "sqlite:////tmp/b.db?table=t"},
+		{"postgresql://u@h/db", "postgresql://u@h/db"},
+		{"in.parquet: row 3: bad", "in.parquet: row 3: bad"},
+	} {
+		if got := Redact(tc.in); got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	err := Errorf("postgresql://u:s3cr3t@h/db?table=t", 2, "reward", "see postgresql://u:s3cr3t@h/db")
+	if strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("InputError shows the password: %q", err)
+	}
+}
+
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{"postgresql://u:pw@h/db?table=t", "x postgresql://u:pw@h/db?password=pw y", "sqlite:///a.db?table=t"} {
+		f.Add(s, "pw")
+	}
+	f.Fuzz(func(t *testing.T, prefix, pw string) {
+		if pw == "" || strings.ContainsAny(pw, " \t\n\"'`:@&") || strings.Contains(prefix+pw, "xxxxx") {
+			return
+		}
+		// The output must not depend on the password.
+		urls := func(pw string) []string {
+			return []string{"postgresql://user:" + pw + "@host/db?table=t", "postgresql://user@host/db?table=t&password=" + pw}
+		}
+		other := urls("other")
+		for i, u := range urls(pw) {
+			if got, want := Redact(prefix+" "+u), Redact(prefix+" "+other[i]); got != want {
+				t.Errorf("Redact(%q) = %q, want %q", prefix+" "+u, got, want)
+			}
+		}
+	})
+}

@@ -42,6 +42,7 @@ func benchLossCommand() *cli.Command {
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "device: cpu | cuda | auto (cuda reports the median kernel time by CUDA events and the bandwidth against a measured device-to-device copy)"},
 			intFlag(&cli.IntFlag{Name: "runs", Value: 9, Usage: "timed runs after one warm-up; the median is reported"}, "[1,1000]"),
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the random inputs"},
+			&cli.BoolFlag{Name: "torch", Value: true, Usage: "on cuda: also time torch eager and torch.compile on the same device (gpu/bench/torch_bench.py, embedded; needs python3 with torch) and print the ratios"},
 			formatFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -105,12 +106,27 @@ func benchCUDA(c *cli.Context, d *gpu.Device, fn string, rows, width int) error 
 	if err != nil {
 		return err
 	}
+	if c.Bool("torch") {
+		eager, compiled, err := gpu.TorchTimes(r.Fn, rows, width, c.Int("runs"))
+		if err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "torch: no ratios: %v\n", err)
+		} else {
+			r.WithTorch(eager, compiled)
+		}
+	}
 	if c.String("format") == "json" {
 		return json.NewEncoder(c.App.Writer).Encode(r)
 	}
+	ratio := func(x float64) string {
+		if x == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", x)
+	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FN\tSHAPE\tDEVICE\tKERNEL_MS\tMTOK/S\tGB/S\tCOPY_GB/S\tOF_COPY")
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t%.0f\t%.0f\t%.2f\n", r.Fn, r.Shape, r.Device, r.MedianMs, r.MtokPerS, r.GBPerS, r.CopyGBPerS, r.CopyFraction)
+	fmt.Fprintln(tw, "FN\tSHAPE\tDEVICE\tKERNEL_MS\tMTOK/S\tGB/S\tCOPY_GB/S\tOF_COPY\tX_EAGER\tX_COMPILE")
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t%.0f\t%.0f\t%.2f\t%s\t%s\n", r.Fn, r.Shape, r.Device, r.MedianMs, r.MtokPerS,
+		r.GBPerS, r.CopyGBPerS, r.CopyFraction, ratio(r.XEager), ratio(r.XCompile))
 	return tw.Flush()
 }
 

@@ -33,7 +33,7 @@ func convertCommand() *cli.Command {
 			default:
 				return usagef("--on-invalid-reward must be error or keep")
 			}
-			if err := store.CheckOutputs([]string{in}, []store.Output{{Path: out}}, false); err != nil {
+			if err := store.CheckOutputs(c.Context, []string{in}, []store.Output{{Path: out}}, false); err != nil {
 				return err
 			}
 			n, warnings, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")}, opt)
@@ -41,7 +41,7 @@ func convertCommand() *cli.Command {
 				return err
 			}
 			printWarnings(c, "convert", warnings)
-			fmt.Fprintf(c.App.ErrWriter, "convert: %d experiences %s -> %s\n", n, in, out)
+			fmt.Fprintf(c.App.ErrWriter, "convert: %d experiences %s -> %s\n", n, schema.Redact(in), schema.Redact(out))
 			return nil
 		},
 	}
@@ -51,7 +51,7 @@ func convertCommand() *cli.Command {
 // row; it returns the rows copied and the input's warnings (rows a buffer
 // read but did not yield).
 func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt schema.ValidateOptions) (int64, []string, error) {
-	r, err := store.Open(in)
+	r, err := store.Open(in, store.Context(c.Context))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -44,7 +44,7 @@ func report(w io.Writer, ctx context.Context, err error) int {
 	case code > 128:
 		fmt.Fprintln(w, "rftpipe: "+context.Cause(ctx).Error())
 	default:
-		fmt.Fprintln(w, "rftpipe: "+strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " "))
+		fmt.Fprintln(w, "rftpipe: "+schema.Redact(strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")))
 	}
 	return code
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rftpipe/rftpipe/schema/trinity/pgtest"
 )
 
 // The test binary doubles as the rftpipe binary: with RFTPIPE_AS_CLI=1 it
@@ -20,7 +22,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.Stop()
+	os.Exit(code)
 }
 
 // cliCmd returns a command running rftpipe with args in a child process.

@@ -42,7 +42,7 @@ func reportCommand() *cli.Command {
 				return usagef("report needs a STORE (rftpipe report STORE --out FILE)")
 			}
 			out := c.String("out")
-			if err := store.CheckOutputs([]string{in}, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {
+			if err := store.CheckOutputs(c.Context, []string{in}, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {
 				return err
 			}
 			start := time.Now()

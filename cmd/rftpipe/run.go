@@ -16,11 +16,15 @@ func runCommand() *cli.Command {
 		Usage: "compute advantages over a store (an advantage fn, an add strategy or an algorithm preset): filter, duplicate, write advantages/returns",
 		Description: "Rows keep input order (upstream groups them; compare by eid). Duplicated rows come last, with a\n" +
 			"fresh suffix and duplicate_of = the input row they copy.\n\n" +
-			build.AdvantageHelp() + "add strategies: " + strings.Join(build.Names(build.AddStrategies), ", "),
+			build.AdvantageHelp() + "add strategies: " + strings.Join(build.Names(build.AddStrategies), ", ") + "\n" +
+			"experience operators (--operator, or a config's data_processor.experience_pipeline.operators): " +
+			strings.Join(build.Names(build.Operators), ", "),
 		ArgsUsage: " ",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "advantage-fn", Usage: "advantage fn or filter (`NAME`, listed below)"},
-			&cli.StringSliceFlag{Name: "arg", Usage: "fn argument `KEY=VALUE` (repeatable), e.g. --arg std_threshold=0"},
+			&cli.StringSliceFlag{Name: "arg", Usage: "fn argument `KEY=VALUE` (repeatable), e.g. --arg std_threshold=0; an operator's: NAME.KEY=VALUE, e.g. --arg dapo_dynamic_sampling.metric_key=acc"},
+			&cli.StringSliceFlag{Name: "operator", Usage: "experience operator `NAME` (repeatable, run in order before the fn; listed below)"},
+			&cli.StringFlag{Name: "rejected", Usage: "store (`FILE` or Trinity buffer URL) of every dropped row, unchanged, with drop_reason and dropped_by; the output is the same with or without it"},
 			&cli.StringFlag{Name: "add-strategy", Usage: "run an add strategy preset (`NAME`) instead of an advantage fn"},
 			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "input store (`STORE`: file, directory, glob or Trinity buffer URL)"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output store (`FILE`: .parquet, .arrow, .arrows, .jsonl or a Trinity buffer URL; a directory with --shards); a missing directory is made"},
@@ -50,6 +54,9 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences -> %d written to %s in %.1fs\n",
 					j.Name, res.In, res.Out, j.Out, res.Elapsed.Seconds())
 				return nil
+			}
+			if o.Rejected != "" {
+				fmt.Fprintf(c.App.ErrWriter, "run: %d rejected rows written to %s\n", res.Rejected, o.Rejected)
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences in %d groups -> %d written (%d filtered, %d invalid dropped, %d duplicated) to %s in %.1fs (%.0f/s)\n",
 				j.Name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, j.Out,

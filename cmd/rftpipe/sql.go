@@ -89,7 +89,7 @@ func runSQL(c *cli.Context) error {
 		for _, s := range stores {
 			reads = append(reads, s.Path)
 		}
-		if err := store.CheckOutputs(reads, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {
+		if err := store.CheckOutputs(c.Context, reads, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {
 			return err
 		}
 		if dir := filepath.Dir(out); !isDir(dir) {

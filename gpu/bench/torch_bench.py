@@ -8,12 +8,19 @@ dual clip 3 / token-mean; GSPO clip 3e-4/4e-4 / seq-mean-token-mean; SAPO tau
 as Trinity-RFT's policy loss fns (spec/policy_losses.md). Each timing is the
 median of --runs forward+backward passes (loss plus every metric, as
 upstream computes them, then loss.backward()), timed with CUDA events after
---warmup passes. Also measures the device-to-device copy bandwidth.
+--warmup passes; --compile also times the same step under torch.compile
+(compiled once per fn and shape, during the warm-up). Also measures the
+device-to-device copy bandwidth.
 
-Usage (on the GPU machine):  python3 gpu/bench/torch_bench.py [--json out.jsonl]
+Usage (on the GPU machine):
+  python3 gpu/bench/torch_bench.py [--compile] [--json out.jsonl | --json -]
+`rftpipe bench loss --device cuda` runs this script (embedded) with
+--compile --json - for its torch ratios; with --json - the table goes to
+stderr and the JSON lines to stdout.
 """
 import argparse
 import json
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -110,32 +117,42 @@ def main():
     ap.add_argument("--fns", default="ppo,gspo,sapo,dpo")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--json", help="also write one JSON object per line to this file")
+    ap.add_argument("--compile", action="store_true", help="also time the step under torch.compile")
+    ap.add_argument("--json", help="also write one JSON object per line to this file (-: stdout, the table to stderr)")
     a = ap.parse_args()
+    table = sys.stderr if a.json == "-" else sys.stdout
     dev = torch.device("cuda")
     name = torch.cuda.get_device_name(dev)
     bw = copy_bandwidth()
     rows_out = []
-    print(f"device: {name}; torch {torch.__version__}; device-to-device copy {bw:.0f} GB/s")
-    print(f"{'fn':6} {'shape':>10} {'median_ms':>10} {'mtok/s':>10}")
+    print(f"device: {name}; torch {torch.__version__}; device-to-device copy {bw:.0f} GB/s", file=table)
+    print(f"{'fn':6} {'shape':>10} {'impl':>14} {'median_ms':>10} {'mtok/s':>10}", file=table)
     for shape in a.shapes.split(","):
         rows, width = (int(x) for x in shape.lower().split("x"))
         lp0, old, adv, m, ref = inputs(rows, width, 1, dev)
         for fn in a.fns.split(","):
             f = LOSSES[fn]
 
-            def step():
-                lp = lp0.detach().requires_grad_(True)
-                loss, metrics = f(lp, old, adv, m, ref)
-                loss.backward()
-                return lp.grad, [x.detach() for x in metrics]
+            impls = [("torch-eager", f)]
+            if a.compile:
+                impls.append(("torch-compile", torch.compile(f)))
+            for impl, g in impls:
 
-            ms = time_ms(step, a.warmup, a.runs)
-            r = {"fn": fn, "shape": shape, "device": name, "impl": "torch-eager", "median_ms": ms,
-                 "mtok_per_s": rows * width / ms / 1e3, "copy_gb_per_s": bw}
-            rows_out.append(r)
-            print(f"{fn:6} {shape:>10} {ms:10.3f} {r['mtok_per_s']:10.0f}")
-    if a.json:
+                def step():
+                    lp = lp0.detach().requires_grad_(True)
+                    loss, metrics = g(lp, old, adv, m, ref)
+                    loss.backward()
+                    return lp.grad, [x.detach() for x in metrics]
+
+                ms = time_ms(step, a.warmup, a.runs)
+                r = {"fn": fn, "shape": shape, "device": name, "impl": impl, "median_ms": ms,
+                     "mtok_per_s": rows * width / ms / 1e3, "copy_gb_per_s": bw}
+                rows_out.append(r)
+                print(f"{fn:6} {shape:>10} {impl:>14} {ms:10.3f} {r['mtok_per_s']:10.0f}", file=table)
+    if a.json == "-":
+        for r in rows_out:
+            print(json.dumps(r))
+    elif a.json:
         with open(a.json, "w") as fh:
             for r in rows_out:
                 fh.write(json.dumps(r) + "\n")

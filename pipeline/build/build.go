@@ -54,6 +54,12 @@ type Options struct {
 	// advantage fn's arguments (run).
 	AdvantageFn, AddStrategy, Fn string
 	Args                         []string
+	// Operators are experience operators (stages/operator) run in order
+	// before the advantage fn (run); an arg NAME.key=value goes to the
+	// operator NAME. A job file's data_processor operators run first.
+	Operators []string
+	// Rejected is the store of the rows the run drops (pipeline.Job).
+	Rejected string
 	// Config is a job file; Algorithm an algorithm type (overriding the
 	// file's).
 	Config, Algorithm string
@@ -183,31 +189,43 @@ func runJob(o *Options) *pipeline.Job {
 		In: o.In, Out: o.Out, Seed: o.Seed, OnInvalidReward: o.OnInvalidReward,
 		Parquet:  store.ParquetOptions{Codec: o.Codec},
 		Progress: o.Progress, Total: o.Total, InsideInput: o.InsideInput,
-		Metrics: o.Metrics, Prom: o.Prom,
+		Metrics: o.Metrics, Prom: o.Prom, Rejected: o.Rejected,
 	}
 }
 
 // prepareFlags is `run --advantage-fn NAME` / `--add-strategy NAME`.
 func prepareFlags(o *Options) (*plan, error) {
 	fn, strategy := o.AdvantageFn, o.AddStrategy
-	if (fn == "") == (strategy == "") {
-		return nil, usagef("give exactly one of --advantage-fn and --add-strategy")
+	if fn != "" && strategy != "" || fn == "" && strategy == "" && len(o.Operators) == 0 {
+		return nil, usagef("give exactly one of --advantage-fn and --add-strategy, or --operator")
 	}
 	j := runJob(o)
 	j.Label, j.Name = fn, fn
-	if strategy != "" {
+	switch {
+	case strategy != "":
 		j.Label, j.Name = "add_strategy/"+strategy, "add strategy "+strategy
+	case fn == "":
+		j.Label, j.Name = "operators", "operators "+strings.Join(o.Operators, ", ")
 	}
 	p := &plan{job: j}
 	p.complete = func(j *pipeline.Job) error {
-		var err error
-		if strategy != "" {
-			j.Stages, err = StrategyStages(strategy, o.Args)
-		} else {
-			j.Stages, err = FnStages(fn, o.Args)
+		ops, kvs, err := OperatorStage(nil, o.Operators, o.Args)
+		if err != nil {
+			return err
+		}
+		switch {
+		case strategy != "":
+			j.Stages, err = StrategyStages(strategy, kvs)
+		case fn != "":
+			j.Stages, err = FnStages(fn, kvs)
+		case len(kvs) > 0:
+			err = usagef("--arg %s names no --operator (operator args are NAME.key=value)", kvs[0])
 		}
 		if err != nil {
 			return err
+		}
+		if ops != nil {
+			j.Stages = append([]pipeline.Stage{ops}, j.Stages...)
 		}
 		if j.Out == "" || j.In == "" {
 			return usagef("give --in STORE and --out STORE")
@@ -295,8 +313,15 @@ func prepareFile(o *Options) (*plan, error) {
 			return schema.BadInputf("a job needs an input and an output store (input:, output: or --in, --out; or a Trinity config's buffer.trainer_input.experience_buffer)")
 		}
 		j.Name = fmt.Sprintf("algorithm %s (%s)", res.Config.AlgorithmType, What(res))
-		if j.Stages, err = Stages(res, o.Args); err != nil {
+		ops, kvs, err := OperatorStage(f.Operators, o.Operators, o.Args)
+		if err != nil {
 			return err
+		}
+		if j.Stages, err = Stages(res, kvs); err != nil {
+			return err
+		}
+		if ops != nil { // upstream appends the advantage fn as the last operator
+			j.Stages = append([]pipeline.Stage{ops}, j.Stages...)
 		}
 		if f.RolloutCorrection != nil {
 			c, err := correction(f.RolloutCorrection)
@@ -423,7 +448,7 @@ func Execute(ctx context.Context, o *Options, status func(error) int) (*pipeline
 		return nil, nil, err
 	}
 	j := p.job
-	if err := j.CheckOutputs(); err != nil {
+	if err := j.CheckOutputs(ctx); err != nil {
 		return j, nil, err
 	}
 	for _, path := range []string{j.Metrics, j.Prom} {
@@ -455,6 +480,14 @@ func (p *plan) run(ctx context.Context, o *Options) (res *pipeline.Result, err e
 		return nil, err
 	}
 	planID := ""
+	var made []string // the directories made, removed again when the run fails
+	defer func() {
+		if err != nil { // err: the named result
+			for i := len(made) - 1; i >= 0; i-- {
+				os.Remove(made[i])
+			}
+		}
+	}()
 	if p.parts != "" {
 		sp, perr := shard.NewPlan(p.shard.N, j.In, planSettings(o))
 		if perr != nil {
@@ -464,20 +497,19 @@ func (p *plan) run(ctx context.Context, o *Options) (res *pipeline.Result, err e
 		if perr != nil {
 			return nil, perr
 		}
-		defer func() { done(err != nil) }() // err: the named result
+		defer func() { done(err != nil) }()
 		planID = sp.ID()
 	} else if o.Command == Run && !trinity.IsURL(j.Out) {
-		made, merr := makeDir(j.Out)
+		if made, err = makeDir(j.Out); err != nil {
+			return nil, err
+		}
+	}
+	if j.Rejected != "" && !trinity.IsURL(j.Rejected) {
+		more, merr := makeDir(j.Rejected)
+		made = append(made, more...)
 		if merr != nil {
 			return nil, merr
 		}
-		defer func() {
-			if err != nil { // err: the named result; a failed run leaves no empty directory behind
-				for i := len(made) - 1; i >= 0; i-- {
-					os.Remove(made[i])
-				}
-			}
-		}()
 	}
 	if res, err = pipeline.Run(ctx, *j); err != nil {
 		return nil, err
@@ -510,6 +542,9 @@ func planSettings(o *Options) []string {
 			sum = fmt.Sprintf("%x", sha256.Sum256(b))
 		}
 		s = append(s, "config="+abs, "config_sha256="+sum)
+	}
+	for _, op := range o.Operators {
+		s = append(s, "operator "+op)
 	}
 	for _, a := range o.Args {
 		s = append(s, "arg "+a)

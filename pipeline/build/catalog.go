@@ -15,6 +15,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/objective"
+	"github.com/rftpipe/rftpipe/stages/operator"
 	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/rollout"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -33,6 +34,7 @@ const (
 	RolloutOptions
 	SampleStrategies
 	Algorithms
+	Operators
 )
 
 // registryOf returns family f's registry, seen the one way every family is
@@ -53,6 +55,8 @@ func registryOf(f Family) registry.Family {
 		return rollout.OptionsFamily()
 	case SampleStrategies:
 		return algorithm.SampleStrategyFamily()
+	case Operators:
+		return operator.Default().Family()
 	}
 	return algorithm.Presets()
 }
@@ -101,13 +105,10 @@ func AdvantageHelp() string {
 }
 
 // RunConformance runs the golden vectors of dir (kinds: all when empty)
-// against the runners of package golden, ev evaluating the kernels.
-func RunConformance(dir string, kinds []string, ev tokens.Evaluator) (conformance.Report, error) {
-	reg, err := golden.Registry(ev)
-	if err != nil {
-		return conformance.Report{}, err
-	}
-	return conformance.RunDir(dir, kinds, reg)
+// against the runners of package golden, ev evaluating the kernels; f32:
+// ev stores in float32 (golden.Run says how such a run is judged).
+func RunConformance(dir string, kinds []string, ev tokens.Evaluator, f32 bool) (conformance.Report, error) {
+	return golden.Run(dir, kinds, ev, f32)
 }
 
 // BenchLossCPU times forward + gradient of o on seeded random inputs of

@@ -22,6 +22,7 @@ func TestFamiliesOneShape(t *testing.T) {
 		{RolloutOptions, "rollout options", false, "seq_max_k3"},
 		{SampleStrategies, "sample strategies", true, "staleness_control"},
 		{Algorithms, "algorithm presets", true, "rloo"},
+		{Operators, "experience operators", true, "dapo_dynamic_sampling"},
 	} {
 		es, names := Entries(c.f), Names(c.f)
 		got := make([]string, len(es))

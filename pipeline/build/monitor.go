@@ -1,6 +1,7 @@
 package build
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -161,7 +162,7 @@ type Merged struct {
 // missingCode when parts are missing.
 func MergeMetrics(dir, metrics, prom, label string, missingCode int) (*Merged, error) {
 	outs := []store.Output{{Flag: "--metrics", Path: metrics}, {Flag: "--prom", Path: prom}}
-	if err := store.CheckOutputs([]string{filepath.Join(shard.MetricsDir(dir), "part-*.json")}, outs, false); err != nil {
+	if err := store.CheckOutputs(context.Background(), []string{filepath.Join(shard.MetricsDir(dir), "part-*.json")}, outs, false); err != nil {
 		return nil, err
 	}
 	m, err := shard.MergeDir(dir)

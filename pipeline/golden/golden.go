@@ -19,6 +19,34 @@ import (
 // DeviceKinds are the kinds whose kernels a device evaluates.
 var DeviceKinds = []string{"policy_loss", "kl", "entropy"}
 
+// Float32Tolerance is the rule a device's float32 storage is checked at,
+// whatever the case's own tolerance: float32 rounding of the inputs alone
+// moves results by ~1e-8 relative, beyond the float64 paths' 1e-12.
+var Float32Tolerance = conformance.Tolerance{Rtol: 1e-5, Atol: 1e-6}
+
+// Run runs the golden vectors of dir (kinds: every file when empty) with ev
+// evaluating the kernels. With f32 (ev stores inputs and gradient in
+// float32, as a device does by default) every case is checked at
+// Float32Tolerance, and a case that fails is ill-conditioned, reported in
+// Report.Ill and not failed, when the CPU computing exactly on the same
+// float32-rounded inputs (tokens.Float32Storage) fails it too: the vectors
+// mark no case so, and this is the rule that tells a case float32 inputs
+// cannot answer from a device that answers it wrong.
+func Run(dir string, kinds []string, ev tokens.Evaluator, f32 bool) (conformance.Report, error) {
+	reg, err := Registry(ev)
+	if err != nil {
+		return conformance.Report{}, err
+	}
+	if f32 {
+		tol := Float32Tolerance
+		reg.Tol = &tol
+		if reg.Reference, err = Registry(tokens.Float32Storage(tokens.CPU)); err != nil {
+			return conformance.Report{}, err
+		}
+	}
+	return conformance.RunDir(dir, kinds, reg)
+}
+
 // Registry returns every golden kind rftpipe implements, one line per kind;
 // ev evaluates the loss, KL and entropy kernels (CPU or a device). Kinds of
 // a golden directory missing here are counted as skipped.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/operator"
 	"github.com/rftpipe/rftpipe/stages/rollout"
 )
 
@@ -50,6 +51,9 @@ var topKeys = []field{
 	{"quirks", "opt-in fixes of upstream quirks", func(d *decoder, n *yaml.Node, path string) error {
 		return d.mapping(n, path, quirkKeys)
 	}},
+	{"data_processor", "Trinity's data processor: experience_pipeline.operators is read", func(d *decoder, n *yaml.Node, path string) error {
+		return d.partial(n, path, dataProcessorKeys, nil)
+	}},
 	{"buffer", "Trinity's buffer section: batch sizes and the trainer's experience buffer are read", func(d *decoder, n *yaml.Node, path string) error {
 		return d.partial(n, path, bufferKeys, bufferIgnored)
 	}},
@@ -61,7 +65,52 @@ var topKeys = []field{
 var trinitySections = []string{
 	"project", "group", "name", "checkpoint_root_dir", "checkpoint_job_dir", "ray_namespace",
 	"continue_from_checkpoint", "model", "cluster", "explorer", "synchronizer", "trainer",
-	"monitor", "data_processor", "service", "log", "stages",
+	"monitor", "service", "log", "stages",
+}
+
+// dataProcessorKeys are the keys of Trinity's data_processor section
+// rftpipe reads.
+var dataProcessorKeys = []field{
+	{"experience_pipeline", "the operators run on each explore step's experiences", func(d *decoder, n *yaml.Node, path string) error {
+		return d.partial(n, path, []field{{"operators", "experience operators [{name, args}], run in order", (*decoder).operators}}, nil)
+	}},
+}
+
+// operators decodes data_processor.experience_pipeline.operators: a list
+// of {name, args}. An operator rftpipe does not run (a reward mapper of
+// Trinity's services) is ignored with a note.
+func (d *decoder) operators(n *yaml.Node, path string) error {
+	if n.Tag == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return d.errf(n, path, "want a list of {name, args}, got %s", describe(n))
+	}
+	known := operator.Default().Names()
+	for i, item := range n.Content {
+		item = resolveAlias(item)
+		key := fmt.Sprintf("%s[%d]", path, i)
+		var op Operator
+		err := d.mapping(item, key, []field{
+			{"name", "operator name", func(d *decoder, n *yaml.Node, path string) error {
+				return d.scalar(n, path, "!!str", "a string", &op.Name)
+			}},
+			{"args", "operator arguments", func(d *decoder, n *yaml.Node, path string) error {
+				a, err := d.args(n, path)
+				op.Args = a
+				return err
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(known, op.Name) {
+			d.ignored = append(d.ignored, fmt.Sprintf("%s: operator %q (line %d; rftpipe runs %s)", key, op.Name, item.Line, strings.Join(known, ", ")))
+			continue
+		}
+		d.j.Operators = append(d.j.Operators, op)
+	}
+	return nil
 }
 
 // bufferKeys are the keys of Trinity's buffer section rftpipe reads.

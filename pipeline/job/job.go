@@ -63,12 +63,22 @@ type File struct {
 	// ExperienceBuffer is Trinity's buffer.trainer_input.experience_buffer,
 	// the buffer the trainer reads.
 	ExperienceBuffer ExperienceBuffer
+	// Operators are Trinity's data_processor.experience_pipeline.operators
+	// that rftpipe runs (stages/operator), in order.
+	Operators []Operator
 	// Warnings are notes on keys accepted for compatibility and ignored.
 	Warnings []string
 
 	// lines maps dotted keys ("algorithm.policy_loss_fn_args.clip_range")
 	// to the line they are on.
 	lines map[string]int
+}
+
+// Operator is one experience operator of a job file: upstream's name and
+// args (nil: the operator's defaults).
+type Operator struct {
+	Name string
+	Args map[string]any
 }
 
 // ExperienceBuffer is the trainer's experience buffer of a Trinity config.

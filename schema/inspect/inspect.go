@@ -85,13 +85,13 @@ var lengthColumns = []string{schema.ActionMask, schema.Logprobs, schema.Chosen}
 // Store reads and validates every row of the store at path and summarises
 // it. A bad row is an error naming the file, row and column (schema.ErrBadInput).
 func Store(ctx context.Context, path string) (*Summary, error) {
-	r, err := store.Open(path)
+	r, err := store.Open(path, store.Context(ctx))
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	sc := r.Schema()
-	sum := &Summary{Store: path, Files: len(r.Files()), Buffer: bufferLayout(sc)}
+	sum := &Summary{Store: schema.Redact(path), Files: len(r.Files()), Buffer: bufferLayout(sc)}
 	for _, f := range sc.Fields() {
 		sum.Columns = append(sum.Columns, Column{f.Name, f.Type.String()})
 	}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+
 	"github.com/apache/arrow/go/v17/arrow"
 
 	"github.com/rftpipe/rftpipe/schema/trinity"
@@ -12,11 +14,11 @@ import (
 // source and writes it in one transaction instead of a temp file.
 
 func openBuffer(url string, cfg readConfig) (source, error) {
-	return trinity.Open(url, trinity.ReadOptions{Columns: cfg.columns, BatchRows: cfg.batchRows, Mem: cfg.mem})
+	return trinity.Open(url, trinity.ReadOptions{Columns: cfg.columns, BatchRows: cfg.batchRows, Mem: cfg.mem, Context: cfg.ctx})
 }
 
-func createBuffer(url string, s *arrow.Schema) (*Writer, error) {
-	t, err := trinity.Create(url, s)
+func createBuffer(ctx context.Context, url string, s *arrow.Schema) (*Writer, error) {
+	t, err := trinity.Create(ctx, url, s)
 	if err != nil {
 		return nil, err
 	}

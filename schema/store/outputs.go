@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,9 +31,9 @@ type Output struct {
 //   - name the same file as another output.
 //
 // A buffer URL output is compared with the URL inputs as a table
-// (trinity.SameTable). Empty inputs and outputs are skipped. Every refusal
+// (trinity.SameTable, connecting under ctx). Empty inputs and outputs are skipped. Every refusal
 // wraps schema.ErrBadInput and names the output.
-func CheckOutputs(inputs []string, outs []Output, insideOK bool) error {
+func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK bool) error {
 	var files []string // every file read, resolved
 	type tree struct{ spec, dir, glob string }
 	var trees []tree
@@ -64,9 +65,15 @@ func CheckOutputs(inputs []string, outs []Output, insideOK bool) error {
 		}
 		if trinity.IsURL(o.Path) {
 			for _, in := range inputs {
-				if trinity.IsURL(in) && trinity.SameTable(o.Path, in) {
-					l, _ := trinity.ParseURL(in)
-					return refuse(o, "would write into the table being read, %s", l)
+				if !trinity.IsURL(in) {
+					continue
+				}
+				same, err := trinity.SameTable(ctx, o.Path, in)
+				if err != nil {
+					return err
+				}
+				if same {
+					return refuse(o, "would write into the table being read, %s", schema.Redact(in))
 				}
 			}
 			continue

@@ -38,6 +38,13 @@ type readConfig struct {
 	skipMay    func(Range) bool
 	bytes      *atomic.Int64
 	deferred   bool // Deferred: undecoded columns as raw chunks
+	ctx        context.Context
+}
+
+// Context makes connecting to a buffer's database and reading its table
+// stop when ctx is done (a signal).
+func Context(ctx context.Context) ReadOption {
+	return func(c *readConfig) { c.ctx = ctx }
 }
 
 // skipper is a source that skips rows (SkipRowGroups): skippedRows is the
@@ -205,7 +212,7 @@ func firstStoreFile(dir string) (string, bool) {
 // Open opens a store for streaming. Every file of a multi-file store must have
 // the same schema as the first.
 func Open(path string, opts ...ReadOption) (*Reader, error) {
-	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64)}
+	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64), ctx: context.Background()}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -28,7 +28,13 @@ type writeConfig struct {
 	format  *Format
 	parquet ParquetOptions
 	inputs  []string
+	ctx     context.Context
 }
+
+// WriteContext makes connecting to a buffer's database, the checks against
+// the inputs and a buffer's inserts stop when ctx is done (a signal); Copy
+// passes its own.
+func WriteContext(ctx context.Context) WriteOption { return func(c *writeConfig) { c.ctx = ctx } }
 
 // As forces the output format instead of inferring it from the file name.
 func As(f Format) WriteOption { return func(c *writeConfig) { c.format = &f } }
@@ -58,11 +64,11 @@ type Writer struct {
 
 // Create opens a writer for path. The target directory must exist.
 func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) {
-	var cfg writeConfig
+	cfg := writeConfig{ctx: context.Background()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if err := checkNotInput(path, cfg.inputs); err != nil {
+	if err := checkNotInput(cfg.ctx, path, cfg.inputs); err != nil {
 		return nil, err
 	}
 	f := Parquet
@@ -75,7 +81,7 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 		}
 	}
 	if f == TrinityBuffer {
-		return createBuffer(path, s)
+		return createBuffer(cfg.ctx, path, s)
 	}
 	dir := filepath.Dir(path)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -198,7 +204,7 @@ func (w *Writer) Abort() {
 // validate it or count progress); its error stops the copy and nothing is
 // written.
 func Copy(ctx context.Context, r *Reader, path string, each func(arrow.Record) error, opts ...WriteOption) (int64, error) {
-	w, err := Create(path, r.Schema(), opts...)
+	w, err := Create(path, r.Schema(), append([]WriteOption{WriteContext(ctx)}, opts...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -236,8 +242,8 @@ func syncDir(dir string) {
 // checkNotInput refuses an output that is one of the input files
 // (CheckOutputs' rule; a caller that reads a directory store checks the
 // whole rule before it starts).
-func checkNotInput(out string, inputs []string) error {
-	return CheckOutputs(inputs, []Output{{Path: out}}, true)
+func checkNotInput(ctx context.Context, out string, inputs []string) error {
+	return CheckOutputs(ctx, inputs, []Output{{Path: out}}, true)
 }
 
 // arrayRecord builds a record from arrays (retaining them).

@@ -1,6 +1,7 @@
 package trinity
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
@@ -16,9 +18,15 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 )
 
-// open connects to the buffer's database. An SQLite file must exist unless
-// create is set.
-func open(loc Location, create bool) (*sql.DB, error) {
+// setupTimeout bounds each statement that sets up a read or a write (table
+// probes, the writers' lock, counts, DDL): a server that accepts the
+// connection and then never answers fails within it. The rows themselves
+// stream without a deadline, stopped by the caller's context.
+const setupTimeout = 60 * time.Second
+
+// open connects to the buffer's database, honouring ctx (a signal) and the
+// URL's connect_timeout. An SQLite file must exist unless create is set.
+func open(ctx context.Context, loc Location, create bool) (*sql.DB, error) {
 	dsn := loc.DSN
 	if loc.Driver == "sqlite" {
 		if _, err := os.Stat(dsn); err != nil && !create {
@@ -29,7 +37,7 @@ func open(loc Location, create bool) (*sql.DB, error) {
 		}
 		mode := "ro"
 		if create {
-			mode = "rwc"
+			mode = "rw"
 		}
 		dsn = "file:" + (&url.URL{Path: dsn}).EscapedPath() + "?mode=" + mode + "&_pragma=busy_timeout(30000)&_txlock=immediate"
 	}
@@ -38,26 +46,88 @@ func open(loc Location, create bool) (*sql.DB, error) {
 		return nil, locErr(loc, "cannot open: %v", err)
 	}
 	db.SetMaxOpenConns(1) // one transaction, one connection
-	if err := db.Ping(); err != nil {
+	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, locErr(loc, "cannot connect: %v", err)
+		if ctx.Err() != nil {
+			return nil, locErr(loc, "connecting: %v", context.Cause(ctx))
+		}
+		return nil, locErr(loc, "cannot connect: %s", connectError(err))
 	}
 	return db, nil
+}
+
+// connectError is the driver's connect error in one line. pgx reports each
+// attempt on a line of its own, the TLS one first when sslmode falls back
+// to plain TCP (sslmode=prefer, the default): that attempt's "server
+// refused TLS connection" is left out when another attempt says more, and
+// a line repeated (one per address tried) is said once.
+func connectError(err error) string {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	var keep []string
+	for _, l := range lines[1:] {
+		if l = strings.TrimSpace(l); l != "" && !strings.Contains(l, "server refused TLS connection") && !slices.Contains(keep, l) {
+			keep = append(keep, l)
+		}
+	}
+	if len(lines) == 1 || len(keep) == 0 {
+		return strings.Join(strings.Fields(err.Error()), " ")
+	}
+	return strings.TrimSpace(lines[0]) + " " + strings.Join(keep, "; ")
+}
+
+// setup runs f under the setup deadline and tells a deadline or a signal
+// apart from the database's own errors.
+func setup(ctx context.Context, loc Location, what string, f func(ctx context.Context) error) error {
+	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	err := f(sctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return locErr(loc, "%s: %v", what, context.Cause(ctx))
+	case sctx.Err() != nil:
+		return locErr(loc, "%s: no answer within %s (an unresponsive server, or another writer holding table %s)", what, setupTimeout, loc.Table)
+	}
+	return err
 }
 
 // locErr is a problem with the database as a whole that is not bad input
 // (one that cannot be reached, say).
 func locErr(loc Location, format string, args ...any) error {
-	return fmt.Errorf("%s: %s", loc, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s: %s", loc, schema.Redact(fmt.Sprintf(format, args...)))
 }
 
-// quoteIdent quotes a table name for SQL (ParseURL admits only letters,
-// digits and underscores).
+// quoteIdent quotes a table or index name for SQL (ParseURL admits only
+// letters, digits and underscores) where SQLAlchemy does: a name with an
+// upper-case letter (case-sensitive on PostgreSQL) or a reserved word.
 func quoteIdent(s string) string {
-	if strings.ToLower(s) == s {
+	if l := strings.ToLower(s); l == s && !reserved[l] {
 		return s
 	}
 	return `"` + s + `"`
+}
+
+// reserved are the words SQLite and PostgreSQL reserve (the keywords of
+// both, a name that is one is quoted).
+var reserved = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`abort action add after all alter always analyse analyze and any array as asc
+		asymmetric attach authorization autoincrement before begin between binary both by cascade case cast check
+		collate collation column commit concurrently conflict constraint create cross current current_catalog
+		current_date current_role current_schema current_time current_timestamp current_user database default
+		deferrable deferred delete desc detach distinct do drop each else end escape except exclude exclusive exists
+		explain fail false fetch filter first following for foreign freeze from full generated glob grant group
+		groups having if ignore ilike immediate in index indexed initially inner insert instead intersect into is
+		isnull join key last lateral leading left like limit localtime localtimestamp match materialized natural no
+		not nothing notnull null nulls of offset on only or order others outer over overlaps partition placing plan
+		pragma preceding primary query raise range recursive references regexp reindex release rename replace
+		restrict returning right rollback row rows savepoint select session_user set similar some symmetric table
+		tablesample temp temporary then ties to trailing transaction trigger true unbounded union unique update user
+		using vacuum values variadic verbose view virtual when where window with without`) {
+		reserved[w] = true
+	}
 }
 
 // Layout is how a buffer stores its payloads: Trinity-RFT 0.5's one table
@@ -76,20 +146,46 @@ const (
 // blobTable names the blob table of a 0.6 buffer.
 func blobTable(loc Location) string { return loc.Table + "_blob" }
 
+// querier is a database or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // columnsOf returns a table's column names, lower-cased; exists is false
 // when there is no such table.
-func columnsOf(db *sql.DB, loc Location, table string) (cols []string, exists bool, err error) {
-	rows, err := db.Query("SELECT * FROM " + quoteIdent(table) + " WHERE 1 = 0")
+func columnsOf(ctx context.Context, db querier, loc Location, table string) (cols []string, exists bool, err error) {
+	err = setup(ctx, loc, "cannot read table "+table, func(ctx context.Context) error {
+		if loc.Driver == "pgx" {
+			// A failed statement would end a PostgreSQL transaction: ask
+			// first whether the table is there.
+			var there bool
+			rows, err := db.QueryContext(ctx, "SELECT to_regclass($1) IS NOT NULL", quoteIdent(table))
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				err = rows.Scan(&there)
+			}
+			if rows.Close(); err != nil {
+				return err
+			}
+			if !there {
+				return errNoTable
+			}
+		}
+		rows, err := db.QueryContext(ctx, "SELECT * FROM "+quoteIdent(table)+" WHERE 1 = 0")
+		if err != nil {
+			return err
+		}
+		cols, err = rows.Columns()
+		rows.Close()
+		return err
+	})
 	if err != nil {
 		if missingTable(err) {
 			return nil, false, nil
 		}
 		return nil, false, locErr(loc, "cannot read table %s: %v", table, err)
-	}
-	cols, err = rows.Columns()
-	rows.Close()
-	if err != nil {
-		return nil, true, locErr(loc, "cannot read table %s: %v", table, err)
 	}
 	for i := range cols {
 		cols[i] = strings.ToLower(cols[i])
@@ -101,12 +197,12 @@ func columnsOf(db *sql.DB, loc Location, table string) (cols []string, exists bo
 // columns (spec: <name> with experience_bytes is 0.5, else <name>_blob with
 // id and experience_bytes is 0.6); exists is false when there is no table
 // <name>.
-func tableKind(db *sql.DB, loc Location) (k Kind, lay Layout, exists bool, err error) {
-	cols, exists, err := columnsOf(db, loc, loc.Table)
+func tableKind(ctx context.Context, db querier, loc Location) (k Kind, lay Layout, exists bool, err error) {
+	cols, exists, err := columnsOf(ctx, db, loc, loc.Table)
 	if err != nil || !exists {
 		return "", "", exists, err
 	}
-	bcols, bexists, err := columnsOf(db, loc, blobTable(loc))
+	bcols, bexists, err := columnsOf(ctx, db, loc, blobTable(loc))
 	if err != nil {
 		return "", "", true, err
 	}
@@ -131,20 +227,42 @@ func tableKind(db *sql.DB, loc Location) (k Kind, lay Layout, exists bool, err e
 	default:
 		return bad("not a Trinity-RFT buffer table (no experience_bytes column, no " + blobTable(loc) + " table)")
 	}
-	switch {
-	case has["task_id"] && has["run_id"] && has["msg_id"] && has["model_version"] && has["reward"]:
-		return KindExperience, lay, true, nil
-	case has["chosen_message_list"] && has["rejected_message_list"]:
-		return KindDPO, lay, true, nil
-	case has["message_list"] && !has["prompt"]:
-		return KindSFT, lay, true, nil
-	case has["prompt"] && has["response"]:
+	// A kind's columns, the ones that tell it first: a table with some of
+	// them is told which of the others it lacks.
+	for _, kc := range []struct {
+		k    Kind
+		cols []string
+	}{
+		{KindExperience, []string{"task_id", "run_id", "msg_id", "model_version", "reward"}},
+		{KindDPO, []string{"chosen_message_list", "rejected_message_list"}},
+		{KindSFT, []string{"message_list"}},
+	} {
+		var missing []string
+		for _, c := range kc.cols {
+			if !has[c] {
+				missing = append(missing, c)
+			}
+		}
+		switch {
+		case len(missing) == 0 && !(kc.k == KindSFT && has["prompt"]):
+			return kc.k, lay, true, nil
+		case len(missing) < len(kc.cols) && !has["prompt"]:
+			return bad(fmt.Sprintf("no column %s (a Trinity-RFT %s table has %s)", strings.Join(missing, ", "), kc.k, strings.Join(kc.cols, ", ")))
+		}
+	}
+	if has["prompt"] && has["response"] {
 		return bad("an experience table of Trinity 0.3.x or earlier (no task_id, run_id, msg_id): not supported")
 	}
 	return bad("not a Trinity-RFT buffer table")
 }
 
+// errNoTable is columnsOf's word for a table PostgreSQL does not have.
+var errNoTable = errors.New("no such table")
+
 func missingTable(err error) bool {
+	if err == errNoTable {
+		return true
+	}
 	s := err.Error()
 	return strings.Contains(s, "no such table") || strings.Contains(s, "SQLSTATE 42P01")
 }

@@ -1,6 +1,7 @@
 package trinity
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -21,6 +22,9 @@ type ReadOptions struct {
 	Columns   []string // store columns to yield (all when empty)
 	BatchRows int      // rows per record batch (8192 when 0)
 	Mem       memory.Allocator
+	// Context, when set, stops connecting and reading when done (a
+	// signal); the read stops at the latest on Close.
+	Context context.Context
 }
 
 // Reader streams a buffer table as record batches of the experience store,
@@ -36,9 +40,10 @@ type Reader struct {
 	kind    Kind
 	layout  Layout
 	db      *sql.DB
-	ch      <-chan chunk  // rows scanned ahead
-	free    chan chunk    // decoded chunks, for the scanner to reuse
-	done    chan struct{} // closed by Close: the scanner stops
+	cancel  context.CancelFunc // stops the query
+	ch      <-chan chunk       // rows scanned ahead
+	free    chan chunk         // decoded chunks, for the scanner to reuse
+	done    chan struct{}      // closed by Close: the scanner stops
 	wg      sync.WaitGroup
 	chunk   chunk
 	ci      int // next row of chunk
@@ -91,11 +96,17 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := open(loc, false)
+	ctx := opt.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	db, err := open(ctx, loc, false)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	r := &Reader{loc: loc, db: db, batch: opt.BatchRows}
+	r := &Reader{loc: loc, db: db, cancel: cancel, batch: opt.BatchRows}
 	if r.batch <= 0 {
 		r.batch = 8192
 	}
@@ -105,7 +116,7 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 			r.Close()
 		}
 	}()
-	kind, lay, exists, err := tableKind(db, loc)
+	kind, lay, exists, err := tableKind(ctx, db, loc)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +130,11 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		return nil, badTable(loc, "layout=%s, but the table has the %s layout", loc.Layout, lay)
 	}
 	r.kind, r.layout = kind, lay
-	rows, err := db.Query(selectSQL(loc, kind, lay))
+	rows, err := db.QueryContext(ctx, selectSQL(loc, kind, lay))
 	if err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
 		return nil, locErr(loc, "cannot read table %s: %v", loc.Table, err)
 	}
 	ch := make(chan chunk, 1)
@@ -505,6 +519,7 @@ func (r *Reader) Close() error {
 		r.bld.Release()
 		r.bld = nil
 	}
+	r.cancel()
 	r.stopScan()
 	var err error
 	if r.db != nil {

@@ -1,12 +1,14 @@
 package trinity
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
 )
@@ -24,8 +26,10 @@ import (
 // the tables a write creates, see Layout; read from the tables otherwise)
 // and on_missing_blob (error or skip: what reading a 0.6 metadata row
 // without its blob row does). Other parameters of a
-// PostgreSQL URL (sslmode, …) go to the driver. A driver suffix as
-// SQLAlchemy spells it (postgresql+psycopg2://) is accepted.
+// PostgreSQL URL (sslmode, …) go to the driver; connect_timeout (seconds
+// to connect and log in, 0 for no limit) is DefaultConnectTimeout when not
+// given. A driver suffix as SQLAlchemy spells it (postgresql+psycopg2://)
+// is accepted, and the scheme's case does not matter.
 
 // Location is a parsed buffer URL.
 type Location struct {
@@ -43,26 +47,29 @@ type Location struct {
 // PostgreSQL URL go to the driver).
 var params = map[string]bool{"table": true, "schema_type": true, "if_exists": true, "layout": true, "on_missing_blob": true}
 
-// IsURL reports whether a store argument names a database buffer.
+// DefaultConnectTimeout is how long connecting to a PostgreSQL server
+// (TCP, TLS and login) may take when the URL has no connect_timeout.
+const DefaultConnectTimeout = 10 * time.Second
+
+// IsURL reports whether a store argument is a URL (scheme://…): a database
+// buffer, or a scheme ParseURL refuses by name; never a file path.
 func IsURL(s string) bool {
-	scheme, _, ok := strings.Cut(s, "://")
-	if !ok {
-		return false
-	}
-	scheme, _, _ = strings.Cut(scheme, "+")
-	return scheme == "sqlite" || scheme == "postgresql" || scheme == "postgres"
+	return urlScheme.MatchString(s)
 }
 
-var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var (
+	urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
+	tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
 
 // ParseURL parses a buffer URL.
 func ParseURL(s string) (Location, error) {
 	loc := Location{URL: s, IfExists: "error"}
 	bad := func(format string, args ...any) (Location, error) {
-		return Location{}, schema.Errorf(redact(s), -1, "", format, args...)
+		return Location{}, schema.Errorf(s, -1, "", format, args...)
 	}
 	scheme, rest, _ := strings.Cut(s, "://")
-	scheme, _, _ = strings.Cut(scheme, "+")
+	scheme, _, _ = strings.Cut(strings.ToLower(scheme), "+")
 	var q url.Values
 	switch scheme {
 	case "sqlite":
@@ -78,6 +85,10 @@ func ParseURL(s string) (Location, error) {
 	case "postgresql", "postgres":
 		u, err := url.Parse("postgresql://" + rest)
 		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // url.Error quotes the URL, password and all
+			}
 			return bad("bad URL: %v", err)
 		}
 		q = u.Query()
@@ -87,10 +98,16 @@ func ParseURL(s string) (Location, error) {
 				pass[k] = v
 			}
 		}
+		switch t := pass.Get("connect_timeout"); {
+		case t == "":
+			pass.Set("connect_timeout", strconv.Itoa(int(DefaultConnectTimeout/time.Second)))
+		case !isSeconds(t):
+			return bad("connect_timeout=%q: want whole seconds (0: no limit)", t)
+		}
 		u.RawQuery = pass.Encode()
 		loc.Driver, loc.DSN = "pgx", u.String()
 	default:
-		return bad("unknown database scheme %q (use sqlite:// or postgresql://)", scheme)
+		return bad("unknown scheme %s:// (a store is a file, a directory, a glob, or a buffer URL: sqlite:///FILE?table=NAME or postgresql://USER@HOST/DB?table=NAME)", scheme)
 	}
 	for k := range q {
 		if !params[k] && loc.Driver == "sqlite" {
@@ -133,54 +150,14 @@ func ParseURL(s string) (Location, error) {
 	return loc, nil
 }
 
-// String returns the URL with any password replaced by "xxxxx".
-func (l Location) String() string { return redact(l.URL) }
+// String returns the URL with any password redacted (schema.Redact).
+func (l Location) String() string { return schema.Redact(l.URL) }
 
-func redact(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	at := strings.LastIndex(strings.SplitN(rest, "/", 2)[0], "@")
-	if at < 0 {
-		return s
-	}
-	userinfo := rest[:at]
-	if user, _, ok := strings.Cut(userinfo, ":"); ok {
-		return scheme + "://" + user + ":xxxxx" + rest[at:]
-	}
-	return s
-}
-
-// SameTable reports whether two buffer URLs name the same table of the
-// same database (an SQLite file compared as a file, a PostgreSQL database
-// by host, port and name).
-func SameTable(a, b string) bool {
-	la, err1 := ParseURL(a)
-	lb, err2 := ParseURL(b)
-	if err1 != nil || err2 != nil || la.Driver != lb.Driver || la.Table != lb.Table {
-		return false
-	}
-	if la.Driver == "sqlite" {
-		pa, _ := filepath.Abs(la.DSN)
-		pb, _ := filepath.Abs(lb.DSN)
-		if pa == pb {
-			return true
-		}
-		sa, errA := os.Stat(la.DSN)
-		sb, errB := os.Stat(lb.DSN)
-		return errA == nil && errB == nil && os.SameFile(sa, sb)
-	}
-	ua, _ := url.Parse(la.DSN)
-	ub, _ := url.Parse(lb.DSN)
-	return ua.Hostname() == ub.Hostname() && port(ua) == port(ub) && ua.Path == ub.Path
-}
-
-func port(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	return "5432"
+// isSeconds reports whether s is a whole number of seconds, as libpq's
+// connect_timeout is.
+func isSeconds(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0
 }
 
 // BufferURL returns the store URL of a Trinity config's buffer section

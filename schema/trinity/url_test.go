@@ -1,6 +1,7 @@
 package trinity
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -19,18 +20,29 @@ func TestParseURL(t *testing.T) {
 	}{
 		{url: "sqlite:///buf.db?table=exp", driver: "sqlite", dsn: "buf.db", table: "exp", ifExists: "error"},
 		{url: "sqlite:////tmp/a b/buf.db?table=T&schema_type=sft&if_exists=append", driver: "sqlite", dsn: "/tmp/a b/buf.db", table: "T", kind: KindSFT, ifExists: "append"},
-		{url: "postgresql://u:secret@db.example:5433/rft?table=exp&sslmode=disable", driver: "pgx", dsn: "postgresql://u:secret@db.example:5433/rft?sslmode=disable", table: "exp", ifExists: "error"},
-		{url: "postgresql+psycopg2://u@h/rft?table=exp", driver: "pgx", dsn: "postgresql://u@h/rft", table: "exp", ifExists: "error"},
-		{url: "postgres://u@h/rft?table=exp&if_exists=replace", driver: "pgx", dsn: "postgresql://u@h/rft", table: "exp", ifExists: "replace"},
+		{url: "postgresql://u:secret@db.example:5433/rft?table=exp&sslmode=disable", driver: "pgx", dsn: "postgresql://u:secret@db.example:5433/rft?connect_timeout=10&sslmode=disable", table: "exp", ifExists: "error"},
+		{url: "postgresql+psycopg2://u@h/rft?table=exp", driver: "pgx", dsn: "postgresql://u@h/rft?connect_timeout=10", table: "exp", ifExists: "error"},
+		{url: "postgres://u@h/rft?table=exp&if_exists=replace", driver: "pgx", dsn: "postgresql://u@h/rft?connect_timeout=10", table: "exp", ifExists: "replace"},
 		{url: "sqlite:///buf.db", errSubstr: "names no table"},
 		{url: "sqlite:///buf.db?table=a%22b", errSubstr: "want letters, digits and underscores"},
 		{url: "sqlite:///buf.db?table=t&schema_type=rl", errSubstr: "unknown schema_type"},
 		{url: "sqlite:///buf.db?table=t&if_exists=maybe", errSubstr: "if_exists"},
 		{url: "sqlite:///buf.db?table=t&mode=ro", errSubstr: "unknown parameter"},
 		{url: "sqlite://buf.db?table=t", errSubstr: "want sqlite:///"},
-		{url: "mysql://u@h/db?table=t", errSubstr: "unknown database scheme"},
+		{url: "mysql://u@h/db?table=t", errSubstr: "unknown scheme mysql:// (a store is a file, a directory, a glob, or a buffer URL: sqlite:///"},
+		{url: "s3://bucket/x.parquet", errSubstr: "unknown scheme s3://"},
+		{url: "SQLITE:///buf.db?table=exp", driver: "sqlite", dsn: "buf.db", table: "exp", ifExists: "error"},
+		{url: "PostgreSQL+Psycopg2://u@h/rft?table=exp", driver: "pgx", dsn: "postgresql://u@h/rft?connect_timeout=10", table: "exp", ifExists: "error"},
+		{url: "postgresql://u@h/rft?table=exp&connect_timeout=3", driver: "pgx", dsn: "postgresql://u@h/rft?connect_timeout=3", table: "exp", ifExists: "error"},
+		{url: "postgresql://u@h/rft?table=exp&connect_timeout=soon", errSubstr: `connect_timeout="soon": want whole seconds`},
+		{url: "postgresql://u@h/rft?table=exp&connect_timeout=-1", errSubstr: "want whole seconds"},
+		{url: "postgresql://u:s3cr3t@h:x/rft?table=exp", errSubstr: `bad URL: invalid port ":x" after host`},
+		{url: "postgresql://u:s3cr3t@h/rft?table=select", driver: "pgx", dsn: "postgresql://u:s3cr3t@h/rft?connect_timeout=10", table: "select", ifExists: "error"},
 	} {
 		loc, err := ParseURL(tc.url)
+		if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s: error shows the password: %v", tc.url, err)
+		}
 		if tc.errSubstr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.errSubstr) || !errors.Is(err, schema.ErrBadInput) {
 				t.Errorf("%s: got %v, want a bad input error with %q", tc.url, err, tc.errSubstr)
@@ -45,7 +57,7 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("%s: got %+v", tc.url, loc)
 		}
 	}
-	if !IsURL("postgresql+psycopg2://x") || IsURL("data.parquet") || IsURL("s3://bucket/x") {
+	if !IsURL("postgresql+psycopg2://x") || !IsURL("SQLITE:///x") || !IsURL("mysql://x") || IsURL("data.parquet") || IsURL("dir/x://y") {
 		t.Error("IsURL")
 	}
 }
@@ -60,6 +72,9 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// TestSameTable: SQLite tables are compared by file identity and by name
+// as SQLite resolves it (ASCII case-insensitive), <name>_blob included.
+// The PostgreSQL cases are TestPostgresSameTable's.
 func TestSameTable(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "b.db")
@@ -69,20 +84,42 @@ func TestSameTable(t *testing.T) {
 	if err := os.Symlink(f, filepath.Join(dir, "link.db")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Link(f, filepath.Join(dir, "hard.db")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "other.db"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	rel, err := filepath.Rel(wd, f)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		a, b string
 		same bool
 	}{
 		{"sqlite:///" + f + "?table=T", "sqlite:///" + dir + "/./b.db?table=T", true},
+		{"sqlite:///" + f + "?table=T", "sqlite:///" + dir + "/sub/../b.db?table=T", true},
+		{"sqlite:///" + f + "?table=T", "sqlite:///" + rel + "?table=T", true},
 		{"sqlite:///" + f + "?table=T", "sqlite:///" + dir + "/link.db?table=T&if_exists=append", true},
+		{"sqlite:///" + f + "?table=T", "sqlite:///" + dir + "/hard.db?table=T", true},
+		{"sqlite:///" + f + "?table=experience_buffer", "sqlite:///" + f + "?table=Experience_Buffer&if_exists=append", true},
+		{"SQLITE:///" + f + "?table=t", "sqlite:///" + f + "?table=T", true},
+		{"sqlite:///" + f + "?table=t_blob", "sqlite:///" + f + "?table=T", true},
+		{"sqlite:///" + f + "?table=t", "sqlite:///" + f + "?table=T_BLOB", true},
 		{"sqlite:///" + f + "?table=T", "sqlite:///" + f + "?table=U", false},
-		{"postgresql://a@h/db?table=T", "postgresql://b:pw@h:5432/db?table=T", true},
-		{"postgresql://a@h/db?table=T", "postgresql://a@h:5433/db?table=T", false},
-		{"postgresql://a@h/db?table=T", "postgresql://a@h/other?table=T", false},
-		{"postgresql://a@h/db?table=T", "sqlite:///db?table=T", false},
+		{"sqlite:///" + f + "?table=T", "sqlite:///" + dir + "/other.db?table=T", false},
+		{"sqlite:///" + f + "?table=T", "sqlite:///" + dir + "/missing.db?table=T", false},
+		{"postgresql://a@h/db?table=T", "sqlite:///" + f + "?table=T", false},
 	} {
-		if got := SameTable(tc.a, tc.b); got != tc.same {
-			t.Errorf("SameTable(%s, %s) = %v", tc.a, tc.b, got)
+		for _, ab := range [][2]string{{tc.a, tc.b}, {tc.b, tc.a}} {
+			if got, err := SameTable(context.Background(), ab[0], ab[1]); got != tc.same || err != nil {
+				t.Errorf("SameTable(%s, %s) = %v, %v", ab[0], ab[1], got, err)
+			}
 		}
 	}
 }

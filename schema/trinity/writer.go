@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
 
@@ -14,15 +15,21 @@ import (
 // Writer writes store rows into a buffer table in one transaction: the
 // table (created with upstream's DDL when absent) and its rows become
 // visible at Commit, and nothing does when the write fails or is aborted.
+// The transaction begins before the writer looks at the tables and holds
+// the table's write lock to its end, so concurrent writers of one table
+// run one after the other and each sees what the one before committed
+// (writeLock).
 type Writer struct {
 	loc     Location
+	ctx     context.Context
 	kind    Kind
 	layout  Layout
 	db      *sql.DB
 	tx      *sql.Tx
 	stmt    *sql.Stmt
 	blob    *sql.Stmt // 0.6: the blob table's insert
-	created string    // the SQLite file this writer created, removed on Abort
+	lock    *os.File  // SQLite: the file, flock'ed (lockFile)
+	created bool      // SQLite: this writer created the file, removed on Abort
 	rec     record
 	buf     []byte
 	rows    int64
@@ -30,26 +37,29 @@ type Writer struct {
 }
 
 // Create opens a writer for the buffer table at rawURL for rows of store
-// schema s. The table's layout is the existing table's, else schema_type
-// from the URL, else the layout of the buffer s was read from
+// schema s; ctx (a signal) stops connecting and writing, and the write is
+// then rolled back. The table's layout is the existing table's, else
+// schema_type from the URL, else the layout of the buffer s was read from
 // (MetaSchemaType), else dpo when s has chosen and rejected, experience
 // otherwise. The layout likewise: the existing table's (0.6 rows into a
 // mixed one, as upstream 0.6 writes), else layout from the URL, else the
 // layout of the buffer s was read from (MetaLayout), else 0.5. A table that
 // already holds rows is refused unless the URL says if_exists=append or
 // if_exists=replace.
-func Create(rawURL string, s *arrow.Schema) (*Writer, error) {
+func Create(ctx context.Context, rawURL string, s *arrow.Schema) (*Writer, error) {
 	loc, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{loc: loc}
+	w := &Writer{loc: loc, ctx: ctx}
 	if loc.Driver == "sqlite" {
-		if _, err := os.Stat(loc.DSN); errors.Is(err, os.ErrNotExist) {
-			w.created = loc.DSN
+		if w.lock, w.created, err = lockFile(loc.DSN); err != nil {
+			return nil, locErr(loc, "cannot open %s: %v", loc.DSN, err)
 		}
 	}
-	if w.db, err = open(loc, true); err != nil {
+	if w.db, err = open(ctx, loc, true); err != nil {
+		w.removeCreated()
+		w.release()
 		return nil, err
 	}
 	if err := w.begin(s); err != nil {
@@ -59,9 +69,42 @@ func Create(rawURL string, s *arrow.Schema) (*Writer, error) {
 	return w, nil
 }
 
+// writeLock begins the write's transaction holding the table's write lock:
+// on SQLite, BEGIN IMMEDIATE (the database's write lock; lockFile already
+// holds off other rftpipe writers); on PostgreSQL, a transaction advisory
+// lock on the schema-qualified table name, which every rftpipe writer of
+// the table takes before it looks at it.
+func (w *Writer) writeLock() error {
+	loc := w.loc
+	var err error
+	if w.tx, err = w.db.BeginTx(w.ctx, nil); err != nil {
+		if w.ctx.Err() != nil {
+			err = context.Cause(w.ctx)
+		} else if busy(err) {
+			return locErr(loc, "another writer holds the database (waited 30s): %v", err)
+		}
+		return locErr(loc, "cannot begin a transaction: %v", err)
+	}
+	if loc.Driver != "pgx" {
+		return nil
+	}
+	return setup(w.ctx, loc, "cannot lock table "+loc.Table, func(ctx context.Context) error {
+		_, err := w.tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext('rftpipe trinity buffer'), hashtext(current_schema() || '.' || $1))", loc.Table)
+		return err
+	})
+}
+
+// busy reports SQLite's "database is locked".
+func busy(err error) bool {
+	return strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked")
+}
+
 func (w *Writer) begin(s *arrow.Schema) error {
 	loc := w.loc
-	kind, lay, exists, err := tableKind(w.db, loc)
+	if err := w.writeLock(); err != nil {
+		return err
+	}
+	kind, lay, exists, err := tableKind(w.ctx, w.tx, loc)
 	if err != nil {
 		return err
 	}
@@ -78,7 +121,7 @@ func (w *Writer) begin(s *arrow.Schema) error {
 		lay = Layout05
 	}
 	if !exists && lay == Layout06 {
-		if _, bexists, err := columnsOf(w.db, loc, blobTable(loc)); err != nil {
+		if _, bexists, err := columnsOf(w.ctx, w.tx, loc, blobTable(loc)); err != nil {
 			return err
 		} else if bexists {
 			return badTable(loc, "no such table, but %s exists: a blob table without its metadata table", blobTable(loc))
@@ -104,45 +147,66 @@ func (w *Writer) begin(s *arrow.Schema) error {
 		lay = Layout06 // new rows as upstream 0.6 writes them
 	}
 	w.kind, w.layout = kind, lay
-	if w.tx, err = w.db.BeginTx(context.Background(), nil); err != nil {
-		return locErr(loc, "cannot begin a transaction: %v", err)
-	}
 	if exists {
-		var n int64
-		if err := w.tx.QueryRow("SELECT count(*) FROM " + quoteIdent(loc.Table)).Scan(&n); err != nil {
-			return locErr(loc, "cannot count the rows of %s: %v", loc.Table, err)
+		if err := w.checkRows(lay); err != nil {
+			return err
 		}
-		if n > 0 {
-			switch loc.IfExists {
-			case "error":
-				return badTable(loc, "already holds %d rows (add &if_exists=append or &if_exists=replace)", n)
-			case "replace":
-				tables := []string{loc.Table}
-				if lay == Layout06 {
-					tables = append(tables, blobTable(loc))
-				}
-				for _, t := range tables {
-					if _, err := w.tx.Exec("DELETE FROM " + quoteIdent(t)); err != nil {
-						return locErr(loc, "cannot empty %s: %v", t, err)
-					}
+	}
+	return setup(w.ctx, loc, "cannot create table "+loc.Table, func(ctx context.Context) error {
+		for _, q := range ddl(loc, kind, lay) {
+			if _, err := w.tx.ExecContext(ctx, q); err != nil {
+				return locErr(loc, "cannot create table %s: %v", loc.Table, err)
+			}
+		}
+		if w.stmt, err = w.tx.PrepareContext(w.ctx, insertSQL(loc, kind, lay)); err != nil {
+			return locErr(loc, "cannot prepare the insert: %v", err)
+		}
+		if lay == Layout06 {
+			if w.blob, err = w.tx.PrepareContext(w.ctx, insertBlobSQL(loc)); err != nil {
+				return locErr(loc, "cannot prepare the insert: %v", err)
+			}
+		}
+		return nil
+	})
+}
+
+// checkRows applies if_exists to an existing table, inside the write's
+// transaction: one that holds rows is refused (error) or emptied (replace;
+// with its blob table in 0.6). On PostgreSQL the tables are first locked
+// against other writers' inserts (SHARE ROW EXCLUSIVE) unless appending.
+func (w *Writer) checkRows(lay Layout) error {
+	loc := w.loc
+	tables := []string{loc.Table}
+	if lay == Layout06 {
+		tables = append(tables, blobTable(loc))
+	}
+	return setup(w.ctx, loc, "cannot count the rows of "+loc.Table, func(ctx context.Context) error {
+		if loc.Driver == "pgx" && loc.IfExists != "append" {
+			for _, t := range tables {
+				if _, err := w.tx.ExecContext(ctx, "LOCK TABLE "+quoteIdent(t)+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+					return locErr(loc, "cannot lock table %s: %v", t, err)
 				}
 			}
 		}
-	}
-	for _, q := range ddl(loc, kind, lay) {
-		if _, err := w.tx.Exec(q); err != nil {
-			return locErr(loc, "cannot create table %s: %v", loc.Table, err)
+		var n int64
+		if err := w.tx.QueryRowContext(ctx, "SELECT count(*) FROM "+quoteIdent(loc.Table)).Scan(&n); err != nil {
+			return locErr(loc, "cannot count the rows of %s: %v", loc.Table, err)
 		}
-	}
-	if w.stmt, err = w.tx.Prepare(insertSQL(loc, kind, lay)); err != nil {
-		return locErr(loc, "cannot prepare the insert: %v", err)
-	}
-	if lay == Layout06 {
-		if w.blob, err = w.tx.Prepare(insertBlobSQL(loc)); err != nil {
-			return locErr(loc, "cannot prepare the insert: %v", err)
+		if n == 0 {
+			return nil
 		}
-	}
-	return nil
+		switch loc.IfExists {
+		case "error":
+			return badTable(loc, "already holds %d rows (add &if_exists=append or &if_exists=replace)", n)
+		case "replace":
+			for _, t := range tables {
+				if _, err := w.tx.ExecContext(ctx, "DELETE FROM "+quoteIdent(t)); err != nil {
+					return locErr(loc, "cannot empty %s: %v", t, err)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // Kind returns the schema type of the table being written.
@@ -177,16 +241,16 @@ func (w *Writer) Write(rec arrow.Record) error {
 func (w *Writer) insert(row tableRow) error {
 	args := insertArgs(w.kind, w.layout, row)
 	if w.layout != Layout06 {
-		_, err := w.stmt.Exec(args...)
+		_, err := w.stmt.ExecContext(w.ctx, args...)
 		return err
 	}
 	var id int64
 	if w.loc.Driver == "pgx" {
-		if err := w.stmt.QueryRow(args...).Scan(&id); err != nil {
+		if err := w.stmt.QueryRowContext(w.ctx, args...).Scan(&id); err != nil {
 			return err
 		}
 	} else {
-		res, err := w.stmt.Exec(args...)
+		res, err := w.stmt.ExecContext(w.ctx, args...)
 		if err != nil {
 			return err
 		}
@@ -194,7 +258,7 @@ func (w *Writer) insert(row tableRow) error {
 			return err
 		}
 	}
-	_, err := w.blob.Exec(id, row.blob)
+	_, err := w.blob.ExecContext(w.ctx, id, row.blob)
 	return err
 }
 
@@ -214,8 +278,10 @@ func (w *Writer) Commit() error {
 	}
 	if err != nil {
 		w.removeCreated()
+		w.release()
 		return locErr(w.loc, "commit: %v", err)
 	}
+	w.release()
 	return nil
 }
 
@@ -232,6 +298,7 @@ func (w *Writer) Abort() {
 	}
 	w.db.Close()
 	w.removeCreated()
+	w.release()
 }
 
 func (w *Writer) closeStmts() {
@@ -242,10 +309,20 @@ func (w *Writer) closeStmts() {
 	}
 }
 
+// removeCreated removes the SQLite file this writer created, still holding
+// its lock (so no other writer has written into it).
 func (w *Writer) removeCreated() {
-	if w.created != "" {
-		os.Remove(w.created)
-		os.Remove(w.created + "-journal")
+	if w.created {
+		os.Remove(w.loc.DSN)
+		os.Remove(w.loc.DSN + "-journal")
+	}
+}
+
+// release lets the next writer of the SQLite file go.
+func (w *Writer) release() {
+	if w.lock != nil {
+		w.lock.Close()
+		w.lock = nil
 	}
 }
 

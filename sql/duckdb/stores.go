@@ -114,7 +114,7 @@ func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, 
 
 // convert streams the store at in into the Parquet file out.
 func convert(ctx context.Context, in, out string) error {
-	r, err := store.Open(in)
+	r, err := store.Open(in, store.Context(ctx))
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ var Sections = []string{SecNumbers, SecReward, SecRewardByBatch, SecGroupStd, Se
 // scalarColumns are the store columns the report keeps, when present.
 var scalarColumns = []string{
 	schema.Batch, schema.Task, schema.Run, schema.Step, schema.Reward,
-	schema.ModelVersion, schema.TruncateStatus, schema.DuplicateOf,
+	schema.ModelVersion, schema.TruncateStatus, schema.DuplicateOf, dropReason, droppedBy,
 }
 
 // Write renders the report of the store o.Store as HTML to w.
@@ -100,7 +100,7 @@ func Write(ctx context.Context, o Options, w io.Writer) error {
 		return duckdb.Located(ctx, err, o.Store)
 	}
 	progress(1)
-	p := &page{Store: o.Store, Files: len(files), Generated: start.UTC().Format("2006-01-02 15:04 MST")}
+	p := &page{Store: schema.Redact(o.Store), Files: len(files), Generated: start.UTC().Format("2006-01-02 15:04 MST")}
 	for i, step := range steps {
 		if err := step(p); err != nil {
 			return duckdb.Located(ctx, err, o.Store)

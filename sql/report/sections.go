@@ -158,8 +158,30 @@ func (b *builder) numbers(p *page) error {
 		g.add("groups holding duplicated rows", fmt.Sprintf("%s of %s", fint(num(v[2])), fint(num(v[3]))), "")
 		p.Numbers = append(p.Numbers, g)
 	}
+
+	if b.has(schema.Batch, schema.Task, schema.Reward, dropReason, droppedBy) {
+		rows, err := b.analysis("drop_reasons", nil)
+		if err != nil {
+			return err
+		}
+		g := numberGroup{Title: "Dropped rows (a run's --rejected store)"}
+		for _, r := range rows {
+			if fmt.Sprint(r["batch"]) != "all" {
+				continue
+			}
+			g.add(fmt.Sprintf("%v (%v)", r["drop_reason"], r["dropped_by"]), fint(num(r["rows"])),
+				fmt.Sprintf("reward mean %s, min %s, max %s (analysis drop_reasons)", fnum(num(r["reward_mean"])), fnum(num(r["reward_min"])), fnum(num(r["reward_max"]))))
+		}
+		p.Numbers = append(p.Numbers, g)
+	}
 	return nil
 }
+
+// The columns of a rejected-rows store (rftpipe run --rejected).
+const (
+	dropReason = schema.DropReason
+	droppedBy  = schema.DroppedBy
+)
 
 // rewardSections adds the reward histogram and the mean reward per batch.
 func (b *builder) rewardSections(p *page) error {

@@ -269,6 +269,13 @@ type Registry struct {
 	// Tol, when set, replaces every case's own tolerance (a device's float32
 	// storage is checked at 1e-5 relative, the float64 paths at the cases').
 	Tol *Tolerance
+	// Reference, when set, judges the cases that fail: each is run again
+	// with Reference's runner of its kind, at the same tolerance. A case
+	// that fails there too is ill-conditioned — the inputs as this registry
+	// stores them (e.g. rounded to float32) do not determine the expected
+	// values within the tolerance — and is reported in Report.Ill, not
+	// counted as failed.
+	Reference *Registry
 }
 
 // NewRegistry returns an empty registry.
@@ -297,6 +304,10 @@ func (r *Registry) Kinds() []string {
 type Report struct {
 	Passed, Failed, Skipped int
 	Mismatches              []Mismatch
+	// Ill are the mismatches of the ill-conditioned cases (Registry.Reference).
+	Ill []Mismatch
+	// IllConditioned counts those cases.
+	IllConditioned int
 }
 
 // Summary is the closing line, exactly "N passed, M failed, K skipped".
@@ -326,27 +337,45 @@ func RunFile(f *File, reg *Registry, rep *Report) {
 	}
 	for i := range f.Cases {
 		c := &f.Cases[i]
-		chk := NewChecker(c)
-		if reg.Tol != nil {
-			chk.Tol = *reg.Tol
-		}
-		err := safeRun(run, c, chk)
-		wantErr, wantMsg := c.ExpectedError()
+		got := check(run, c, reg.Tol)
 		switch {
-		case wantErr && err == nil:
-			chk.Failf("error", "no error", wantMsg)
-		case wantErr:
-			chk.Mismatches = nil // the reference raised and so did we
-		case err != nil:
-			chk.Failf("error", err.Error(), "no error")
-		}
-		if len(chk.Mismatches) > 0 {
-			rep.Failed++
-			rep.Mismatches = append(rep.Mismatches, chk.Mismatches...)
-		} else {
+		case len(got) == 0:
 			rep.Passed++
+		case reg.Reference != nil && reg.Reference.fails(f.Kind, c, reg.Tol):
+			rep.IllConditioned++
+			rep.Ill = append(rep.Ill, got...)
+		default:
+			rep.Failed++
+			rep.Mismatches = append(rep.Mismatches, got...)
 		}
 	}
+}
+
+// check runs one case at tol (nil: the case's own) and returns its
+// mismatches.
+func check(run Runner, c *Case, tol *Tolerance) []Mismatch {
+	chk := NewChecker(c)
+	if tol != nil {
+		chk.Tol = *tol
+	}
+	err := safeRun(run, c, chk)
+	wantErr, wantMsg := c.ExpectedError()
+	switch {
+	case wantErr && err == nil:
+		chk.Failf("error", "no error", wantMsg)
+	case wantErr:
+		chk.Mismatches = nil // the reference raised and so did we
+	case err != nil:
+		chk.Failf("error", err.Error(), "no error")
+	}
+	return chk.Mismatches
+}
+
+// fails reports whether case c of kind fails at tol with the registry's
+// runner (a kind it has no runner for does not fail).
+func (r *Registry) fails(kind string, c *Case, tol *Tolerance) bool {
+	run, ok := r.runners[kind]
+	return ok && len(check(run, c, tol)) > 0
 }
 
 // safeRun turns a panic in an implementation into a reported error, so one

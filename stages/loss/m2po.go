@@ -189,21 +189,17 @@ func m2poDef() *Def {
 		Name: "m2po",
 		Params: append(args.Schema{
 			{Name: "m2_threshold", Kind: args.Float, Ctor: 0.04, Default: 0.04, InDefaults: true,
-				Doc: "bound on the mean second moment lr² of the kept trust-region tokens, >= 0"},
+				Doc: "bound on the mean second moment lr² of the kept trust-region tokens, >= 0", Range: args.NonNeg},
 			aggParam("token-mean"),
 			{Name: "log_ratio_clip", Kind: args.Float, Ctor: 20.0, Default: 20.0, InDefaults: true,
-				Doc: "straight-through clamp of the log-ratio before exp, > 0"},
+				Doc: "straight-through clamp of the log-ratio before exp, > 0", Range: args.Positive},
 		}, globalParams...),
 		Inputs:  []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
 		CPUOnly: true,
 		build: func(v args.Values) (planner, error) {
 			p := m2poPlanner{threshold: v.Float("m2_threshold"), clip: v.Float("log_ratio_clip"), global: global(v)}
-			switch {
-			case math.IsNaN(p.threshold) || math.IsInf(p.threshold, 0) || p.threshold < 0:
-				return nil, bad("m2_threshold must be finite and non-negative.")
-			case math.IsNaN(p.clip) || math.IsInf(p.clip, 0) || p.clip <= 0:
-				return nil, bad("log_ratio_clip must be finite and positive.")
-			case v.String("loss_agg_mode") != "token-mean":
+			// The ranges hold upstream's checks (finite, >= 0 and > 0).
+			if v.String("loss_agg_mode") != "token-mean" {
 				return nil, bad("M2PO requires loss_agg_mode='token-mean' to preserve the paper's original valid-token denominator.")
 			}
 			return p, nil

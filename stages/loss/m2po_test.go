@@ -123,15 +123,16 @@ func TestM2POStreamEqualsWhole(t *testing.T) {
 	}
 }
 
-// TestM2POArgs: upstream's validation, in its order and words.
+// TestM2POArgs: upstream's validation (its numeric checks are the
+// arguments' ranges).
 func TestM2POArgs(t *testing.T) {
 	for _, c := range []struct {
 		args args.Values
 		want string
 	}{
-		{args.Values{"m2_threshold": -1.0}, "m2_threshold must be finite and non-negative."},
-		{args.Values{"m2_threshold": math.Inf(1)}, "m2_threshold must be finite and non-negative."},
-		{args.Values{"log_ratio_clip": 0.0}, "log_ratio_clip must be finite and positive."},
+		{args.Values{"m2_threshold": -1.0}, "m2_threshold: -1 is outside its valid range [0,inf)"},
+		{args.Values{"m2_threshold": math.Inf(1)}, "m2_threshold: +Inf is outside its valid range [0,inf)"},
+		{args.Values{"log_ratio_clip": 0.0}, "log_ratio_clip: 0 is outside its valid range (0,inf)"},
 		{args.Values{"loss_agg_mode": "seq-mean-token-mean"}, "M2PO requires loss_agg_mode='token-mean'"},
 	} {
 		_, err := Default().New("m2po", c.args)

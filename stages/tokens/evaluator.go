@@ -70,3 +70,30 @@ func (b *Batch) RowScale(t Term, st Stats, r int) (scale, gradScale float64) {
 	}
 	return s, s * t.Coef
 }
+
+// Float32Storage returns an evaluator that stores what a device stores in
+// float32 — every per-token input and the gradient — rounded to float32,
+// and computes with ev in float64 in between (the row mask counts stay the
+// float64 ones, as a device's host plan computes them). On the CPU it is
+// the exact answer to float32-stored inputs: the reference a device's
+// float32 storage is judged against when a case is ill-conditioned.
+func Float32Storage(ev Evaluator) Evaluator { return f32Evaluator{ev} }
+
+type f32Evaluator struct{ ev Evaluator }
+
+func (e f32Evaluator) Eval(b *Batch, grad []float64, terms ...Term) ([]TermResult, error) {
+	r := *b
+	r.cols = make(map[string][]float64, len(b.cols))
+	for name, c := range b.cols {
+		out := make([]float64, len(c))
+		for i, x := range c {
+			out[i] = float64(float32(x))
+		}
+		r.cols[name] = out
+	}
+	res, err := e.ev.Eval(&r, grad, terms...)
+	for i, g := range grad {
+		grad[i] = float64(float32(g))
+	}
+	return res, err
+}

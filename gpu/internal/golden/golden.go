@@ -22,19 +22,14 @@ type Report struct {
 // Kinds are the golden kinds whose kernels a device evaluates.
 var Kinds = golden.DeviceKinds
 
-// Run runs the Kinds of dir with ev, through the table of golden runners
-// rftpipe conformance runs (pipeline/golden). A non-nil tol replaces every
-// case's own tolerance (float32 storage on a device is checked at
-// 1e-5/1e-6, the float64 paths at their 1e-12).
-func Run(dir string, ev tokens.Evaluator, tol *conformance.Tolerance) ([]Report, error) {
-	reg, err := golden.Registry(ev)
-	if err != nil {
-		return nil, err
-	}
-	reg.Tol = tol
+// Run runs the Kinds of dir with ev, as rftpipe conformance does
+// (pipeline/golden.Run): f32 when ev stores in float32 (checked at
+// golden.Float32Tolerance, ill-conditioned cases reported apart), else at
+// each case's own tolerance.
+func Run(dir string, ev tokens.Evaluator, f32 bool) ([]Report, error) {
 	var out []Report
 	for _, kind := range Kinds {
-		rep, err := conformance.RunDir(dir, []string{kind}, reg)
+		rep, err := golden.Run(dir, []string{kind}, ev, f32)
 		if err != nil {
 			return nil, err
 		}

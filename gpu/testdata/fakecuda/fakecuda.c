@@ -9,7 +9,8 @@
  * staging, per-row metadata, downloads and error naming — everything except
  * the CUDA kernels' own thread-parallel code.
  *
- * fakecuda_set_oom(n) makes cuMemAlloc fail for more than n bytes (0: never).
+ * fakecuda_set_oom(n) makes cuMemAlloc fail for more than n bytes (0: never);
+ * fakecuda_device_bytes(&live, &peak) reports the device bytes allocated.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,17 +83,33 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) {
 static size_t oom_above;
 void fakecuda_set_oom(size_t n) { oom_above = n; }
 
+/* Device bytes allocated now and at most (fakecuda_device_bytes); each
+ * allocation carries its size in a 16-byte header. */
+static size_t live_bytes, peak_bytes;
+void fakecuda_device_bytes(size_t *live, size_t *peak) { *live = live_bytes; *peak = peak_bytes; }
+
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 	if (oom_above && n > oom_above)
 		return ERR_OOM;
-	void *m = malloc(n);
+	char *m = malloc(16 + n);
 	if (!m)
 		return ERR_OOM;
-	memset(m, 0xff, n); /* poison: unwritten outputs show as NaN */
-	*p = (CUdeviceptr)m;
+	*(size_t *)m = n;
+	live_bytes += n;
+	if (live_bytes > peak_bytes)
+		peak_bytes = live_bytes;
+	memset(m + 16, 0xff, n); /* poison: unwritten outputs show as NaN */
+	*p = (CUdeviceptr)(m + 16);
 	return OK;
 }
-CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)p); return OK; }
+CUresult cuMemFree_v2(CUdeviceptr p) {
+	if (!p)
+		return OK;
+	char *m = (char *)p - 16;
+	live_bytes -= *(size_t *)m;
+	free(m);
+	return OK;
+}
 CUresult cuMemAllocHost_v2(void **p, size_t n) { *p = malloc(n); return *p ? OK : ERR_OOM; }
 CUresult cuMemFreeHost(void *p) { free(p); return OK; }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st) { (void)st; memcpy((void *)d, s, n); return OK; }

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v17/arrow"
+
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+// writeDropStore writes a JSONL store whose rows hit every drop reason of
+// `run --operator dapo_dynamic_sampling --operator reward_std_filter
+// --on-invalid-reward drop`: task a all correct, b all wrong, c a
+// singleton, e a reward std under 0.45, f an invalid (null) reward; d is
+// kept.
+func writeDropStore(t *testing.T, path string) {
+	t.Helper()
+	rows := []struct {
+		task   string
+		reward string
+	}{
+		{"a", "1"}, {"a", "1"}, {"b", "0"}, {"b", "0"}, {"c", "1"},
+		{"d", "1"}, {"d", "0"}, {"e", "1"}, {"e", "0"}, {"e", "0"}, {"e", "0"},
+		{"f", "null"}, {"f", "1"}, {"f", "0"},
+	}
+	var b strings.Builder
+	for i, r := range rows {
+		fmt.Fprintf(&b, `{"eid":{"batch":0,"task":%q,"run":%d,"step":0,"suffix":"s%d"},"reward":%s,"prompt_length":2,"tokens":[1,2,3,4],"logprobs":[-0.5,-0.25],"action_mask":[true,true],"info":{"k":1}}`+"\n",
+			r.task, i, i, r.reward)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRejectedEveryReason: --rejected keeps every dropped row with its
+// reason and dropper, on Parquet and on a Trinity sqlite buffer URL, and
+// the main output is byte-identical with and without it.
+func TestRejectedEveryReason(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	writeDropStore(t, in)
+	base := []string{"run", "--in", in, "--operator", "dapo_dynamic_sampling", "--operator", "reward_std_filter",
+		"--arg", "reward_std_filter.threshold=0.45", "--advantage-fn", "grpo", "--on-invalid-reward", "drop", "--progress", "never"}
+	plain := filepath.Join(dir, "plain.parquet")
+	if _, stderr, code := runCLI(t, append(base, "--out", plain)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := []string{
+		"0/a dapo_all_correct dapo_dynamic_sampling", "0/a dapo_all_correct dapo_dynamic_sampling",
+		"0/b dapo_all_wrong dapo_dynamic_sampling", "0/b dapo_all_wrong dapo_dynamic_sampling",
+		"0/c singleton_group dapo_dynamic_sampling",
+		"0/e reward_std_below_threshold reward_std_filter", "0/e reward_std_below_threshold reward_std_filter",
+		"0/e reward_std_below_threshold reward_std_filter", "0/e reward_std_below_threshold reward_std_filter",
+		"0/f invalid_reward invalid_reward_filter",
+	}
+	for _, rej := range []string{filepath.Join(dir, "rej.parquet"), "sqlite:///" + filepath.Join(dir, "rej.db") + "?table=rejected"} {
+		out := filepath.Join(dir, "out.parquet")
+		os.Remove(out)
+		if _, stderr, code := runCLI(t, append(base, "--out", out, "--rejected", rej)...); code != 0 {
+			t.Fatalf("%s: exit %d: %s", rej, code, stderr)
+		}
+		if !bytes.Equal(readAll(t, out), readAll(t, plain)) {
+			t.Errorf("%s: the output differs with --rejected", rej)
+		}
+		if got := rejectedRows(t, rej); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: rejected rows\n%s\nwant\n%s", rej, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	stdout, stderr, code := runCLI(t, "sql", "--query", "drop_reasons", "--format", "json", "--store", filepath.Join(dir, "rej.parquet"))
+	if code != 0 || !strings.Contains(stdout, `"drop_reason":"reward_std_below_threshold"`) {
+		t.Errorf("drop_reasons: exit %d: %s%s", code, stdout, stderr)
+	}
+	if _, rows := storeShape(t, plain); rows != 4 {
+		t.Errorf("%d rows kept, want 4 (task d, the valid rows of f)", rows)
+	}
+	// The rejected store must not land on the input.
+	if _, _, code := runCLI(t, append(base, "--out", filepath.Join(dir, "x.parquet"), "--rejected", in)...); code != 2 {
+		t.Errorf("--rejected over the input: exit %d, want 2", code)
+	}
+}
+
+func readAll(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// rejectedRows returns "batch/task drop_reason dropped_by" per row, sorted.
+func rejectedRows(t *testing.T, path string) []string {
+	t.Helper()
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []string
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		col := func(name string) arrow.Array {
+			idx := rec.Schema().FieldIndices(name)
+			if len(idx) == 0 {
+				t.Fatalf("%s: no column %s (have %v)", path, name, rec.Schema())
+			}
+			return rec.Column(idx[0])
+		}
+		task, batch := col("task"), col("batch")
+		for i := 0; i < int(rec.NumRows()); i++ {
+			var reason, by string
+			if len(rec.Schema().FieldIndices("drop_reason")) > 0 {
+				reason, by = col("drop_reason").ValueStr(i), col("dropped_by").ValueStr(i)
+			} else { // a Trinity buffer: in info, beside the row's own keys
+				var info struct {
+					K          int    `json:"k"`
+					DropReason string `json:"drop_reason"`
+					DroppedBy  string `json:"dropped_by"`
+				}
+				if err := json.Unmarshal([]byte(col("info").ValueStr(i)), &info); err != nil || info.K != 1 {
+					t.Fatalf("%s: row %d: info %s (%v)", path, i, col("info").ValueStr(i), err)
+				}
+				reason, by = info.DropReason, info.DroppedBy
+			}
+			out = append(out, fmt.Sprintf("%s/%s %s %s", batch.ValueStr(i), task.ValueStr(i), reason, by))
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,18 @@
+-- operator_scalars: per grouped experience (placeholder grouped, see
+-- tasks.sql), in store order, what the experience operators read: whether
+-- the metrics JSON has the key of placeholder metric (a JSON path literal,
+-- '$."key"'; FALSE when the operators read none or the store has no metrics
+-- column) and its value as a number, whether truncate_status is
+-- 'response_truncated' (placeholder truncated: the expression, FALSE without
+-- the column), the response length (placeholder resp_len: the number of
+-- action_mask positions, else 0), and info.returns_norm (placeholder info:
+-- the info column, NULL without it).
+SELECT coalesce({{has_metric}}, FALSE) AS has_m,
+       {{metric}} AS m,
+       coalesce({{truncated}}, FALSE) AS truncated,
+       {{resp_len}} AS resp_len,
+       coalesce(json_exists({{info}}, '$.returns_norm'), FALSE) AS has_rn,
+       TRY_CAST(json_extract_string({{info}}, '$.returns_norm') AS DOUBLE) AS rn
+FROM (SELECT *, reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward) AS valid FROM exps)
+WHERE {{grouped}}
+ORDER BY row_idx;
