@@ -5,10 +5,16 @@ BIN     := bin/rftpipe
 STORE   := fixtures/stores/demo.parquet
 OUT     := out
 
-.PHONY: build test demo bench lint fixtures clean
+.PHONY: build test demo bench lint fixtures clean image
 
 build:
 	$(GO) build -o $(BIN) ./cmd/rftpipe
+
+# image builds the container image the Kubernetes manifest runs
+# (cmd/rftpipe/deploy/indexed-job.yaml: rftpipe:latest).
+IMAGE ?= rftpipe:latest
+image:
+	docker build --build-arg VERSION=$$(git describe --tags --always --dirty 2>/dev/null) -t $(IMAGE) .
 
 test:
 	$(GO) vet ./...

@@ -26,7 +26,8 @@ type benchResult struct {
 func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "bench",
-		Usage:       "measure rftpipe's kernels on this machine",
+		Usage:       "measure rftpipe's kernels on this machine (bench loss: a policy loss's forward and gradient)",
+		Description: "Subcommands:\n   rftpipe bench loss --fn NAME [--shape BxT] [--device cpu|cuda|auto]   time a policy loss (rftpipe help bench loss)",
 		Subcommands: []*cli.Command{benchLossCommand()},
 	}
 }

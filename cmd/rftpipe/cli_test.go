@@ -138,3 +138,72 @@ func TestGenWith(t *testing.T) {
 		t.Errorf("bad --with: exit %d: %s", code, stderr)
 	}
 }
+
+// TestUsageErrorsExit2: every command refuses an unknown flag, missing or
+// extra arguments and a flag value outside its choices with exit 2 and one
+// line, writing nothing.
+func TestUsageErrorsExit2(t *testing.T) {
+	demo := "../../fixtures/stores/demo.parquet"
+	for _, args := range [][]string{
+		{"run", "--bogus"}, {"run", "x"}, {"run", "--advantage-fn", "grpo", "--in", demo, "--out", "OUT", "--progress", "bogus"},
+		{"run", "--advantage-fn", "grpo", "--in", demo, "--out", "OUT", "--replace"},
+		{"loss", "--bogus"}, {"loss"}, {"loss", "--fn", "ppo", "--in", demo, "--format", "xml"},
+		{"sql", "--bogus"}, {"sql"}, {"sql", "a", "b"}, {"sql", "--store", demo, "SELECT 1", "--var", "x"},
+		{"convert", "--bogus"}, {"convert", demo}, {"convert", demo, "OUT", "--progress", "sometimes"},
+		{"inspect", "--bogus"}, {"inspect"}, {"inspect", demo, "--format", "xml"},
+		{"report", "--bogus"}, {"report", "--in", demo},
+		{"gen", "--bogus"}, {"gen"}, {"gen", "--out", "OUT", "--reward", "bogus"},
+		{"bench", "--bogus"}, {"bench", "loss", "--fn", "ppo", "--shape", "abc"},
+		{"merge-metrics"}, {"merge-metrics", "a", "b"},
+		{"algorithms", "a", "b"}, {"conformance"}, {"conformance", "/nonexistent"},
+		{"completion", "fish"}, {"nosuchcommand"},
+	} {
+		dir := t.TempDir()
+		for i, a := range args {
+			if a == "OUT" {
+				args[i] = filepath.Join(dir, "out.parquet")
+			}
+		}
+		_, stderr, code := runCLI(t, args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2: %s", args, code, stderr)
+			continue
+		}
+		checkOneLine(t, stderr)
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("%v: left %v", args, ents)
+		}
+	}
+}
+
+// TestHelpTellsTheTruth: help texts offer what the commands do and nothing
+// they refuse.
+func TestHelpTellsTheTruth(t *testing.T) {
+	for _, c := range []struct {
+		topic          []string
+		want, unwanted []string
+	}{
+		{[]string{"sql"}, []string{"buffer URL", "sqlite:///"}, nil},
+		{[]string{"report"}, []string{"buffer URL", "sqlite:///"}, nil},
+		{[]string{"bench"}, []string{"bench loss"}, nil},
+		{[]string{"loss"}, []string{"--fn"}, []string{"--shards", "--shard ", "--replace"}},
+		{[]string{"run"}, []string{"--shards", "--replace", "_plan.json"}, nil},
+		{[]string{"convert"}, []string{"error (stop at the first"}, nil},
+		{[]string{"run"}, []string{"interpolations"}, nil},
+	} {
+		stdout, stderr, code := runCLI(t, append([]string{"help"}, c.topic...)...)
+		if code != 0 {
+			t.Fatalf("help %v: exit %d: %s", c.topic, code, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("help %v does not mention %q", c.topic, w)
+			}
+		}
+		for _, w := range c.unwanted {
+			if strings.Contains(stdout, w) {
+				t.Errorf("help %v offers %q", c.topic, w)
+			}
+		}
+	}
+}

@@ -17,7 +17,7 @@ func convertCommand() *cli.Command {
 		ArgsUsage: "IN OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
-			&cli.StringFlag{Name: "on-invalid-reward", Value: "error", Usage: "null/NaN/Inf rewards: error | keep"},
+			&cli.StringFlag{Name: "on-invalid-reward", Value: "error", Usage: "null/NaN/Inf rewards: error (stop at the first, naming its row) | keep"},
 			progressFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -25,7 +25,7 @@ func convertCommand() *cli.Command {
 				return usagef("convert takes IN and OUT")
 			}
 			in, out := c.Args().Get(0), c.Args().Get(1)
-			var opt schema.ValidateOptions
+			opt := schema.ValidateOptions{RequireReward: true}
 			switch c.String("on-invalid-reward") {
 			case "error":
 			case "keep":

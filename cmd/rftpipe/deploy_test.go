@@ -90,3 +90,35 @@ func TestDeployFiles(t *testing.T) {
 		t.Errorf("--shards %d --shard %d", n, i)
 	}
 }
+
+// TestDeployImageIsBuilt: the image the Kubernetes manifest runs is the one
+// `make image` builds from the Dockerfile, which builds rftpipe with cgo on
+// (DuckDB) and runs it.
+func TestDeployImageIsBuilt(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	manifest, makefile, dockerfile := read("deploy/indexed-job.yaml"), read("../../Makefile"), read("../../Dockerfile")
+	var image string
+	for _, l := range strings.Split(manifest, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "image: "); ok {
+			image = v
+		}
+	}
+	for _, c := range []struct{ file, text, want string }{
+		{"Makefile", makefile, "IMAGE ?= " + image},
+		{"Makefile", makefile, "docker build"},
+		{"Dockerfile", dockerfile, "CGO_ENABLED=1 go build"},
+		{"Dockerfile", dockerfile, "./cmd/rftpipe"},
+		{"Dockerfile", dockerfile, "COPY --from=build /out/rftpipe /usr/local/bin/rftpipe"},
+		{"Dockerfile", dockerfile, `ENTRYPOINT ["rftpipe"]`},
+	} {
+		if image == "" || !strings.Contains(c.text, c.want) {
+			t.Errorf("%s does not hold %q (manifest image %q)", c.file, c.want, image)
+		}
+	}
+}

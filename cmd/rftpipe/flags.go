@@ -24,7 +24,13 @@ func deviceFlag() cli.Flag {
 }
 
 func progressFlag() cli.Flag {
-	return &cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress bar on stderr: auto (when a terminal) | always | never"}
+	return &cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress bar on stderr: auto (when a terminal) | always | never",
+		Action: func(_ *cli.Context, v string) error {
+			if v != "auto" && v != "always" && v != "never" {
+				return usagef("--progress %q: want auto, always or never", v)
+			}
+			return nil
+		}}
 }
 
 // Numeric flags declare their valid range here, once: the usage text names

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -62,6 +63,46 @@ func TestInvalidUTF8Refused(t *testing.T) {
 				}
 				checkOneLine(t, stderr, filepath.Base(p), tc.row, tc.col, "invalid UTF-8")
 			})
+		}
+	}
+}
+
+// TestInspectMultiFileRows: inspect locates a bad row of a multi-file store
+// by its file and its row within that file, not within the store.
+func TestInspectMultiFileRows(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "../../fixtures/bad/null_id.jsonl" // row 1: a null task
+	for _, f := range []struct{ name, query string }{
+		{"a.parquet", "SELECT * FROM experiences WHERE task IS NOT NULL"}, // 1 row
+		{"b.parquet", "SELECT * FROM experiences"},                        // the null at row 1
+		{"c.parquet", "SELECT * FROM experiences WHERE task IS NULL"},     // the null at row 0
+	} {
+		if _, stderr, code := runCLI(t, "sql", "--store", src, f.query, "--out", filepath.Join(dir, f.name)); code != 0 {
+			t.Fatalf("%s: %s", f.name, stderr)
+		}
+	}
+	for _, c := range []struct {
+		files []string
+		want  string
+	}{
+		{[]string{"a.parquet", "b.parquet"}, "b.parquet: row 1: column \"task\": null id"},
+		{[]string{"a.parquet", "c.parquet"}, "c.parquet: row 0: column \"task\": null id"},
+	} {
+		sub := filepath.Join(t.TempDir(), "s")
+		os.MkdirAll(sub, 0o755)
+		for _, f := range c.files {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(sub, f), b, 0o644)
+		}
+		_, stderr, code := runCLI(t, "inspect", sub)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, want 2 and %q: %s", c.files, code, c.want, stderr)
 		}
 	}
 }

@@ -14,7 +14,7 @@ func algorithmFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "YAML job `FILE`: Trinity-RFT's algorithm section plus input, output, metrics, prom, seed, columns, quirks (flags override it)"},
 		&cli.StringFlag{Name: "algorithm", Usage: "algorithm type `NAME` (rftpipe algorithms lists them), with its default config"},
-		&cli.BoolFlag{Name: "verbose", Usage: "list the job file's keys rftpipe accepts and ignores (Trinity's service sections)"},
+		&cli.BoolFlag{Name: "verbose", Usage: "list the job file's keys rftpipe accepts and ignores (Trinity's service sections) and the interpolations among them that do not resolve"},
 	}
 }
 
@@ -30,7 +30,7 @@ func jobOptions(c *cli.Context, command string) (*build.Options, error) {
 		LossAggMode: c.String("loss-agg-mode"), KLLossFn: c.String("kl-loss-fn"), KLCoef: c.Float64("kl-coef"),
 		EntropyLossFn: c.String("entropy-loss-fn"), EntropyCoef: c.Float64("entropy-coef"),
 		Cols: c.StringSlice("col"), Step: c.Int64("step"), Device: c.String("device"),
-		Verbose: c.Bool("verbose"), Log: c.App.ErrWriter,
+		Verbose: c.Bool("verbose"), Log: c.App.ErrWriter, Replace: c.Bool("replace"),
 	}
 	if command == build.Loss && o.IsFile() {
 		for _, f := range []string{"fn", "arg", "loss-agg-mode", "kl-loss-fn", "kl-coef", "entropy-loss-fn", "entropy-coef"} {
@@ -41,5 +41,8 @@ func jobOptions(c *cli.Context, command string) (*build.Options, error) {
 	}
 	var err error
 	o.Sharded, o.Shards, o.ShardIndex, err = shardOf(c)
+	if err == nil && o.Replace && !o.Sharded {
+		err = usagef("--replace needs --shards N (a single output store is always replaced whole)")
+	}
 	return o, err
 }

@@ -396,3 +396,52 @@ func TestWholeTrinityConfigsRun(t *testing.T) {
 		})
 	}
 }
+
+// TestTrinityConfigWithoutExplorerEnv: a whole Trinity-RFT config whose
+// explorer taskset path needs an unset variable runs (the key is never
+// read; --verbose lists it), while one whose read key cannot resolve fails
+// naming that key.
+func TestTrinityConfigWithoutExplorerEnv(t *testing.T) {
+	os.Unsetenv("TRINITY_TASKSET_PATH")
+	src, err := os.ReadFile("../../fixtures/configs/trinity/grpo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskset := "${oc.env:TRINITY_TASKSET_PATH,openai/gsm8k}"
+	if !strings.Contains(string(src), taskset) {
+		t.Fatalf("grpo.yaml has no %s", taskset)
+	}
+	dir := t.TempDir()
+	in := "../../fixtures/stores/full.parquet"
+	for _, c := range []struct {
+		name, from, to string
+		code           int
+		want           string
+	}{
+		{"taskset path unset", taskset, "${oc.env:TRINITY_TASKSET_PATH}", 0,
+			"buffer.explorer_input.taskset.path (line 34): environment variable TRINITY_TASKSET_PATH is not set"},
+		{"taskset path refers to a missing key", taskset, "${model.taskset_dir}/gsm8k", 0,
+			"buffer.explorer_input.taskset.path (line 34): ${model.taskset_dir}: the file has no key model.taskset_dir"},
+		{"algorithm key unresolvable", "algorithm_type: grpo", "algorithm_type: ${oc.env:TRINITY_TASKSET_PATH}", 2,
+			"algorithm.algorithm_type: environment variable TRINITY_TASKSET_PATH is not set"},
+		{"algorithm key refers to a missing key", "algorithm_type: grpo", "algorithm_type: ${model.algo}", 2,
+			"algorithm.algorithm_type: ${model.algo}: the file has no key model.algo"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".yaml")
+			if err := os.WriteFile(cfg, []byte(strings.Replace(string(src), c.from, c.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, c.name+".parquet")
+			_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--verbose", "--progress", "never")
+			if code != c.code || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, want %d and %q: %s", code, c.code, c.want, stderr)
+			}
+			if c.code == 0 {
+				if _, stderr, _ := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--progress", "never"); strings.Contains(stderr, c.want) {
+					t.Errorf("listed without --verbose: %s", stderr)
+				}
+			}
+		})
+	}
+}

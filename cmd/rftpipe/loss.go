@@ -63,7 +63,7 @@ func lossCommand() *cli.Command {
 			&cli.StringFlag{Name: "grad-out", Usage: "write grad_logprob list<float32> (+ id columns) aligned with the input rows to `FILE`"},
 			deviceFlag(),
 			formatFlag(),
-		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags()...)...),
+		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags(true)...)...),
 		Action: runLoss,
 	}
 }

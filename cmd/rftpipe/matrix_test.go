@@ -58,6 +58,19 @@ func TestBadInputMatrix(t *testing.T) {
 		flipped[off] ^= 0xff
 	}
 	bad := func(f string) string { return filepath.Join("../../fixtures/bad", f) }
+	// Directory stores whose second file differs in its columns: every
+	// command names both files and the column (never DuckDB's binder).
+	mixedDir := func(name, query string) string {
+		dir := filepath.Join(tmp, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(filepath.Join(name, "a.parquet"), demo)
+		if _, stderr, code := runCLI(t, "sql", "--store", "../../fixtures/stores/demo.parquet", query, "--out", filepath.Join(dir, "b.parquet")); code != 0 {
+			t.Fatalf("%s: %s", name, stderr)
+		}
+		return dir
+	}
 	inputs := []struct {
 		name, path string
 		codes      [5]int
@@ -87,12 +100,18 @@ func TestBadInputMatrix(t *testing.T) {
 		// convert copies a store without rewards as it is (no column is
 		// required of a conversion); inspect and sql summarise it.
 		{"missing_reward.jsonl", bad("missing_reward.jsonl"), [5]int{2, 2, 0, 0, 0}, ""},
+		{"dir_extra_column", mixedDir("extra", "SELECT *, 1 AS extra FROM experiences"), allBad,
+			`b.parquet: column "extra": schema differs from ` + filepath.Join(tmp, "extra", "a.parquet") + ": the column is only in this file"},
+		{"dir_missing_column", mixedDir("fewer", "SELECT * EXCLUDE (reward) FROM experiences"), allBad,
+			`b.parquet: column "reward": schema differs from ` + filepath.Join(tmp, "fewer", "a.parquet") + ": the column is missing in this file"},
+		{"dir_reordered", mixedDir("reordered", "SELECT reward, * EXCLUDE (reward) FROM experiences"), allBad,
+			`b.parquet: column "reward": schema differs from`},
 	}
 	for _, in := range inputs {
 		for i, cmd := range matrixCmds {
 			t.Run(in.name+"/"+cmd.name, func(t *testing.T) {
 				var before [32]byte
-				if in.name != "missing" {
+				if in.name != "missing" && !strings.HasPrefix(in.name, "dir_") {
 					before = fileSum(t, in.path)
 				}
 				outDir := t.TempDir()
@@ -111,7 +130,7 @@ func TestBadInputMatrix(t *testing.T) {
 				} else if len(ents) != 0 {
 					t.Errorf("left %v behind", ents)
 				}
-				if in.name != "missing" && fileSum(t, in.path) != before {
+				if in.name != "missing" && !strings.HasPrefix(in.name, "dir_") && fileSum(t, in.path) != before {
 					t.Error("input changed")
 				}
 			})
@@ -148,6 +167,12 @@ func TestBadArgsMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodir := filepath.Join(tmp, "nodir", "out.parquet")
+	nullReward := filepath.Join(tmp, "null_reward.jsonl")
+	if err := os.WriteFile(nullReward, []byte(`{"eid":{"batch":0,"task":0,"run":0},"reward":1.0,"tokens":[1]}
+{"eid":{"batch":0,"task":0,"run":1},"reward":null,"tokens":[1]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg := filepath.Join(tmp, "job.yaml")
 	if err := os.WriteFile(cfg, []byte("algorithm:\n  algorithm_type: grpo\n  bogus_key: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -182,6 +207,8 @@ func TestBadArgsMatrix(t *testing.T) {
 		{"convert/out is in", []string{"convert", demo, demo}, 2, []string{demo, "overwrite the input"}, false, false},
 		{"convert/no out dir", []string{"convert", demo, nodir}, 2, []string{nodir, "does not exist"}, false, false},
 		{"convert/bad codec", []string{"convert", demo, out, "--codec", "lzma"}, 2, []string{"lzma"}, false, false},
+		{"convert/null reward", []string{"convert", nullReward, out}, 2, []string{"null_reward.jsonl: row 1: column \"reward\": null reward"}, false, false},
+		{"convert/null reward kept", []string{"convert", nullReward, out, "--on-invalid-reward", "keep"}, 0, []string{"2 experiences"}, true, false},
 		{"convert/single", []string{"convert", "../../fixtures/bad/single.jsonl", out}, 0, []string{"1 experiences"}, true, false},
 		{"inspect/bad format", []string{"inspect", demo, "--format", "xml"}, 2, []string{`--format "xml"`}, false, false},
 		{"inspect/two stores", []string{"inspect", demo, demo}, 2, nil, false, false},

@@ -117,3 +117,57 @@ func TestOutputsNeverOnInputs(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedRunsLeaveNothing: a run, sharded run or conversion that fails
+// leaves no directory it made and no database file behind; directories
+// that were there stay.
+func TestFailedRunsLeaveNothing(t *testing.T) {
+	bad := "../../fixtures/bad/nan_reward.jsonl"
+	rowBad := "../../fixtures/bad/token_mismatch.jsonl"
+	for _, c := range []struct {
+		name string
+		args func(dir string) []string
+		keep []string // entries of dir that must stay
+	}{
+		{"run into new directories", func(d string) []string {
+			return []string{"run", "--advantage-fn", "grpo", "--in", bad, "--out", filepath.Join(d, "a", "b", "o.parquet")}
+		}, nil},
+		{"run into a new directory of an existing one", func(d string) []string {
+			os.Mkdir(filepath.Join(d, "k"), 0o755)
+			return []string{"run", "--advantage-fn", "grpo", "--in", rowBad, "--out", filepath.Join(d, "k", "b", "o.parquet")}
+		}, []string{"k"}},
+		{"sharded run", func(d string) []string {
+			return []string{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/garbage.parquet", "--out", filepath.Join(d, "parts"), "--shards", "2", "--shard", "1"}
+		}, nil},
+		{"run into SQLite", func(d string) []string {
+			return []string{"run", "--advantage-fn", "grpo", "--in", rowBad, "--out", "sqlite:///" + filepath.Join(d, "o.db") + "?table=t"}
+		}, nil},
+		{"convert into SQLite", func(d string) []string {
+			return []string{"convert", bad, "sqlite:///" + filepath.Join(d, "c.db") + "?table=t"}
+		}, nil},
+		{"convert into a new directory", func(d string) []string {
+			return []string{"convert", bad, filepath.Join(d, "n", "c.parquet")}
+		}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, err := filepath.Abs(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := c.args(dir)
+			if _, stderr, code := runCLI(t, append(args, "--progress", "never")...); code == 0 {
+				t.Fatalf("%v ran: %s", args, stderr)
+			}
+			var left []string
+			filepath.WalkDir(dir, func(p string, _ os.DirEntry, _ error) error {
+				if rel, _ := filepath.Rel(dir, p); rel != "." {
+					left = append(left, rel)
+				}
+				return nil
+			})
+			if strings.Join(left, ",") != strings.Join(c.keep, ",") {
+				t.Errorf("left %v, want %v", left, c.keep)
+			}
+		})
+	}
+}

@@ -21,7 +21,7 @@ func newProgress(c *cli.Context, label string, total int64) *progress {
 	switch c.String("progress") {
 	case "always":
 		show = true
-	case "auto", "":
+	case "auto":
 		f, ok := c.App.ErrWriter.(*os.File)
 		show = ok && term.IsTerminal(int(f.Fd()))
 	}

@@ -33,7 +33,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
 			&cli.BoolFlag{Name: "allow-inside-input", Usage: "write outputs inside the input store's directory or matching its glob (refused by default: the next read would take them for part of the store)"},
 			progressFlag(),
-		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags()...)...),
+		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags(false)...)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("run takes no positional arguments (got %q)", c.Args().First())

@@ -240,3 +240,90 @@ func TestShardRefusalsAndMissingParts(t *testing.T) {
 		t.Fatalf("run over OUT: %s", stderr)
 	}
 }
+
+// TestShardPlan: an output directory of parts records its plan (N, input,
+// job) and refuses another, naming the difference, unless --replace
+// replaces it whole; the same plan's shards run into it again; merge-metrics
+// refuses parts of another plan; a failed first shard leaves no directory.
+func TestShardPlan(t *testing.T) {
+	in := "../../fixtures/stores/demo.parquet"
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "out")
+	grpo := func(extra ...string) []string {
+		return append([]string{"run", "--advantage-fn", "grpo", "--in", in, "--out", out, "--progress", "never"}, extra...)
+	}
+	for _, i := range []string{"0", "1"} {
+		if _, stderr, code := runCLI(t, grpo("--shards", "2", "--shard", i)...); code != 0 {
+			t.Fatalf("shard %s: %s", i, stderr)
+		}
+	}
+	if _, stderr, code := runCLI(t, grpo("--shards", "2", "--shard", "1")...); code != 0 {
+		t.Fatalf("same plan, shard 1 again: %s", stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{grpo("--shards", "3", "--shard", "0"), "shards: 2, not 3"},
+		{[]string{"run", "--advantage-fn", "rloo", "--in", in, "--out", out, "--shards", "2", "--shard", "0"}, "advantage_fn=grpo, not advantage_fn=rloo"},
+		{grpo("--shards", "2", "--shard", "0", "--arg", "epsilon=0.01"), "job: (none), not arg epsilon=0.01"},
+		{grpo("--shards", "2", "--shard", "0", "--seed", "7"), "seed=7"},
+		{[]string{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/stores/full.parquet", "--out", out, "--shards", "2", "--shard", "0"}, "input: "},
+	} {
+		_, stderr, code := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(stderr, "another plan") || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "--replace") {
+			t.Errorf("%v: exit %d, want a refusal naming %q: %s", c.args, code, c.want, stderr)
+		}
+	}
+	if _, stderr, code := runCLI(t, "merge-metrics", out); code != 0 {
+		t.Fatalf("merge-metrics after refusals: exit %d: %s", code, stderr)
+	}
+	// A part of another plan smuggled in is refused by merge-metrics.
+	other := filepath.Join(tmp, "other")
+	if _, stderr, code := runCLI(t, "run", "--advantage-fn", "rloo", "--in", in, "--out", other, "--shards", "2", "--shard", "0"); code != 0 {
+		t.Fatal(stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(other, "_metrics", "part-0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := filepath.Join(tmp, "mixed")
+	if err := os.CopyFS(mixed, os.DirFS(out)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mixed, "_metrics", "part-0.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runCLI(t, "merge-metrics", mixed); code != 2 || !strings.Contains(stderr, "part-0.json") || !strings.Contains(stderr, "another plan") {
+		t.Errorf("merge-metrics over a part of another plan: exit %d: %s", code, stderr)
+	}
+	// --replace: the directory of 2 parts becomes one of 3 plan, its old
+	// parts gone.
+	if _, stderr, code := runCLI(t, grpo("--shards", "3", "--shard", "2", "--replace")...); code != 0 {
+		t.Fatalf("--replace: %s", stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "part-0.parquet")); !os.IsNotExist(err) {
+		t.Errorf("--replace kept the old plan's part-0.parquet (%v)", err)
+	}
+	if _, stderr, code := runCLI(t, "merge-metrics", out); code != 1 || !strings.Contains(stderr, "2 of 3 parts missing: 0, 1") {
+		t.Errorf("after --replace: exit %d: %s", code, stderr)
+	}
+	// A directory of parts with no plan is refused.
+	bare := filepath.Join(tmp, "bare")
+	os.MkdirAll(bare, 0o755)
+	os.WriteFile(filepath.Join(bare, "part-0.parquet"), []byte("x"), 0o644)
+	if _, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--in", in, "--out", bare, "--shards", "2", "--shard", "1"); code != 2 || !strings.Contains(stderr, "part-0.parquet but no plan") {
+		t.Errorf("directory without a plan: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--in", in, "--out", out, "--replace"); code != 2 {
+		t.Errorf("--replace without --shards: exit %d: %s", code, stderr)
+	}
+	// A first shard that fails leaves no directory behind.
+	bad := filepath.Join(tmp, "bad")
+	if _, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/garbage.parquet", "--out", bad, "--shards", "2", "--shard", "0"); code == 0 {
+		t.Fatalf("bad input ran: %s", stderr)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("a failed first shard left %s (%v)", bad, err)
+	}
+}

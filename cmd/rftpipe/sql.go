@@ -23,15 +23,16 @@ func sqlCommand() *cli.Command {
 		Name:  "sql",
 		Usage: "run SQL (DuckDB) over experience stores: a query, a file or a canned analysis",
 		Description: "The first --store is the view experiences (and its NAME, if given); the others are views\n" +
-			"named by their NAME. A store is a Parquet file, a directory of Parquet files or a glob; JSONL\n" +
-			"and Arrow stores are converted to a temporary Parquet file first. QUERY - reads the query\n" +
+			"named by their NAME. A store is a Parquet file, a directory of Parquet files, a glob or a Trinity\n" +
+			"buffer URL (sqlite:///F.db?table=T, postgresql://HOST/DB?table=T); JSONL, Arrow and buffer stores\n" +
+			"are converted to a temporary Parquet file first. QUERY - reads the query\n" +
 			"from stdin. Variables (--var) are read in SQL with getvariable('name').\n\n" +
 			"   rftpipe sql \"SELECT task, count(*) FROM experiences GROUP BY task\" --store fixtures/stores/demo.parquet\n" +
 			"   rftpipe sql --query group_filter --var std_threshold=0.1 --store out/run.parquet\n" +
 			"   rftpipe sql --list",
 		ArgsUsage: "[QUERY]",
 		Flags: []cli.Flag{
-			&cli.GenericFlag{Name: "store", Value: &multiFlag{}, Usage: "`[NAME=]PATH` of a store (repeatable); the first is also the view experiences"},
+			&cli.GenericFlag{Name: "store", Value: &multiFlag{}, Usage: "`[NAME=]PATH` of a store: file, directory, glob or Trinity buffer URL (repeatable); the first is also the view experiences"},
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the query from `F.sql`"},
 			&cli.StringFlag{Name: "query", Aliases: []string{"q"}, Usage: "run the canned analysis `NAME` (see --list)"},
 			&cli.BoolFlag{Name: "list", Usage: "list the canned analyses and their variables"},

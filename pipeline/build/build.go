@@ -18,6 +18,7 @@ package build
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -76,9 +77,11 @@ type Options struct {
 	OnInvalidReward, Codec string
 	InsideInput            bool
 	// Sharded runs shard ShardIndex of Shards: Out is then a directory of
-	// parts.
+	// parts, holding their plan (shard.Plan); Replace replaces a directory
+	// of another plan whole instead of refusing it.
 	Sharded            bool
 	Shards, ShardIndex int
+	Replace            bool
 	// The loss's terms (loss by flags): loss_agg_mode, KL loss fn and
 	// coefficient, entropy loss fn and coefficient.
 	LossAggMode, KLLossFn, EntropyLossFn string
@@ -471,31 +474,48 @@ func Execute(ctx context.Context, o *Options, status func(error) int) (*pipeline
 
 // run completes the job and runs it, making the directory of a run's
 // output store.
-func (p *plan) run(ctx context.Context, o *Options) (*pipeline.Result, error) {
+func (p *plan) run(ctx context.Context, o *Options) (res *pipeline.Result, err error) {
 	j := p.job
 	if err := p.complete(j); err != nil {
 		return nil, err
 	}
-	if p.parts != "" {
-		if err := os.MkdirAll(p.parts, 0o755); err != nil {
-			return nil, fmt.Errorf("output directory: %w", err)
+	planID := ""
+	var made []string // the directories made, removed again when the run fails
+	defer func() {
+		if err != nil { // err: the named result
+			for i := len(made) - 1; i >= 0; i-- {
+				os.Remove(made[i])
+			}
 		}
+	}()
+	if p.parts != "" {
+		sp, perr := shard.NewPlan(p.shard.N, j.In, planSettings(o))
+		if perr != nil {
+			return nil, perr
+		}
+		done, perr := shard.Claim(p.parts, sp, o.Replace)
+		if perr != nil {
+			return nil, perr
+		}
+		defer func() { done(err != nil) }()
+		planID = sp.ID()
 	} else if o.Command == Run && !trinity.IsURL(j.Out) {
-		if err := makeDir(j.Out); err != nil {
+		if made, err = makeDir(j.Out); err != nil {
 			return nil, err
 		}
 	}
 	if j.Rejected != "" && !trinity.IsURL(j.Rejected) {
-		if err := makeDir(j.Rejected); err != nil {
-			return nil, err
+		more, merr := makeDir(j.Rejected)
+		made = append(made, more...)
+		if merr != nil {
+			return nil, merr
 		}
 	}
-	res, err := pipeline.Run(ctx, *j)
-	if err != nil {
+	if res, err = pipeline.Run(ctx, *j); err != nil {
 		return nil, err
 	}
 	if p.shard != nil {
-		part := shard.NewPart(*p.shard, j.Label, res.In, res.Elapsed, res.Metrics, res.Weights)
+		part := shard.NewPart(*p.shard, j.Label, planID, res.In, res.Elapsed, res.Metrics, res.Weights)
 		if err := part.Write(p.parts); err != nil {
 			return nil, err
 		}
@@ -503,14 +523,54 @@ func (p *plan) run(ctx context.Context, o *Options) (*pipeline.Result, error) {
 	return res, nil
 }
 
-// makeDir makes the directory of an output file.
-func makeDir(path string) error {
+// planSettings are the settings of a sharded job its plan records
+// (shard.Plan.Job): what the command line and job file choose.
+func planSettings(o *Options) []string {
+	s := []string{"command=" + o.Command}
+	for _, kv := range []struct{ k, v string }{
+		{"advantage_fn", o.AdvantageFn}, {"add_strategy", o.AddStrategy}, {"algorithm", o.Algorithm},
+		{"on_invalid_reward", o.OnInvalidReward}, {"codec", o.Codec},
+	} {
+		if kv.v != "" {
+			s = append(s, kv.k+"="+kv.v)
+		}
+	}
+	if o.Config != "" {
+		abs, _ := filepath.Abs(o.Config)
+		sum := "unreadable"
+		if b, err := os.ReadFile(o.Config); err == nil {
+			sum = fmt.Sprintf("%x", sha256.Sum256(b))
+		}
+		s = append(s, "config="+abs, "config_sha256="+sum)
+	}
+	for _, op := range o.Operators {
+		s = append(s, "operator "+op)
+	}
+	for _, a := range o.Args {
+		s = append(s, "arg "+a)
+	}
+	if o.HasSeed {
+		s = append(s, fmt.Sprintf("seed=%d", o.Seed))
+	}
+	return s
+}
+
+// makeDir makes the directory of an output file, returning the
+// directories it made, outermost first.
+func makeDir(path string) ([]string, error) {
+	var made []string
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		made = append([]string{d}, made...)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
-			return schema.Errorf(path, -1, "", "cannot make the output's directory: %v", pe.Err)
+			return nil, schema.Errorf(path, -1, "", "cannot make the output's directory: %v", pe.Err)
 		}
-		return fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return nil
+	return made, nil
 }

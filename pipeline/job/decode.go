@@ -272,6 +272,11 @@ type decoder struct {
 	j *File
 	// ignored are the keys of Trinity's sections skipped, "key (line N)".
 	ignored []string
+	// unresolvable are the interpolations of ignored keys that cannot be
+	// resolved, "key (line N): why".
+	unresolvable []string
+	// root is the file's top mapping, which ${KEY} references look up.
+	root *yaml.Node
 }
 
 func (d *decoder) errf(n *yaml.Node, path, format string, a ...any) error {
@@ -345,6 +350,7 @@ func (d *decoder) keys(n *yaml.Node, path string, fields []field, other func(k *
 			if err := other(k, key); err != nil {
 				return err
 			}
+			d.unresolved(v, key)
 			continue
 		}
 		if idx < 0 {
@@ -352,9 +358,12 @@ func (d *decoder) keys(n *yaml.Node, path string, fields []field, other func(k *
 				Msg: "unknown key"}
 		}
 		d.j.lines[key] = k.Line
-		v, err := d.interp(resolveAlias(v), key)
-		if err != nil {
-			return err
+		v = resolveAlias(v)
+		if v.Kind == yaml.ScalarNode { // a mapping's keys resolve as they are read
+			var err error
+			if v, err = d.interp(v, key); err != nil {
+				return err
+			}
 		}
 		if err := fields[idx].decode(d, v, key); err != nil {
 			return err

@@ -151,7 +151,7 @@ func Parse(file string, data []byte) (*File, error) {
 	if len(doc.Content) == 0 {
 		return j, nil // an empty file: everything from the command line
 	}
-	d := decoder{j: j}
+	d := decoder{j: j, root: doc.Content[0]}
 	names := make([]string, 0, len(topKeys)+len(trinitySections))
 	for _, f := range topKeys {
 		names = append(names, f.key)
@@ -171,17 +171,27 @@ func Parse(file string, data []byte) (*File, error) {
 		j.Warnings = append(j.Warnings, fmt.Sprintf("%s: ignored Trinity-RFT settings that configure Trinity's services, not the algorithm: %s",
 			file, strings.Join(d.ignored, ", ")))
 	}
+	if len(d.unresolvable) > 0 {
+		j.Warnings = append(j.Warnings, fmt.Sprintf("%s: interpolations in ignored settings that do not resolve (rftpipe never reads them): %s",
+			file, strings.Join(d.unresolvable, "; ")))
+	}
 	j.resolvePaths(filepath.Dir(file))
 	return j, nil
 }
 
 // resolvePaths makes the file's relative paths relative to dir, the job
-// file's directory, so a job runs the same from any working directory.
-// Database URLs (scheme://…) are left as written.
+// file's directory, so a job runs the same from any working directory: plain
+// paths and the file of an SQLite URL (sqlite:///relative.db) alike.
+// Other database URLs and absolute paths are left as written.
 func (j *File) resolvePaths(dir string) {
 	for _, p := range []*string{&j.Input, &j.Output, &j.Metrics, &j.Prom, &j.ExperienceBuffer.Path} {
-		if *p != "" && !filepath.IsAbs(*p) && !strings.Contains(*p, "://") {
+		scheme, rest, isURL := strings.Cut(*p, "://")
+		switch {
+		case *p == "" || filepath.IsAbs(*p):
+		case !isURL:
 			*p = filepath.Join(dir, *p)
+		case strings.HasPrefix(strings.ToLower(scheme), "sqlite") && strings.HasPrefix(rest, "/") && !strings.HasPrefix(rest, "//"):
+			*p = scheme + ":///" + filepath.Join(dir, rest[1:])
 		}
 	}
 }

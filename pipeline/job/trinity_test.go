@@ -154,7 +154,8 @@ buffer:
 }
 
 // TestRelativePaths checks that a job file's paths start at its directory,
-// and database URLs and absolute paths are kept.
+// the file of an SQLite URL too, and other database URLs and absolute paths
+// are kept.
 func TestRelativePaths(t *testing.T) {
 	src := "input: in.parquet\noutput: ../out/o.parquet\nmetrics: /abs/m.json\n" +
 		"buffer: {trainer_input: {experience_buffer: {storage_type: sql, path: 'sqlite:///buf.db'}}}\n"
@@ -163,8 +164,24 @@ func TestRelativePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	if j.Input != filepath.Join("jobs", "nightly", "in.parquet") || j.Output != filepath.Join("jobs", "out", "o.parquet") ||
-		j.Metrics != "/abs/m.json" || j.ExperienceBuffer.Path != "sqlite:///buf.db" {
+		j.Metrics != "/abs/m.json" || j.ExperienceBuffer.Path != "sqlite:///"+filepath.Join("jobs", "nightly", "buf.db") {
 		t.Errorf("paths %q %q %q %q", j.Input, j.Output, j.Metrics, j.ExperienceBuffer.Path)
+	}
+	for _, c := range []struct{ in, want string }{
+		{"sqlite:///b.db?table=t", "sqlite:///jobs/nightly/b.db?table=t"},
+		{"sqlite:///../b.db?table=t", "sqlite:///jobs/b.db?table=t"},
+		{"SQLITE:///b.db?table=t", "SQLITE:///jobs/nightly/b.db?table=t"},
+		{"sqlite:////abs/b.db?table=t", "sqlite:////abs/b.db?table=t"},
+		{"postgresql://u@h/db?table=t", "postgresql://u@h/db?table=t"},
+		{"/abs/o.parquet", "/abs/o.parquet"},
+	} {
+		j, err := Parse(filepath.Join("jobs", "nightly", "job.yaml"), []byte("output: '"+c.in+"'\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Output != c.want {
+			t.Errorf("output %q resolves to %q, want %q", c.in, j.Output, c.want)
+		}
 	}
 }
 
@@ -193,7 +210,22 @@ func TestInterpolation(t *testing.T) {
 		{"argument typed as float", "algorithm: {algorithm_type: grpo, advantage_fn_args: {std_threshold: '${oc.env:RFT_TEST_UNSET,1.0e-3}'}}\n",
 			func(j *File) bool { return j.Algorithm.Args(algorithm.AdvantageFn)["std_threshold"] == 1e-3 }},
 		{"ignored section not resolved", "model: {model_path: '${oc.env:RFT_TEST_UNSET}'}\n",
-			func(j *File) bool { return true }},
+			func(j *File) bool {
+				return strings.Contains(strings.Join(j.Warnings, "\n"), "model.model_path (line 1): environment variable RFT_TEST_UNSET is not set")
+			}},
+		{"absolute reference", "model: {dir: /data}\ninput: ${model.dir}/in.parquet\n",
+			func(j *File) bool { return j.Input == "/data/in.parquet" }},
+		{"reference typed as its key", "model: {n: 3}\nalgorithm: {repeat_times: '${model.n}'}\n",
+			func(j *File) bool { return j.Algorithm.RepeatTimes == 3 }},
+		{"relative reference", "buffer:\n  batch_size: 8\n  trainer_input:\n    experience_buffer:\n      name: b\n      path: /x/${..experience_buffer.name}.jsonl\n",
+			func(j *File) bool { return j.ExperienceBuffer.Path == "/x/b.jsonl" }},
+		{"reference through an env default", "model: {p: '${oc.env:RFT_TEST_UNSET,/m}'}\ninput: ${model.p}\n",
+			func(j *File) bool { return j.Input == "/m" }},
+		{"unset taskset path in an ignored buffer key", "buffer:\n  explorer_input:\n    taskset:\n      path: ${oc.env:RFT_TEST_UNSET}\n  trainer_input:\n    experience_buffer: {name: e, storage_type: file, path: /e.jsonl}\n",
+			func(j *File) bool {
+				return j.ExperienceBuffer.Path == "/e.jsonl" &&
+					strings.Contains(strings.Join(j.Warnings, "\n"), "buffer.explorer_input.taskset.path (line 4): environment variable RFT_TEST_UNSET is not set")
+			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j, err := Parse("job.yaml", []byte(c.src))
@@ -208,7 +240,15 @@ func TestInterpolation(t *testing.T) {
 	for _, c := range []struct{ name, src, want string }{
 		{"unset without default", "output: x\ninput: ${oc.env:RFT_TEST_UNSET}\n",
 			"job.yaml: line 2: input: environment variable RFT_TEST_UNSET is not set and ${oc.env:RFT_TEST_UNSET} gives no default"},
-		{"other resolver", "input: ${model.model_path}\n", "unsupported interpolation ${model.model_path}"},
+		{"other resolver", "input: ${oc.decode:x}\n", "unsupported interpolation ${oc.decode:x}"},
+		{"reference to a missing key", "input: ${model.model_path}\n", "line 1: input: ${model.model_path}: the file has no key model.model_path"},
+		{"reference to a mapping", "model: {a: 1}\ninput: ${model}\n", "key model is a mapping, not a value"},
+		{"reference cycle", "model: {a: '${model.b}', b: '${model.a}'}\ninput: ${model.a}\n", "a cycle?"},
+		{"read key through a reference to an unset variable", "model: {p: '${oc.env:RFT_TEST_UNSET}'}\noutput: o\ninput: ${model.p}\n",
+			"line 3: input: environment variable RFT_TEST_UNSET is not set"},
+		{"read buffer key unresolvable", "buffer:\n  trainer_input:\n    experience_buffer:\n      path: ${oc.env:RFT_TEST_UNSET}\n",
+			"line 4: buffer.trainer_input.experience_buffer.path: environment variable RFT_TEST_UNSET is not set"},
+		{"relative reference above the top", "input: ${..x}\n", "climbs above the top"},
 		{"unterminated", "input: ${oc.env:X\n", "unterminated interpolation"},
 		{"resolved value of the wrong type", "algorithm: {repeat_times: '${oc.env:RFT_TEST_DIR}'}\n", `want a positive integer, got a string "/data"`},
 	} {

@@ -47,6 +47,8 @@ type Part struct {
 	Shards int `json:"shards"`
 	// Label names the job (the monitoring label).
 	Label string `json:"label"`
+	// Plan is the ID of the directory's plan the part ran under (Plan.ID).
+	Plan string `json:"plan,omitempty"`
 	// Rows is the number of input rows of the shard (its batches).
 	Rows int64 `json:"rows"`
 	// DurationSeconds is the wall time of the shard's job.
@@ -73,10 +75,11 @@ func MergeOf(name string, weighted bool) string {
 	return Same
 }
 
-// NewPart returns the metrics file of shard s: every metric with how it
-// combines (MergeOf) and its weight from weights.
-func NewPart(s Shard, label string, rows int64, elapsed time.Duration, metrics, weights agg.Metrics) *Part {
-	p := &Part{Format: Format, Shard: s.I, Shards: s.N, Label: label, Rows: rows,
+// NewPart returns the metrics file of shard s, run under the plan of ID
+// plan: every metric with how it combines (MergeOf) and its weight from
+// weights.
+func NewPart(s Shard, label, plan string, rows int64, elapsed time.Duration, metrics, weights agg.Metrics) *Part {
+	p := &Part{Format: Format, Shard: s.I, Shards: s.N, Label: label, Plan: plan, Rows: rows,
 		DurationSeconds: elapsed.Seconds(), Metrics: map[string]Metric{}}
 	for name, v := range metrics {
 		w, weighted := weights[name]
@@ -128,9 +131,10 @@ type Merged struct {
 var partName = regexp.MustCompile(`^part-(\d+)\.json$`)
 
 // MergeDir combines the metrics files of directory out. Parts of different
-// jobs (labels) or shard counts, a shard count past MaxShards, or a metric
-// that combines differently across parts, are an error; absent parts are
-// listed in Missing.
+// plans (jobs, inputs, shard counts: the directory's Plan), labels or shard
+// counts, a shard count past MaxShards, or a metric that combines
+// differently across parts, are an error; absent parts are listed in
+// Missing.
 func MergeDir(out string) (*Merged, error) {
 	dir := MetricsDir(out)
 	ents, err := os.ReadDir(dir)
@@ -138,6 +142,10 @@ func MergeDir(out string) (*Merged, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, schema.Errorf(dir, -1, "", "no metrics directory: no shard has finished")
 		}
+		return nil, err
+	}
+	plan, err := ReadPlan(out)
+	if err != nil {
 		return nil, err
 	}
 	var parts []*Part
@@ -157,6 +165,9 @@ func MergeDir(out string) (*Merged, error) {
 		}
 		if i, _ := strconv.Atoi(m[1]); i != p.Shard {
 			return nil, schema.Errorf(path, -1, "", "holds the metrics of shard %d", p.Shard)
+		}
+		if plan != nil && p.Plan != plan.ID() {
+			return nil, schema.Errorf(path, -1, "", "ran under another plan than the directory's %s (a part of another job, input or shard count): rerun shard %d into this directory", PlanPath(out), p.Shard)
 		}
 		parts = append(parts, p)
 	}
@@ -184,6 +195,10 @@ func Merge(parts []*Part) (*Merged, error) {
 		}
 		if p.Label != m.Label {
 			return nil, schema.BadInputf("part %d is of job %q, part %d of job %q: one output directory per job", parts[0].Shard, m.Label, p.Shard, p.Label)
+		}
+		if p.Plan != parts[0].Plan {
+			return nil, schema.BadInputf("part %d ran under plan %.12s, part %d under plan %.12s (another job, input or shard count): one output directory per plan",
+				parts[0].Shard, parts[0].Plan, p.Shard, p.Plan)
 		}
 		if p.Shards != m.Shards {
 			return nil, schema.BadInputf("part %d is of a %d-shard job, part %d of a %d-shard job: one output directory per shard count",

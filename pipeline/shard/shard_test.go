@@ -66,7 +66,7 @@ func TestRows(t *testing.T) {
 }
 
 func part(i, n int, m, w agg.Metrics) *Part {
-	return NewPart(Shard{N: n, I: i}, "job", 10, time.Duration(i+1)*time.Second, m, w)
+	return NewPart(Shard{N: n, I: i}, "job", "plan", 10, time.Duration(i+1)*time.Second, m, w)
 }
 
 // TestMerge: counts add, means weigh by their weights, max and min combine,

@@ -112,7 +112,7 @@ func Store(ctx context.Context, path string) (*Summary, error) {
 	var reward, resp Stats
 	var key []byte
 	err = r.ForEach(ctx, func(rec arrow.Record) error {
-		file, _, first := r.Pos()
+		file, first, _ := r.Pos()
 		if err := schema.Validate(file, first, rec, schema.ValidateOptions{AllowInvalidReward: true}); err != nil {
 			return err
 		}

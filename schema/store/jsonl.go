@@ -169,8 +169,8 @@ func (j *jsonlSource) readLine() (map[string]json.RawMessage, error) {
 				rec[k] = v
 			}
 		}
-		if !utf8.Valid(b) {
-			return nil, badUTF8(j.path, j.line-1, rec)
+		if !utf8.Valid(b) || loneSurrogate(b) {
+			return nil, badText(j.path, j.line-1, rec)
 		}
 		return rec, nil
 	}
@@ -182,22 +182,80 @@ func (j *jsonlSource) readLine() (map[string]json.RawMessage, error) {
 	return nil, io.EOF
 }
 
-// badUTF8 is the error of a line holding bytes that are not UTF-8: JSON
-// decoding would turn them into U+FFFD and so change (and possibly merge)
-// ids and text, so the line is refused, naming the first field (in name
-// order) whose value holds them.
-func badUTF8(path string, row int64, rec map[string]json.RawMessage) error {
+// badText is the error of a line holding bytes that are not UTF-8, or a
+// \uD800-style escape of a lone UTF-16 surrogate: JSON decoding would turn
+// either into U+FFFD and so change (and possibly merge) ids and text, so
+// the line is refused, naming the first field (in name order) whose value
+// holds them.
+func badText(path string, row int64, rec map[string]json.RawMessage) error {
 	keys := make([]string, 0, len(rec))
 	for k := range rec {
 		keys = append(keys, k)
 	}
 	sortStrings(keys)
 	for _, k := range keys {
-		if !utf8.Valid(rec[k]) {
-			return schema.Errorf(path, row, k, "invalid UTF-8 in %q (decoding would alter the bytes)", clip(rec[k]))
+		switch v := rec[k]; {
+		case !utf8.Valid(v):
+			return schema.Errorf(path, row, k, "invalid UTF-8 in %q (decoding would alter the bytes)", clip(v))
+		case loneSurrogate(v):
+			return schema.Errorf(path, row, k, "a \\u escape of a lone UTF-16 surrogate in %s (no character: decoding would alter the text)", clip(v))
 		}
 	}
-	return schema.Errorf(path, row, "", "a field name holds invalid UTF-8")
+	return schema.Errorf(path, row, "", "a field name holds invalid UTF-8 or a lone surrogate escape")
+}
+
+// loneSurrogate reports whether JSON text b holds a \u escape of a UTF-16
+// surrogate that is not half of a high-low pair.
+func loneSurrogate(b []byte) bool {
+	if !bytes.Contains(b, []byte(`\u`)) {
+		return false
+	}
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // \\, \" and the like: the next byte is no escape
+			continue
+		}
+		r, ok := hex4(b[i+2:])
+		switch {
+		case !ok || r < 0xD800 || r > 0xDFFF:
+		case r >= 0xDC00:
+			return true // a low surrogate first
+		default:
+			if len(b) < i+12 || b[i+6] != '\\' || b[i+7] != 'u' {
+				return true
+			}
+			if lo, ok := hex4(b[i+8:]); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return false
+}
+
+// hex4 parses the four hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // jsonlSchema derives the columns from the kinds of values each field holds:

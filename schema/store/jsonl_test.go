@@ -1,10 +1,15 @@
 package store_test
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
 )
 
 // TestJSONLForeignShapes: JSONL as other tools write it reads as the same
@@ -107,5 +112,57 @@ func TestJSONLLineLimit(t *testing.T) {
 	err = drain(path)
 	if err == nil || !strings.Contains(err.Error(), "line 2 is longer than the 256 MiB limit") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestJSONLLoneSurrogates: a \u escape of a lone UTF-16 surrogate (which
+// JSON decoding turns into U+FFFD) is refused naming file, row and column;
+// pairs, escaped backslashes and other escapes read as they are.
+func TestJSONLLoneSurrogates(t *testing.T) {
+	dir := t.TempDir()
+	line := func(task string) string {
+		return `{"eid":{"batch":0,"task":"` + task + `","run":0},"reward":1.0,"tokens":[1]}` + "\n"
+	}
+	ok := line("a")
+	for _, c := range []struct {
+		name, body, want string
+	}{
+		{"high alone", ok + line(`x\uD800`), `row 1: column "task": a \u escape of a lone UTF-16 surrogate`},
+		{"low alone", line(`\udc00y`), `row 0: column "task"`},
+		{"high then non-surrogate", line(`\uD83D\u0041`), `row 0: column "task"`},
+		{"high at the end", line(`\uDBFF`), `row 0: column "task"`},
+		{"reversed pair", line(`\uDE00\uD83D`), `row 0: column "task"`},
+		{"in another column", `{"eid":{"batch":0,"task":"a","run":0},"reward":1.0,"tokens":[1],"note":"\ud800"}` + "\n", `row 0: column "note"`},
+		{"pair", line(`\uD83D\uDE00`), ""},
+		{"escaped backslash", line(`\\uD800`), ""},
+		{"plain escape", line(`\u00e9\u0041`), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".jsonl")
+			if err := os.WriteFile(p, []byte(c.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := store.Open(p)
+			if err == nil {
+				for err == nil {
+					_, err = r.Next()
+				}
+				r.Close()
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+			}
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), p+": "+c.want) || !errors.Is(err, schema.ErrBadInput)):
+				t.Errorf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+	// The pair reads as the character it encodes.
+	got, _ := readAll(t, filepath.Join(dir, "pair.jsonl"))
+	if !strings.Contains(got, "\U0001F600") {
+		t.Errorf("pair read as %q", got)
 	}
 }

@@ -487,6 +487,30 @@ func Locate(ctx context.Context, path string, columns ...string) error {
 	return nil
 }
 
+// CheckSameColumns refuses a multi-file store whose files differ in
+// columns, naming the two files and the column, as a Reader does when it
+// reaches the file: for the readers that see every file at once (DuckDB,
+// which would bind differing files by name or fail with its internal SQL).
+func CheckSameColumns(files []string) error {
+	var first *arrow.Schema
+	for _, f := range files {
+		r, err := Open(f)
+		if err != nil {
+			return err
+		}
+		s := r.Schema()
+		r.Close()
+		if first == nil {
+			first = s
+			continue
+		}
+		if col, why := ColumnDiff(first, s); col != "" {
+			return schema.Errorf(f, -1, col, "schema differs from %s: %s", files[0], why)
+		}
+	}
+	return nil
+}
+
 // SameColumns reports whether two schemas have the same column names and
 // types, ignoring metadata (Parquet adds field ids).
 func SameColumns(a, b *arrow.Schema) bool {

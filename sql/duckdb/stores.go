@@ -8,8 +8,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/apache/arrow/go/v17/arrow"
-
 	rsql "github.com/rftpipe/rftpipe/sql"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -96,7 +94,7 @@ func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, 
 		return "", err
 	}
 	if inPlace && len(files) > 1 {
-		if err := sameColumns(files); err != nil {
+		if err := store.CheckSameColumns(files); err != nil {
 			return "", err
 		}
 	}
@@ -112,29 +110,6 @@ func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, 
 		quoted[k] = QuoteString(f)
 	}
 	return "read_parquet([" + strings.Join(quoted, ", ") + "], union_by_name = true)", nil
-}
-
-// sameColumns refuses a multi-file Parquet store whose files differ in
-// columns, naming the two files and the column, as store.Open does (DuckDB
-// would bind differing files by name, or fail with its internal SQL).
-func sameColumns(files []string) error {
-	var first *arrow.Schema
-	for _, f := range files {
-		r, err := store.Open(f)
-		if err != nil {
-			return err
-		}
-		s := r.Schema()
-		r.Close()
-		if first == nil {
-			first = s
-			continue
-		}
-		if col, why := store.ColumnDiff(first, s); col != "" {
-			return schema.Errorf(f, -1, col, "schema differs from %s: %s", files[0], why)
-		}
-	}
-	return nil
 }
 
 // convert streams the store at in into the Parquet file out.

@@ -13,12 +13,15 @@ package conformance
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // File is one golden file, e.g. policy_loss.json.
@@ -316,11 +319,11 @@ func (r Report) Summary() string {
 func Load(path string) (*File, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, schema.Errorf(path, -1, "", "cannot read the golden file: %v", errors.Unwrap(err))
 	}
 	var f File
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, schema.Errorf(path, -1, "", "not a golden file: %v", err)
 	}
 	return &f, nil
 }
@@ -397,7 +400,7 @@ func RunDir(dir string, kinds []string, reg *Registry) (Report, error) {
 			return rep, err
 		}
 		if len(matches) == 0 {
-			return rep, fmt.Errorf("conformance: no golden files in %s", dir)
+			return rep, schema.Errorf(dir, -1, "", "no golden files (KIND.json)")
 		}
 		sort.Strings(matches)
 		for _, m := range matches {
@@ -410,7 +413,7 @@ func RunDir(dir string, kinds []string, reg *Registry) (Report, error) {
 			return rep, err
 		}
 		if f.Kind != k {
-			return rep, fmt.Errorf("conformance: %s.json holds kind %q", k, f.Kind)
+			return rep, schema.Errorf(filepath.Join(dir, k+".json"), -1, "", "holds kind %q", f.Kind)
 		}
 		RunFile(f, reg, &rep)
 	}

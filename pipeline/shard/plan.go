@@ -1,0 +1,286 @@
+package shard
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+// PlanFormat is the format tag of a directory of parts' plan file.
+const PlanFormat = "rftpipe/shard-plan/v1"
+
+// Plan is what the parts of one output directory share (OUT/_plan.json):
+// the shard count, the input store and the job. The first shard to run
+// writes it; every other shard, and merge-metrics, refuses a directory
+// whose plan differs from its own, so one directory never mixes the parts
+// of two jobs, inputs or shard counts.
+type Plan struct {
+	Format string `json:"format"`
+	Shards int    `json:"shards"`
+	// Input is the input store as the job reads it (a path made absolute; a
+	// URL without its user information); InputFiles its files, each as
+	// "NAME SIZE" (NAME relative to the store), so a store changed between
+	// shards is told apart.
+	Input      string   `json:"input"`
+	InputFiles []string `json:"input_files,omitempty"`
+	// Job is the job's settings, each "KEY=VALUE" (the command, the fn or
+	// algorithm, its arguments, the job file's name and SHA-256, the seed,
+	// ...), in a fixed order.
+	Job []string `json:"job"`
+}
+
+// NewPlan returns the plan of an n-shard job over input with settings job
+// ("KEY=VALUE" each).
+func NewPlan(n int, input string, job []string) (*Plan, error) {
+	p := &Plan{Format: PlanFormat, Shards: n, Input: input, Job: job}
+	if strings.Contains(input, "://") {
+		p.Input = withoutUser(input)
+		return p, nil
+	}
+	abs, err := filepath.Abs(input)
+	if err != nil {
+		return nil, err
+	}
+	p.Input = abs
+	files, err := store.Expand(input)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			return nil, err
+		}
+		fa, _ := filepath.Abs(f)
+		rel, err := filepath.Rel(filepath.Dir(abs), fa)
+		if err != nil || st.Mode().IsRegular() && abs == fa {
+			rel = filepath.Base(f)
+		}
+		p.InputFiles = append(p.InputFiles, fmt.Sprintf("%s %d", rel, st.Size()))
+	}
+	return p, nil
+}
+
+// withoutUser drops the user information (and so any password) of a URL.
+func withoutUser(u string) string {
+	scheme, rest, _ := strings.Cut(u, "://")
+	host, path, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndex(host, "@"); at >= 0 {
+		host = host[at+1:]
+	}
+	return scheme + "://" + host + "/" + path
+}
+
+// ID is the SHA-256 of the plan's JSON: each part's metrics record it.
+func (p *Plan) ID() string {
+	b, _ := json.Marshal(p)
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// PlanPath is the plan file of directory out; its name starts with "_", so
+// a store read of out leaves it out.
+func PlanPath(out string) string { return filepath.Join(out, "_plan.json") }
+
+// Diff names how plan q differs from p ("" when it does not).
+func (p *Plan) Diff(q *Plan) string {
+	switch {
+	case p.Shards != q.Shards:
+		return fmt.Sprintf("shards: %d, not %d", p.Shards, q.Shards)
+	case p.Input != q.Input:
+		return fmt.Sprintf("input: %s, not %s", p.Input, q.Input)
+	}
+	if d := listDiff("input file", p.InputFiles, q.InputFiles); d != "" {
+		return d
+	}
+	return listDiff("job", p.Job, q.Job)
+}
+
+// listDiff names the first entry in which a differs from b.
+func listDiff(what string, a, b []string) string {
+	for i := 0; i < max(len(a), len(b)); i++ {
+		switch {
+		case i >= len(a):
+			return fmt.Sprintf("%s: (none), not %s", what, b[i])
+		case i >= len(b):
+			return fmt.Sprintf("%s: %s, not (none)", what, a[i])
+		case a[i] != b[i]:
+			return fmt.Sprintf("%s: %s, not %s", what, a[i], b[i])
+		}
+	}
+	return ""
+}
+
+// ReadPlan reads the plan of directory out (nil when it has none).
+func ReadPlan(out string) (*Plan, error) {
+	path := PlanPath(out)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{}
+	if err := json.Unmarshal(b, p); err != nil || p.Format != PlanFormat {
+		return nil, schema.Errorf(path, -1, "", "not a shard plan file (format %q)", PlanFormat)
+	}
+	return p, nil
+}
+
+// Claim makes directory out the directory of p's parts for one shard's
+// run: a directory with no plan and no parts (or none at all) gets p's
+// plan; one with p's plan is left as it is; one with another plan, or with
+// parts and no plan, is refused naming the difference, unless replace is
+// set: then the whole directory is replaced by an empty one holding p's
+// plan (built beside it and renamed into place). While the shard runs, a
+// marker file (a temp file, swept once its process is gone) says so; done
+// removes it and, when the run failed and this shard wrote the plan and no
+// other shard is running or has finished, the plan and the directory too.
+func Claim(out string, p *Plan, replace bool) (done func(failed bool), err error) {
+	for try := 0; ; try++ {
+		done, err = claim(out, p, replace)
+		// A shard that failed beside this one may have just removed the
+		// directory: claim again.
+		if err == nil || try == 4 || !errors.Is(err, os.ErrNotExist) {
+			return done, err
+		}
+	}
+}
+
+func claim(out string, p *Plan, replace bool) (func(failed bool), error) {
+	old, err := ReadPlan(out)
+	if err != nil && !replace {
+		return nil, err
+	}
+	why := ""
+	switch {
+	case err != nil:
+		why = err.Error()
+	case old != nil && old.Diff(p) != "":
+		why = fmt.Sprintf("it holds the parts of another plan (%s)", old.Diff(p))
+	case old == nil:
+		if part := firstPart(out); part != "" {
+			why = fmt.Sprintf("it holds %s but no plan (%s)", filepath.Base(part), filepath.Base(PlanPath(out)))
+		}
+	}
+	if why != "" && !replace {
+		return nil, schema.Errorf(out, -1, "", "%s: give --replace to replace the whole directory, or another --out", why)
+	}
+	if why != "" {
+		if err := replaceDir(out, p); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("output directory: %w", err)
+	}
+	marker, err := store.CreateTemp(filepath.Join(out, "_running"))
+	if err != nil {
+		return nil, err
+	}
+	marker.Close()
+	created := why != ""
+	if !created && old == nil {
+		if created, err = writePlan(out, p); err != nil {
+			os.Remove(marker.Name())
+			return nil, err
+		}
+	}
+	return func(failed bool) {
+		os.Remove(marker.Name())
+		if failed && created {
+			release(out)
+		}
+	}, nil
+}
+
+// release removes the plan of directory out, and the directory, when it
+// holds nothing else: no part, and no marker of a shard running.
+func release(out string) {
+	ents, _ := os.ReadDir(out)
+	for _, e := range ents {
+		if e.Name() != filepath.Base(PlanPath(out)) && e.Name() != filepath.Base(MetricsDir(out)) {
+			return
+		}
+	}
+	if m, _ := os.ReadDir(MetricsDir(out)); len(m) > 0 {
+		return
+	}
+	os.Remove(PlanPath(out))
+	os.Remove(MetricsDir(out))
+	os.Remove(out)
+}
+
+// firstPart returns a part (store or metrics) in out, if any.
+func firstPart(out string) string {
+	for _, pat := range []string{filepath.Join(out, "part-*"), filepath.Join(MetricsDir(out), "part-*")} {
+		if m, _ := filepath.Glob(pat); len(m) > 0 {
+			return m[0]
+		}
+	}
+	return ""
+}
+
+// writePlan writes p as out's plan unless another process has just written
+// one: then that one must be p.
+func writePlan(out string, p *Plan) (bool, error) {
+	tmp, err := store.CreateTemp(PlanPath(out))
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp.Name())
+	b, _ := json.MarshalIndent(p, "", "  ")
+	_, err = tmp.Write(append(b, '\n'))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := os.Link(tmp.Name(), PlanPath(out)); err == nil {
+		return true, nil
+	} else if !errors.Is(err, os.ErrExist) {
+		return false, err
+	}
+	old, err := ReadPlan(out) // a shard beside this one wrote it first
+	if err != nil {
+		return false, err
+	}
+	if d := old.Diff(p); d != "" {
+		return false, schema.Errorf(out, -1, "", "it holds the parts of another plan (%s): give --replace to replace the whole directory, or another --out", d)
+	}
+	return false, nil
+}
+
+// replaceDir replaces directory out by an empty one holding p's plan.
+func replaceDir(out string, p *Plan) error {
+	parent := filepath.Dir(filepath.Clean(out))
+	fresh, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".new-")
+	if err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	if _, err := writePlan(fresh, p); err != nil {
+		os.RemoveAll(fresh)
+		return err
+	}
+	prefix := "." + filepath.Base(out) + ".new-"
+	old := filepath.Join(parent, "."+filepath.Base(out)+".old-"+strings.TrimPrefix(filepath.Base(fresh), prefix))
+	if err := os.Rename(out, old); err != nil && !errors.Is(err, os.ErrNotExist) {
+		os.RemoveAll(fresh)
+		return fmt.Errorf("output directory: %w", err)
+	}
+	if err := os.Rename(fresh, out); err != nil {
+		os.Rename(old, out)
+		os.RemoveAll(fresh)
+		return fmt.Errorf("output directory: %w", err)
+	}
+	return os.RemoveAll(old)
+}
