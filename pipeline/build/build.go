@@ -434,8 +434,9 @@ func (p *plan) shardOut(o *Options) error {
 //  1. every output (store, metrics, Prometheus file) is checked against
 //     every input and each other (pipeline.Job.CheckOutputs) before
 //     anything is written, so a refused job touches no file;
-//  2. the missing directory of a run's output store is made (a sharded
-//     run's directory of parts);
+//  2. the missing directories of the outputs are made (of the store or
+//     gradient file, a sharded run's directory of parts, the metrics and
+//     Prometheus files);
 //  3. the store is written through a temp file and a rename (pipeline.Run);
 //     a sharded run records its part's metrics (OUT/_metrics);
 //  4. the metrics and Prometheus files are written, failed or not, with
@@ -454,6 +455,10 @@ func Execute(ctx context.Context, o *Options, status func(error) int) (*pipeline
 	for _, path := range []string{j.Metrics, j.Prom} {
 		if path == "" {
 			continue
+		}
+		// Kept when the job fails: the file reports the failure.
+		if _, err := makeDir(path); err != nil {
+			return j, nil, err
 		}
 		if err := store.CheckWritable(path); err != nil {
 			return j, nil, err
@@ -499,7 +504,7 @@ func (p *plan) run(ctx context.Context, o *Options) (res *pipeline.Result, err e
 		}
 		defer func() { done(err != nil) }()
 		planID = sp.ID()
-	} else if o.Command == Run && !trinity.IsURL(j.Out) {
+	} else if j.Out != "" && !trinity.IsURL(j.Out) {
 		if made, err = makeDir(j.Out); err != nil {
 			return nil, err
 		}
