@@ -164,9 +164,21 @@ func (b *builder) load() error {
 		// The row's advantage: the mean over its action-mask tokens, as in
 		// the advantage_stats analysis. A dot product with the mask is 5×
 		// faster than the per-token lambda, which only rows whose lists
-		// differ in length (bad data) take.
+		// differ in length (bad data) take. DuckDB's Parquet reader leaves
+		// null entries in a list column's values under its null lists (rows
+		// without advantages, as Trinity buffers have), which
+		// list_dot_product refuses even where they are not read: such a
+		// store gets its lists copied first.
+		adv := "advantages"
+		var nulls bool
+		if err := b.row("SELECT coalesce(bool_or(advantages IS NULL), false) FROM store", &nulls); err != nil {
+			return err
+		}
+		if nulls {
+			adv = "list_transform(advantages, a -> a)"
+		}
 		sel = append(sel, `CASE WHEN len(advantages) = len(action_mask)
-			THEN list_dot_product(advantages, list_transform(action_mask, m -> m::FLOAT))
+			THEN list_dot_product(`+adv+`, list_transform(action_mask, m -> m::FLOAT))
 				/ nullif(list_sum(list_transform(action_mask, m -> m::FLOAT)), 0)
 			ELSE list_avg(list_filter(list_transform(advantages, (a, i) -> CASE WHEN action_mask[i] THEN a END), a -> a IS NOT NULL))
 			END AS advantage`)

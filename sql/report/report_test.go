@@ -276,3 +276,18 @@ func TestReportInvalidRewards(t *testing.T) {
 		t.Errorf("the group std caption lacks %q", want)
 	}
 }
+
+// TestReportTrinityBuffers: buffers whose rows partly lack advantages (null
+// lists) report, 0.5 and 0.6 layouts.
+func TestReportTrinityBuffers(t *testing.T) {
+	for _, db := range []string{"../../fixtures/trinity/experience.db", "../../fixtures/trinity/v0.6/experience.db"} {
+		abs, err := filepath.Abs(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := render(t, Options{Store: "sqlite:///" + abs + "?table=experience_buffer", Threads: 2})
+		if !strings.Contains(page, "advantage") {
+			t.Errorf("%s: the page shows no advantage", db)
+		}
+	}
+}
