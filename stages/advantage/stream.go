@@ -114,9 +114,13 @@ func (g *groupStream) Metrics() agg.Metrics { return agg.Metrics{} }
 // masked moments are gathered per window and combined exactly: Σ m(x−μ)²
 // = Σ_w [M2_w + n_w(μ_w − μ)²] for the window means μ_w.
 type whitenStream struct {
-	fn     string
-	local  func(c *Chunk) (x, ret []float64, err error)
+	fn string
+	// local returns the window's row-local quantity x and its returns; it
+	// may write x into buf's memory (the observation pass's scratch, reused
+	// window after window) when it has room.
+	local  func(c *Chunk, buf []float64) (x, ret []float64, err error)
 	remask bool
+	buf    []float64
 	// per-window count, sum and M2 around the window mean
 	n, s, m2 []float64
 	mean     float64
@@ -127,11 +131,19 @@ type whitenStream struct {
 func (w *whitenStream) Passes() int { return 1 }
 
 func (w *whitenStream) Observe(_ int, c *Chunk) error {
-	x, _, err := w.local(c)
+	x, _, err := w.local(c, w.buf)
 	if err != nil {
 		return err
 	}
-	n, s := agg.Count(c.Mask), agg.Sum(x, c.Mask)
+	w.buf = x
+	// agg.Count and agg.Sum in one loop: the same sums, one read of each
+	n, s := 0.0, 0.0
+	for i, m := range c.Mask[:len(x)] {
+		n += m
+		if m != 0 {
+			s += x[i] * m
+		}
+	}
 	m2 := 0.0
 	if n > 0 {
 		mu := s / n
@@ -180,7 +192,7 @@ func (w *whitenStream) Apply(c *Chunk) (*TokenResult, error) {
 			return nil, err
 		}
 	}
-	x, ret, err := w.local(c)
+	x, ret, err := w.local(c, nil)
 	if err != nil {
 		return nil, err
 	}
