@@ -201,7 +201,8 @@ func (b *Batch) Tokens(name string) ([]float64, error) {
 			copy(dst, v.Float64Values()[lo:hi])
 		case *array.Boolean:
 			// the bits straight from the bitmap, without a branch per token
-			bits, j := v.Data().Buffers()[1].Bytes(), v.Data().Offset()+int(lo)
+			bits, off := bitmap(v)
+			j := off + int(lo)
 			for k := range dst {
 				dst[k] = float64(bits[(j+k)>>3] >> ((j + k) & 7) & 1)
 			}
@@ -269,6 +270,15 @@ func (b *Batch) release() {
 		a.Release()
 	}
 	b.set = nil
+}
+
+// bitmap returns the values bitmap of a and the bit offset of its first
+// value (value i is bit off+i).
+func bitmap(a *array.Boolean) (bits []byte, off int) {
+	if buf := a.Data().Buffers()[1]; buf != nil {
+		bits = buf.Bytes()
+	}
+	return bits, a.Data().Offset()
 }
 
 // listArray builds the list column of flat values laid out by rows:
