@@ -3,8 +3,9 @@
 # `rftpipe gen`, runs every job over it at GOMAXPROCS 1, 2, 4, 8, 16 (those
 # the machine has; one process per setting, the page cache warm) and prints
 # a Markdown table: per setting the wall time, the speedup over
-# GOMAXPROCS=1 and the peak RSS; and whether the output bytes equal those
-# written at GOMAXPROCS=1.
+# GOMAXPROCS=1, the CPU time (user + system) and the peak RSS; and whether
+# the output bytes equal those written at GOMAXPROCS=1. SCALING_REPEAT=N
+# runs each setting N times and keeps the fastest (for a loaded machine).
 #
 #   pipeline/bench/scaling.sh [TASKS]      (or: make scaling)
 #
@@ -17,6 +18,7 @@
 set -euo pipefail
 
 tasks=${1:-12500}
+repeat=${SCALING_REPEAT:-1}
 bin=${RFTPIPE:-bin/rftpipe}
 [[ -x $bin ]] || go build -o "$bin" ./cmd/rftpipe
 if [[ -z ${SCALING_DIR:-} ]]; then
@@ -65,16 +67,22 @@ for spec in "${jobs[@]}"; do
 	line="| $name |"
 	t1="" same=yes sum1=""
 	for p in "${settings[@]}"; do
-		rm -f "$dir/o.parquet" "$dir/o.arrow" "$dir/g.parquet" "$dir/r.html"
-		# shellcheck disable=SC2086 # cmd is split into words on purpose
-		if ! GOMAXPROCS=$p /usr/bin/time -f '%e %M' -o "$dir/time" "$bin" $cmd >/dev/null 2>"$dir/err"; then
-			echo "scaling: $name at GOMAXPROCS=$p failed:" >&2
-			cat "$dir/err" >&2
-			exit 1
-		fi
-		read -r wall kb <"$dir/time"
+		wall=""
+		for ((i = 0; i < repeat; i++)); do
+			rm -f "$dir/o.parquet" "$dir/o.arrow" "$dir/g.parquet" "$dir/r.html"
+			# shellcheck disable=SC2086 # cmd is split into words on purpose
+			if ! GOMAXPROCS=$p /usr/bin/time -f '%e %U %S %M' -o "$dir/time" "$bin" $cmd >/dev/null 2>"$dir/err"; then
+				echo "scaling: $name at GOMAXPROCS=$p failed:" >&2
+				cat "$dir/err" >&2
+				exit 1
+			fi
+			read -r w user sys kb <"$dir/time"
+			if [[ -z $wall ]] || awk -v a="$w" -v b="$wall" 'BEGIN { exit !(a < b) }'; then
+				wall=$w cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }') rss=$((kb / 1024))
+			fi
+		done
 		[[ -n $t1 ]] || t1=$wall
-		line+=" $wall s $(awk -v a="$t1" -v b="$wall" 'BEGIN { printf "%.2f×", a / b }') $((kb / 1024)) MiB |"
+		line+=" $wall s $(awk -v a="$t1" -v b="$wall" 'BEGIN { printf "%.2f×", a / b }'), $cpu CPU-s, $rss MiB |"
 		if [[ $out != - ]]; then
 			sum=$(sha256sum "$dir/$out" | cut -d' ' -f1)
 			[[ -z $sum1 ]] && sum1=$sum

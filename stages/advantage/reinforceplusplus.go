@@ -42,7 +42,7 @@ func (f *ReinforcePlusPlus) Inputs() []string { return []string{InTokenLevelRewa
 
 // Stream implements TrainerFn.
 func (f *ReinforcePlusPlus) Stream() Streamed {
-	return &whitenStream{fn: "reinforceplusplus", remask: true, local: func(c *Chunk, buf []float64) ([]float64, []float64, error) {
+	return &whitenStream{fn: "reinforceplusplus", remask: true, rowConstant: f.Gamma == 1, local: func(c *Chunk, buf []float64) ([]float64, []float64, error) {
 		ret, err := f.returns(&c.TokenBatch, buf)
 		return ret, ret, err
 	}}
