@@ -167,8 +167,8 @@ type trainerStage struct {
 	scores *scoresStage
 	scalar bool // row scores from the group pass
 	// rows: the fn's result comes from each row's reward and masked token
-	// count (advantage.RowWhitened on outcome rewards), read from the
-	// columns without the token-level rewards
+	// count (advantage.RowWhitened on outcome rewards, no KL penalty fn),
+	// read from the columns without the token-level rewards
 	rows bool
 	// group ids of every store row, numbered in first appearance, when the
 	// fn reads the uid grouping and no group pass gave them
@@ -184,7 +184,7 @@ func (t *trainerStage) Prepare(has func(string) bool) error {
 	_, rowScored := t.st.(advantage.RowScored)
 	t.scalar = rowScored && t.scores.outcome()
 	rw, ok := t.st.(advantage.RowWhitened)
-	t.rows = ok && rw.RowWhitened() && t.scores.outcome()
+	t.rows = ok && rw.RowWhitened() && t.scores.outcome() && !t.scores.active
 	t.scores.off = t.rows
 	return nil
 }
