@@ -5,7 +5,7 @@ BIN     := bin/rftpipe
 STORE   := fixtures/stores/demo.parquet
 OUT     := out
 
-.PHONY: build test demo bench lint fixtures clean image
+.PHONY: build test demo bench scaling lint fixtures clean image
 
 build:
 	$(GO) build -o $(BIN) ./cmd/rftpipe
@@ -38,10 +38,20 @@ demo: build
 	@echo "next: $(BIN) sql --list --store $(OUT)/demo_grpo.parquet   (canned analyses)"
 	@echo "      $(BIN) report $(OUT)/demo_grpo.parquet --out $(OUT)/demo_report.html"
 
+# CPUS lists the GOMAXPROCS settings of 1, 2, 4, 8, 16 the machine has.
+CPUS = $(shell n=$$(nproc); s=1; for p in 2 4 8 16; do [ $$p -le $$n ] && s=$$s,$$p; done; echo $$s)
+
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
-	@# the end-to-end figures beside the machine's floor, on one core and two
-	$(GO) test -run '^$$' -bench 'BenchmarkRun$$' -benchtime 1x -cpu 1,2 ./pipeline
+	@# the end-to-end figures beside the machine's floor, at each GOMAXPROCS setting
+	$(GO) test -run '^$$' -bench 'BenchmarkRun$$' -benchtime 1x -cpu $(CPUS) ./pipeline
+	@# every job at each setting, one process per setting: wall, speedup, peak RSS
+	RFTPIPE=$(BIN) pipeline/bench/scaling.sh
+
+# scaling prints how every job scales with GOMAXPROCS (pipeline/bench/scaling.sh;
+# TASKS=N sets the store's size, N × 8 rows).
+scaling: build
+	RFTPIPE=$(BIN) pipeline/bench/scaling.sh $(TASKS)
 
 # fixtures regenerates the bundled stores (deterministic: same bytes every time).
 fixtures: build

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/objective"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -113,4 +115,52 @@ func TestOutputInsideInput(t *testing.T) {
 		t.Fatal("refused output was written")
 	}
 	run(t, withFn(t, Job{In: dir, Out: out, InsideInput: true}, "grpo", ""))
+}
+
+// TestReinforcePlusPlusRows: reinforceplusplus with gamma 1 over outcome
+// rewards, which the engine computes from each row's reward and masked
+// token count (advantage.RowWhitened), writes what the fn's Compute gives
+// over the whole store as one token batch (token-level rewards: the reward
+// at each row's last token), on a multi-turn store whose masks have holes.
+func TestReinforcePlusPlusRows(t *testing.T) {
+	for _, in := range []string{"full.parquet", "multi.parquet"} {
+		t.Run(in, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "out.parquet")
+			run(t, withFn(t, Job{In: stores + in, Out: path, BatchRows: 50}, "reinforceplusplus", ""))
+			got := readTable(t, path)
+			var lens []int
+			b := &advantage.TokenBatch{}
+			holes := false
+			for i, m := range got.mask {
+				lens = append(lens, len(m))
+				for k, bit := range m {
+					b.Mask = append(b.Mask, map[bool]float64{true: 1}[bit])
+					holes = holes || !bit
+					v := 0.0
+					if k == len(m)-1 {
+						v = got.reward[i]
+					}
+					b.TokenLevelRewards = append(b.TokenLevelRewards, v)
+				}
+			}
+			b.Rows = agg.NewRows(lens)
+			want, err := (&advantage.ReinforcePlusPlus{Gamma: 1}).Compute(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := 0
+			for i := range got.adv {
+				for j := range got.adv[i] {
+					a, r := float64(got.adv[i][j]), float64(got.ret[i][j])
+					if !close32(got.adv[i][j], want.Advantages[k]) || !close32(got.ret[i][j], want.Returns[k]) {
+						t.Fatalf("row %d token %d: advantage %v return %v, Compute %v and %v", i, j, a, r, want.Advantages[k], want.Returns[k])
+					}
+					k++
+				}
+			}
+			if k != len(want.Advantages) || k == 0 || (in == "multi.parquet" && !holes) {
+				t.Fatalf("%d tokens compared of %d (holes in the mask: %v)", k, len(want.Advantages), holes)
+			}
+		})
+	}
 }

@@ -113,7 +113,7 @@ func (s *scoreStage) Apply(b *Batch) error {
 			score[i] = s.p.plan.Score[r]
 		}
 	}
-	adv, err := broadcast(b.Column(schema.ActionMask), score)
+	adv, err := broadcast(b.Column(schema.ActionMask), score, true)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (s *scoreStage) Apply(b *Batch) error {
 			score[i] = s.p.plan.Return[r]
 		}
 	}
-	ret, err := broadcast(b.Column(schema.ActionMask), score)
+	ret, err := broadcast(b.Column(schema.ActionMask), score, true)
 	if err != nil {
 		return err
 	}
@@ -159,9 +159,9 @@ func (d *duplicateStage) Apply(b *Batch) error {
 }
 
 // broadcast returns list<float32> rows score[i] × mask row i (Broadcast of
-// the advantage stage, built straight into Arrow buffers); a null mask row
-// gives a null row.
-func broadcast(maskCol arrow.Array, score []float32) (arrow.Array, error) {
+// the advantage stage, built straight into Arrow buffers), or with masked
+// false score[i] on every token of row i; a null mask row gives a null row.
+func broadcast(maskCol arrow.Array, score []float32, masked bool) (arrow.Array, error) {
 	mask, ok := maskCol.(array.ListLike)
 	if !ok {
 		return nil, schema.BadInputf("column %s: want a list, have %s", schema.ActionMask, maskCol.DataType())
@@ -184,6 +184,12 @@ func broadcast(maskCol arrow.Array, score []float32) (arrow.Array, error) {
 		lo, _ := mask.ValueOffsets(i)
 		dst := vals[offsets[i]:offsets[i+1]]
 		s := score[i]
+		if !masked {
+			for k := range dst {
+				dst[k] = s
+			}
+			continue
+		}
 		z := s * 0 // -0 for a negative score, as upstream's score × mask
 		for k := range dst {
 			if bits.Value(int(lo) + k) {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/apache/arrow/go/v17/arrow/array"
+
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/kl"
@@ -39,11 +41,17 @@ type scoresStage struct {
 	ref     bool // the store has ref_logprob (else the penalty is 0)
 	dense   bool // the store has token_level_reward
 	run     *kl.Penalty
+	// off: the trainer stage reads each row's reward itself (its row
+	// path), and this stage has nothing to prepare
+	off bool
 }
 
 func (s *scoresStage) Name() string { return "token_level_rewards" }
 
 func (s *scoresStage) Needs() Needs {
+	if s.off {
+		return Needs{Columns: []string{schema.ActionMask}}
+	}
 	n := Needs{Columns: []string{schema.ActionMask}, Optional: []string{schema.Reward, schema.TokenLevelReward}, Passes: AllPasses}
 	if s.active {
 		n.Optional = append(n.Optional, schema.Logprobs, schema.OldLogprob, schema.RefLogprob)
@@ -68,6 +76,9 @@ func (s *scoresStage) outcome() bool { return !s.dense && !(s.active && s.ref) }
 // Observe implements Observer: the statistics passes see the same rewards
 // (the penalty's metrics are the streaming pass's).
 func (s *scoresStage) Observe(_ int, b *Batch) error {
+	if s.off {
+		return nil
+	}
 	var p *kl.Penalty
 	if s.active {
 		p = s.penalty.NewPenalty()
@@ -76,6 +87,9 @@ func (s *scoresStage) Observe(_ int, b *Batch) error {
 }
 
 func (s *scoresStage) Apply(b *Batch) error {
+	if s.off {
+		return nil
+	}
 	if s.active && s.run == nil {
 		s.run = s.penalty.NewPenalty()
 	}
@@ -105,7 +119,7 @@ func (s *scoresStage) scores(b *Batch, p *kl.Penalty) error {
 				v = rew.Value(r)
 			}
 			if rew == nil || !rew.IsValid(r) || v != v {
-				return b.Errorf(r, schema.Reward, "null or NaN reward (the trainer needs a reward on every row)")
+				return b.Errorf(r, schema.Reward, errNoReward)
 			}
 			if lo, hi := rows.Span(r); hi > lo {
 				sc[hi-1] = v
@@ -142,6 +156,9 @@ func (s *scoresStage) Finish(res *Result) error {
 	return nil
 }
 
+// errNoReward is the error of a row without a reward.
+const errNoReward = "null or NaN reward (the trainer needs a reward on every row)"
+
 // trainerStage runs a trainer-side fn over the store as one batch.
 type trainerStage struct {
 	name   string
@@ -149,6 +166,10 @@ type trainerStage struct {
 	st     advantage.Streamed
 	scores *scoresStage
 	scalar bool // row scores from the group pass
+	// rows: the fn's result comes from each row's reward and masked token
+	// count (advantage.RowWhitened on outcome rewards, no KL penalty fn),
+	// read from the columns without the token-level rewards
+	rows bool
 	// group ids of every store row, numbered in first appearance, when the
 	// fn reads the uid grouping and no group pass gave them
 	ids   []int32
@@ -162,14 +183,21 @@ func (t *trainerStage) Name() string { return t.name }
 func (t *trainerStage) Prepare(has func(string) bool) error {
 	_, rowScored := t.st.(advantage.RowScored)
 	t.scalar = rowScored && t.scores.outcome()
+	rw, ok := t.st.(advantage.RowWhitened)
+	t.rows = ok && rw.RowWhitened() && t.scores.outcome() && !t.scores.active
+	t.scores.off = t.rows
 	return nil
 }
 
 func (t *trainerStage) Needs() Needs {
 	n := Needs{Columns: []string{schema.Batch, schema.Task, schema.ActionMask}, Passes: t.passes(),
 		Writes: []string{schema.Advantages, schema.Returns}, CrossBatch: advantage.CrossBatchOf(t.st)}
-	for _, in := range t.fn.Inputs() {
-		n.Optional = append(n.Optional, trainerColumns(in)...)
+	if t.rows {
+		n.Columns = append(n.Columns, schema.Reward)
+	} else {
+		for _, in := range t.fn.Inputs() {
+			n.Optional = append(n.Optional, trainerColumns(in)...)
+		}
 	}
 	if t.scalar {
 		n.Group = &GroupNeeds{}
@@ -229,6 +257,14 @@ func (t *trainerStage) Observe(pass int, b *Batch) error {
 		t.number(b)
 	}
 	if pass >= t.st.Passes() {
+		return nil
+	}
+	if t.rows {
+		score, count, err := rowInputs(b)
+		if err != nil {
+			return err
+		}
+		t.st.(advantage.RowWhitened).ObserveRows(score, count)
 		return nil
 	}
 	c, err := t.chunk(b)
@@ -292,7 +328,66 @@ func (t *trainerStage) chunk(b *Batch) (*advantage.Chunk, error) {
 	return c, nil
 }
 
+// rowInputs returns each row's reward and its masked token count (the
+// action_mask bits set).
+func rowInputs(b *Batch) (score, count []float64, err error) {
+	rew, _ := b.Column(schema.Reward).(*array.Float64)
+	mask, _ := b.Column(schema.ActionMask).(array.ListLike)
+	var bits *array.Boolean
+	if mask != nil {
+		bits, _ = mask.ListValues().(*array.Boolean)
+	}
+	if bits == nil {
+		return nil, nil, schema.Errorf(b.File, -1, schema.ActionMask, "want a list of bool")
+	}
+	raw, off := bitmap(bits)
+	score, count = make([]float64, b.Len()), make([]float64, b.Len())
+	for r := range score {
+		if rew == nil || !rew.IsValid(r) || rew.Value(r) != rew.Value(r) {
+			return nil, nil, b.Errorf(r, schema.Reward, errNoReward)
+		}
+		score[r] = rew.Value(r)
+		lo, hi := mask.ValueOffsets(r)
+		n := 0
+		for j := off + int(lo); j < off+int(hi); j++ {
+			n += int(raw[j>>3] >> (j & 7) & 1)
+		}
+		count[r] = float64(n)
+	}
+	return score, count, nil
+}
+
+// applyRows is Apply on the row path: advantages are each row's whitened
+// reward on its masked tokens, returns its reward on every token.
+func (t *trainerStage) applyRows(b *Batch) error {
+	score, _, err := rowInputs(b)
+	if err != nil {
+		return err
+	}
+	adv, ret := make([]float32, len(score)), make([]float32, len(score))
+	for r, v := range score {
+		a, err := t.st.(advantage.RowWhitened).WhitenRow(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.File, err)
+		}
+		adv[r], ret[r] = float32(a), float32(v+0) // v+0: the token path's running sum
+	}
+	a, err := broadcast(b.Column(schema.ActionMask), adv, true)
+	if err != nil {
+		return err
+	}
+	b.Set(schema.Advantages, a)
+	if a, err = broadcast(b.Column(schema.ActionMask), ret, false); err != nil {
+		return err
+	}
+	b.Set(schema.Returns, a)
+	return nil
+}
+
 func (t *trainerStage) Apply(b *Batch) error {
+	if t.rows {
+		return t.applyRows(b)
+	}
 	c, err := t.chunk(b)
 	if err != nil {
 		return err

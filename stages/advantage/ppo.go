@@ -41,7 +41,7 @@ func (f *PPO) Inputs() []string { return []string{InTokenLevelRewards, InValues}
 
 // Stream implements TrainerFn.
 func (f *PPO) Stream() Streamed {
-	return &whitenStream{fn: "ppo", local: func(c *Chunk) ([]float64, []float64, error) { return f.gae(&c.TokenBatch) }}
+	return &whitenStream{fn: "ppo", local: func(c *Chunk, _ []float64) ([]float64, []float64, error) { return f.gae(&c.TokenBatch) }}
 }
 
 // gae returns the GAE advantages (before whitening) and the returns.

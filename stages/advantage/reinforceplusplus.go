@@ -1,6 +1,8 @@
 package advantage
 
 import (
+	"slices"
+
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 )
@@ -21,7 +23,7 @@ func reinforcePlusPlusSpec() Spec {
 // Compute implements TrainerFn; needs Mask, TokenLevelRewards. It fails, as
 // upstream, when the batch has fewer than two masked tokens.
 func (f *ReinforcePlusPlus) Compute(b *TokenBatch) (*TokenResult, error) {
-	ret, err := f.returns(b)
+	ret, err := f.returns(b, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -40,14 +42,15 @@ func (f *ReinforcePlusPlus) Inputs() []string { return []string{InTokenLevelRewa
 
 // Stream implements TrainerFn.
 func (f *ReinforcePlusPlus) Stream() Streamed {
-	return &whitenStream{fn: "reinforceplusplus", remask: true, local: func(c *Chunk) ([]float64, []float64, error) {
-		ret, err := f.returns(&c.TokenBatch)
+	return &whitenStream{fn: "reinforceplusplus", remask: true, rowConstant: f.Gamma == 1, local: func(c *Chunk, buf []float64) ([]float64, []float64, error) {
+		ret, err := f.returns(&c.TokenBatch, buf)
 		return ret, ret, err
 	}}
 }
 
-// returns returns the discounted returns of token_level_rewards.
-func (f *ReinforcePlusPlus) returns(b *TokenBatch) ([]float64, error) {
+// returns returns the discounted returns of token_level_rewards, in buf's
+// memory when it has room (every token is written).
+func (f *ReinforcePlusPlus) returns(b *TokenBatch, buf []float64) ([]float64, error) {
 	const fn = "reinforceplusplus"
 	if err := b.needMask(fn); err != nil {
 		return nil, err
@@ -55,12 +58,20 @@ func (f *ReinforcePlusPlus) returns(b *TokenBatch) ([]float64, error) {
 	if err := b.need(fn, "token_level_rewards", b.TokenLevelRewards); err != nil {
 		return nil, err
 	}
-	ret := make([]float64, len(b.Mask))
+	ret := slices.Grow(buf[:0], len(b.Mask))[:len(b.Mask)]
+	tlr := b.TokenLevelRewards[:len(ret)]
 	for r := 0; r < b.Rows.N(); r++ {
 		lo, hi := b.Rows.Span(r)
 		running := 0.0
+		if f.Gamma == 1 { // the same sums without the multiply in the chain
+			for t := hi - 1; t >= lo; t-- {
+				running += tlr[t]
+				ret[t] = running
+			}
+			continue
+		}
 		for t := hi - 1; t >= lo; t-- {
-			running = b.TokenLevelRewards[t] + f.Gamma*running
+			running = tlr[t] + f.Gamma*running
 			ret[t] = running
 		}
 	}

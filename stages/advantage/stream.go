@@ -109,14 +109,35 @@ func (g *groupStream) Apply(c *Chunk) (*TokenResult, error) {
 
 func (g *groupStream) Metrics() agg.Metrics { return agg.Metrics{} }
 
+// RowWhitened is implemented by the streamed form of reinforceplusplus. When
+// RowWhitened reports true (gamma 1) and each row's token_level_rewards is
+// its outcome score on its last token, a row's returns are that score on
+// every token of the row: the batch's whitening moments are those of the
+// row scores weighted by each row's masked token count, which a caller that
+// knows them hands over window by window (ObserveRows, in place of
+// Observe), and the advantage of a row's masked tokens is WhitenRow of its
+// score (0 on the others; the returns are the score).
+type RowWhitened interface {
+	RowWhitened() bool
+	ObserveRows(score, count []float64)
+	WhitenRow(score float64) (float64, error)
+}
+
 // whitenStream is the streamed form of the fns that whiten a row-local
 // quantity over the batch (ppo's GAE, reinforceplusplus's returns). The
 // masked moments are gathered per window and combined exactly: Σ m(x−μ)²
 // = Σ_w [M2_w + n_w(μ_w − μ)²] for the window means μ_w.
 type whitenStream struct {
-	fn     string
-	local  func(c *Chunk) (x, ret []float64, err error)
+	fn string
+	// local returns the window's row-local quantity x and its returns; it
+	// may write x into buf's memory (the observation pass's scratch, reused
+	// window after window) when it has room.
+	local  func(c *Chunk, buf []float64) (x, ret []float64, err error)
 	remask bool
+	buf    []float64
+	// rowConstant: with outcome scores, x is each row's score on every
+	// token of the row (RowWhitened)
+	rowConstant bool
 	// per-window count, sum and M2 around the window mean
 	n, s, m2 []float64
 	mean     float64
@@ -127,11 +148,19 @@ type whitenStream struct {
 func (w *whitenStream) Passes() int { return 1 }
 
 func (w *whitenStream) Observe(_ int, c *Chunk) error {
-	x, _, err := w.local(c)
+	x, _, err := w.local(c, w.buf)
 	if err != nil {
 		return err
 	}
-	n, s := agg.Count(c.Mask), agg.Sum(x, c.Mask)
+	w.buf = x
+	// agg.Count and agg.Sum in one loop: the same sums, one read of each
+	n, s := 0.0, 0.0
+	for i, m := range c.Mask[:len(x)] {
+		n += m
+		if m != 0 {
+			s += x[i] * m
+		}
+	}
 	m2 := 0.0
 	if n > 0 {
 		mu := s / n
@@ -144,6 +173,39 @@ func (w *whitenStream) Observe(_ int, c *Chunk) error {
 	}
 	w.n, w.s, w.m2 = append(w.n, n), append(w.s, s), append(w.m2, m2)
 	return nil
+}
+
+func (w *whitenStream) RowWhitened() bool { return w.rowConstant }
+
+// ObserveRows implements RowWhitened: the window's count, sum and M2 around
+// its mean, from its rows.
+func (w *whitenStream) ObserveRows(score, count []float64) {
+	n, s := 0.0, 0.0
+	for r, c := range count {
+		n += c
+		s += score[r] * c
+	}
+	m2 := 0.0
+	if n > 0 {
+		mu := s / n
+		for r, c := range count {
+			if c != 0 {
+				d := score[r] - mu
+				m2 += d * d * c
+			}
+		}
+	}
+	w.n, w.s, w.m2 = append(w.n, n), append(w.s, s), append(w.m2, m2)
+}
+
+// WhitenRow implements RowWhitened.
+func (w *whitenStream) WhitenRow(score float64) (float64, error) {
+	if !w.done {
+		if err := w.moments(); err != nil {
+			return 0, err
+		}
+	}
+	return (score - w.mean) * w.inv, nil
 }
 
 // moments finishes the batch's masked mean and unbiased variance, worded
@@ -180,7 +242,7 @@ func (w *whitenStream) Apply(c *Chunk) (*TokenResult, error) {
 			return nil, err
 		}
 	}
-	x, ret, err := w.local(c)
+	x, ret, err := w.local(c, nil)
 	if err != nil {
 		return nil, err
 	}
