@@ -310,12 +310,17 @@ func TestMonitoredFailure(t *testing.T) {
 	if err != nil || !strings.Contains(string(raw), `"rftpipe/success": 0`) {
 		t.Errorf("metrics file: %v %s", err, raw)
 	}
+	// A missing directory is made; one under a plain file cannot be.
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, cmd := range [][]string{
-		{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/stores/demo.parquet", "--out", out, "--metrics", filepath.Join(dir, "no", "m.json")},
-		{"loss", "--fn", "ppo", "--in", "../../fixtures/stores/full.parquet", "--prom", filepath.Join(dir, "no", "m.prom")},
+		{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/stores/demo.parquet", "--out", out, "--metrics", filepath.Join(file, "no", "m.json")},
+		{"loss", "--fn", "ppo", "--in", "../../fixtures/stores/full.parquet", "--prom", filepath.Join(file, "no", "m.prom")},
 	} {
 		_, stderr, code = runCLI(t, cmd...)
-		if code != 2 || !strings.Contains(stderr, "cannot write the output here") {
+		if code != 2 || !strings.Contains(stderr, "cannot make the output's directory") {
 			t.Errorf("%s with an unwritable path: exit %d, %s", cmd[0], code, stderr)
 		}
 	}

