@@ -155,6 +155,29 @@ func TestResolve(t *testing.T) {
 		{name: "pipeline-side fn in the trainer", user: user("ppo", set(AdvantageFn, "grpo", nil)), wantErr: "runs in the pipeline"},
 		{name: "KL loss without reference", user: user("asymre", set(KLLossFn, "k2", nil)), wantErr: "needs ref_log_prob"},
 		{name: "none advantage takes no args", user: user("raft", set(AdvantageFn, "", Args{"x": 1.0})), wantErr: "takes no arguments"},
+		{name: "gigpo defaults: partial ppo args, loss_agg_mode overwritten", user: user("gigpo", func(c *Config) { c.LossAggMode = "seq-mean-token-mean" }),
+			check: func(t *testing.T, c Config) {
+				want := Args{"clip_range_low": 0.2, "clip_range_high": 0.2, "loss_agg_mode": "seq-mean-token-mean"}
+				if !reflect.DeepEqual(c.Args(PolicyLossFn), want) || c.Args(AdvantageFn)["fnorm"] != "none" || c.Fn(KLLossFn) != "k2" {
+					t.Errorf("policy args %v, advantage args %v, kl %s", c.Args(PolicyLossFn), c.Args(AdvantageFn), c.Fn(KLLossFn))
+				}
+			}},
+		{name: "dapo: no reference, no KL loss", user: user("dapo"), check: func(t *testing.T, c Config) {
+			if c.Fn(AdvantageFn) != "grpo" || c.Fn(KLLossFn) != "none" || c.Fn(EntropyLossFn) != "default" {
+				t.Errorf("got %v", c)
+			}
+		}},
+		{name: "dapo refuses a KL loss", user: user("dapo", set(KLLossFn, "k2", nil)), wantErr: "needs ref_log_prob"},
+		{name: "m2po defaults", user: user("m2po"), check: func(t *testing.T, c Config) {
+			a := c.Args(PolicyLossFn)
+			if c.Fn(PolicyLossFn) != "m2po" || a["m2_threshold"] != 0.04 || a["log_ratio_clip"] != 20.0 || c.Fn(EntropyLossFn) != "none" {
+				t.Errorf("got %s %v", c.Fn(PolicyLossFn), a)
+			}
+		}},
+		{name: "m2po requires policy_loss_fn m2po", user: user("m2po", set(PolicyLossFn, "ppo", nil)), wantErr: "requires policy_loss_fn='m2po'"},
+		{name: "m2po loss requires bypass_old_logprobs", user: user("grpo", set(PolicyLossFn, "m2po", nil), func(c *Config) { c.NoBypassOldLogprobs = true }),
+			wantErr: "rollout behavior policy"},
+		{name: "m2po algorithm requires bypass_old_logprobs", user: user("m2po", func(c *Config) { c.NoBypassOldLogprobs = true }), wantErr: "rollout behavior policy"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

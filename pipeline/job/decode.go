@@ -167,7 +167,6 @@ var quirkKeys = []field{
 var trainerOnly = []struct{ key, tag string }{
 	{"optimizer", "!!map"},
 	{"enable_router_replay", "!!bool"},
-	{"bypass_old_logprobs", "!!bool"},
 }
 
 // algorithmKeys are the keys of the algorithm section.
@@ -224,6 +223,14 @@ func algorithmKeys() []field {
 	}})
 	fs = append(fs, field{"loss_agg_mode", "aggregation of the losses (default token-mean)", func(d *decoder, n *yaml.Node, path string) error {
 		return d.choice(n, path, &cfg(d.j).LossAggMode, []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"})
+	}})
+	fs = append(fs, field{"bypass_old_logprobs", "old_log_probs are the rollout log-probs (default true; m2po requires it)", func(d *decoder, n *yaml.Node, path string) error {
+		bypass := true
+		if err := d.scalar(n, path, "!!bool", "true or false", &bypass); err != nil {
+			return err
+		}
+		cfg(d.j).NoBypassOldLogprobs = !bypass
+		return nil
 	}})
 	for _, t := range trainerOnly {
 		tag := t.tag
