@@ -313,6 +313,25 @@ func regroup(id []int32, idx []int32) advantage.Groups {
 	return gr
 }
 
+// renumber numbers the anchor ids left after a restriction densely again,
+// in first-appearance order (what gigpo's grouping requires); -1 (no
+// anchor) stays -1.
+func renumber(ids []int32) []int32 {
+	dense := map[int32]int32{}
+	for k, id := range ids {
+		if id < 0 {
+			continue
+		}
+		d, ok := dense[id]
+		if !ok {
+			d = int32(len(dense))
+			dense[id] = d
+		}
+		ids[k] = d
+	}
+	return ids
+}
+
 // restrict keeps only the rows of g.Input where keep is set, with rewards
 // reward (indexed by the current rows); store rows of dropped rows map to
 // -1. It builds new slices: a copy of g taken before still sees the old rows.
@@ -335,7 +354,7 @@ func (g *Grouping) restrict(keep []bool, reward []float64) {
 		Reward: pick(reward, idx), Seed: in.Seed,
 		Step: pick(in.Step, idx), LogprobMean: pick(in.LogprobMean, idx),
 		StepReward: pick(in.StepReward, idx), HasStepReward: pick(in.HasStepReward, idx),
-		Anchor: pick(in.Anchor, idx), CoD: pick(in.CoD, idx),
+		Anchor: renumber(pick(in.Anchor, idx)), CoD: pick(in.CoD, idx),
 		Tasks: regroup(in.Tasks.IDOf(len(keep)), idx),
 	}
 	if in.Runs.Len() > 0 {
