@@ -70,8 +70,8 @@ quirks:
 		!reflect.DeepEqual(j.Columns, map[string]string{"reward": "score"}) {
 		t.Errorf("job %+v", j)
 	}
-	if len(j.Warnings) != 2 || !strings.Contains(j.Warnings[0], "line 11: algorithm.optimizer") {
-		t.Errorf("warnings %q", j.Warnings)
+	if len(j.Warnings) != 1 || !strings.Contains(j.Warnings[0], "line 11: algorithm.optimizer") || j.Algorithm.NoBypassOldLogprobs {
+		t.Errorf("warnings %q, bypass_old_logprobs false: %v", j.Warnings, j.Algorithm.NoBypassOldLogprobs)
 	}
 	if got := j.Line("algorithm.policy_loss_fn_args.clip_range_low"); got != 5 {
 		t.Errorf("line of clip_range_low %d, want 5", got)
@@ -192,6 +192,29 @@ func TestSuggest(t *testing.T) {
 	}{{"", "abc", 3}, {"abc", "abc", 0}, {"abc", "acb", 1}, {"kitten", "sitting", 3}, {"héllo", "hello", 1}} {
 		if got := editDistance(tc.a, tc.b); got != tc.d {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
+		}
+	}
+}
+
+// TestBypassOldLogprobs: bypass_old_logprobs is read (default true), and
+// m2po refuses false as upstream's validator does.
+func TestBypassOldLogprobs(t *testing.T) {
+	for _, tc := range []struct {
+		src, wantErr string
+	}{
+		{"algorithm: {algorithm_type: m2po}\n", ""},
+		{"algorithm: {algorithm_type: m2po, bypass_old_logprobs: true}\n", ""},
+		{"algorithm: {algorithm_type: m2po, bypass_old_logprobs: false}\n", "rollout behavior policy"},
+		{"algorithm: {algorithm_type: grpo, policy_loss_fn: m2po, bypass_old_logprobs: false}\n", "rollout behavior policy"},
+		{"algorithm: {algorithm_type: grpo, bypass_old_logprobs: false}\n", ""},
+		{"algorithm: {algorithm_type: m2po, bypass_old_logprobs: 1}\n", "true or false"},
+	} {
+		j, err := Parse("job.yaml", []byte(tc.src))
+		if err == nil {
+			_, err = j.Resolve()
+		}
+		if (err != nil) != (tc.wantErr != "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: error %v, want %q", strings.TrimSpace(tc.src), err, tc.wantErr)
 		}
 	}
 }

@@ -50,6 +50,8 @@ type Input struct {
 	// ReturnsNorm is info.returns_norm of every row where HasReturnsNorm.
 	ReturnsNorm    []float64
 	HasReturnsNorm []bool
+	// ModelVersion is the model_version of every row, -1 for null.
+	ModelVersion []int64
 }
 
 // N returns the number of rows.
@@ -65,6 +67,7 @@ type Needs struct {
 	Truncated      bool
 	ResponseLength bool
 	ReturnsNorm    bool
+	ModelVersion   bool
 }
 
 // Result is what an operator returns for one Input.
