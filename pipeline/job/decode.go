@@ -66,6 +66,8 @@ var trinitySections = []string{
 	"project", "group", "name", "checkpoint_root_dir", "checkpoint_job_dir", "ray_namespace",
 	"continue_from_checkpoint", "model", "cluster", "explorer", "synchronizer", "trainer",
 	"monitor", "service", "log", "stages",
+	// 0.6 line: CoD's task packing (CoDConfig), explorer side only.
+	"cod",
 }
 
 // dataProcessorKeys are the keys of Trinity's data_processor section

@@ -218,3 +218,36 @@ func TestBypassOldLogprobs(t *testing.T) {
 		}
 	}
 }
+
+// TestCoDSection: the 0.6 line's top-level cod: section (task packing, the
+// explorer's) is accepted and noted as ignored; the cod advantage fn's
+// arguments come from advantage_fn_args only.
+func TestCoDSection(t *testing.T) {
+	src := `algorithm:
+  algorithm_type: multi_step_grpo
+  advantage_fn: cod
+  advantage_fn_args: {iterative_hint_e2e_causal: true}
+  policy_loss_fn: rec
+  policy_loss_fn_args: {epsilon_low: 0.2, epsilon_high: 0.2, clip_mode: one-side, weight: none, fix_opd_advantage: true}
+  sample_strategy: staleness_control
+  sample_strategy_args: {max_staleness: 20}
+cod:
+  task_pack_size: 4
+  packing_strategy: cod
+  cod_workflow_args: {activated_cod_methods: [iterative_hint_e2e], reuse_workflow_instance: true}
+`
+	j, err := Parse("job.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := strings.Join(j.Warnings, "\n"); !strings.Contains(notes, "cod (line 9)") {
+		t.Errorf("notes lack the cod section: %s", notes)
+	}
+	res, err := j.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Config.Fn(algorithm.AdvantageFn) != "cod" || res.Config.Args(algorithm.SampleStrategy)["max_staleness"] == nil {
+		t.Errorf("resolved %v", res.Config)
+	}
+}
