@@ -169,3 +169,29 @@ func TestStalenessControl(t *testing.T) {
 		t.Errorf("no model_version, nothing filtered: exit %d: %s", code, stderr)
 	}
 }
+
+// TestListArg: a list value in --arg (gdpo's reward_weights) survives the
+// flag parser's comma split; its length is checked against the store's
+// reward components (multireward.parquet has two).
+func TestListArg(t *testing.T) {
+	t.Chdir("../..")
+	dir := t.TempDir()
+	sums := map[string][32]byte{}
+	for _, w := range []string{"1,0.5", "1,1"} {
+		out := filepath.Join(dir, w+".parquet")
+		_, stderr, code := runCLI(t, "run", "--advantage-fn", "gdpo", "--arg", "reward_weights="+w, "--arg", "num_generations=8",
+			"--in", "fixtures/stores/multireward.parquet", "--out", out, "--progress", "never")
+		if code != 0 {
+			t.Fatalf("weights %s: exit %d: %s", w, code, stderr)
+		}
+		sums[w] = fileSum(t, out)
+	}
+	if sums["1,0.5"] == sums["1,1"] {
+		t.Error("reward_weights 1,0.5 and 1,1 wrote the same advantages")
+	}
+	_, stderr, code := runCLI(t, "run", "--advantage-fn", "gdpo", "--arg", "reward_weights=1,0.5,2",
+		"--in", "fixtures/stores/multireward.parquet", "--out", filepath.Join(dir, "bad.parquet"), "--progress", "never")
+	if code != 2 || !strings.Contains(stderr, "3 values for 2 reward components") {
+		t.Errorf("three weights: exit %d: %s", code, stderr)
+	}
+}
