@@ -304,3 +304,31 @@ func TestNames(t *testing.T) {
 		t.Error("unknown KL fn: no error")
 	}
 }
+
+// TestMinModelVersion: staleness_control's min_model_version =
+// max(step − max_staleness, 0); +∞ (the default) and the other strategies
+// read every version.
+func TestMinModelVersion(t *testing.T) {
+	for _, tc := range []struct {
+		sample string
+		args   Args
+		step   int64
+		want   int64
+	}{
+		{"staleness_control", nil, 100, 0},
+		{"staleness_control", Args{"max_staleness": 8.0}, 5, 0},
+		{"staleness_control", Args{"max_staleness": 8.0}, 8, 0},
+		{"staleness_control", Args{"max_staleness": 8.0}, 9, 1},
+		{"staleness_control", Args{"max_staleness": int64(20)}, 30, 10},
+		{"staleness_control", Args{"max_staleness": 0.0}, 3, 3},
+		{"default", nil, 30, 0},
+	} {
+		res, err := Resolve(user("grpo", set(SampleStrategy, tc.sample, tc.args)), nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := res.MinModelVersion(tc.step); err != nil || got != tc.want {
+			t.Errorf("%s %v step %d: %d (%v), want %d", tc.sample, tc.args, tc.step, got, err, tc.want)
+		}
+	}
+}
