@@ -60,6 +60,8 @@ fixtures: build
 	$(BIN) gen --tasks 32 --runs 1 --tasks-per-batch 16 --prompt-len 16 --resp-len 8:32 --kind dpo --seed 13 --out fixtures/stores/dpo.parquet
 	$(BIN) gen --tasks 32 --runs 8 --tasks-per-batch 16 --prompt-len 16 --resp-len 8:32 --with all --seed 17 --out fixtures/stores/full.parquet
 	$(BIN) gen --tasks 32 --kind pairs --tasks-per-batch 16 --prompt-len 16 --resp-len 8:32 --with all --seed 19 --out fixtures/stores/dpo_pairs.parquet
+	$(BIN) gen --tasks 16 --runs 4 --steps 3 --tasks-per-batch 8 --prompt-len 16 --resp-len 24:96 --kind multi --info --with all --seed 23 --out fixtures/stores/gigpo.parquet
+	$(BIN) gen --tasks 32 --runs 8 --tasks-per-batch 16 --prompt-len 16 --resp-len 8:32 --reward-components correct,format --with all --seed 29 --out fixtures/stores/multireward.parquet
 	$(BIN) convert fixtures/stores/demo.parquet fixtures/stores/demo.jsonl
 
 clean:

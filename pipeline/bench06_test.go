@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/synth"
 	"github.com/rftpipe/rftpipe/stages/objective"
+	"github.com/rftpipe/rftpipe/stages/operator"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -21,8 +23,14 @@ import (
 // and current log-probs (12,500 tasks, 100,000 experiences, unless
 // RFTPIPE_BENCH_TASKS says otherwise): `run` with gigpo and cod (standard
 // mode) as a ratio to grpo, and `loss` with m2po (its two selection passes
-// included) as a ratio to ppo. Each job takes turns for three rounds and
-// keeps its fastest time; peak_RSS_MiB is the process's peak over them.
+// included) as a ratio to ppo; the 0.6 line's algorithm types as `run
+// --algorithm` and `loss --algorithm` build them from their resolved default
+// configs: dapo (and dapo with its example's operators
+// mask_response_truncated, dapo_dynamic_sampling) and gigpo as ratios to
+// the grpo preset, m2po's loss as a ratio to ppo's. The store's info holds
+// the anchor states gigpo groups by (gen --info). Each job takes turns for
+// three rounds and keeps its fastest time; peak_RSS_MiB is the process's
+// peak over them.
 //
 //	go test -run '^$' -bench BenchmarkFns06 -benchtime 1x ./pipeline
 //	RFTPIPE_BENCH_TASKS=125000 go test -run '^$' -bench BenchmarkFns06 -benchtime 1x -timeout 1h ./pipeline   # 1M
@@ -34,8 +42,8 @@ func BenchmarkFns06(b *testing.B) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(HeapLimit))
 	cfg := synth.Default()
 	cfg.Tasks, cfg.TasksPerBatch, cfg.Seed = tasks, 256, 1
-	cfg.With = []string{schema.Advantages, schema.Logprob}
-	in := filepath.Join(os.TempDir(), fmt.Sprintf("rftpipe-bench06-%dx%d-%d.parquet", cfg.Tasks, cfg.Runs, cfg.RespMax))
+	cfg.With, cfg.Info = []string{schema.Advantages, schema.Logprob}, true
+	in := filepath.Join(os.TempDir(), fmt.Sprintf("rftpipe-bench06-%dx%d-%d-info.parquet", cfg.Tasks, cfg.Runs, cfg.RespMax))
 	if _, err := os.Stat(in); err != nil {
 		w, err := store.Create(in, cfg.Schema())
 		if err != nil {
@@ -66,7 +74,38 @@ func BenchmarkFns06(b *testing.B) {
 			return Job{In: in, Stages: []Stage{NewLoss(o, tokens.CPU, nil, 1)}}, nil
 		}
 	}
-	order := []string{"grpo", "gigpo", "cod", "loss/ppo", "loss/m2po"}
+	for _, algo := range []string{"grpo", "dapo", "gigpo", "m2po"} {
+		res, err := algorithm.Resolve(algorithm.Config{AlgorithmType: algo}, nil, algorithm.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if algo == "m2po" {
+			jobs["algorithm/m2po/loss"] = func() (Job, error) {
+				o, err := res.Objective()
+				return Job{In: in, Stages: []Stage{NewLoss(o, tokens.CPU, nil, 1)}}, err
+			}
+			continue
+		}
+		jobs["algorithm/"+algo] = func() (Job, error) {
+			f, err := res.PipelineAdvantage()
+			return Job{In: in, Out: out, Stages: PipelineSide(algo, f)}, err
+		}
+	}
+	jobs["algorithm/dapo+ops"] = func() (Job, error) {
+		var ops []Operator
+		for _, name := range []string{"mask_response_truncated", "dapo_dynamic_sampling"} {
+			op, err := operator.Default().New(name, nil)
+			if err != nil {
+				return Job{}, err
+			}
+			ops = append(ops, Operator{Name: name, Op: op})
+		}
+		j, err := jobs["algorithm/dapo"]()
+		j.Stages = append([]Stage{Operators(ops)}, j.Stages...)
+		return j, err
+	}
+	order := []string{"grpo", "gigpo", "cod", "loss/ppo", "loss/m2po",
+		"algorithm/grpo", "algorithm/dapo", "algorithm/dapo+ops", "algorithm/gigpo", "algorithm/m2po/loss"}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		resetPeakRSS()
@@ -91,6 +130,10 @@ func BenchmarkFns06(b *testing.B) {
 		b.ReportMetric(times["gigpo"]/times["grpo"], "gigpo/grpo")
 		b.ReportMetric(times["cod"]/times["grpo"], "cod/grpo")
 		b.ReportMetric(times["loss/m2po"]/times["loss/ppo"], "m2po/ppo")
+		b.ReportMetric(times["algorithm/dapo"]/times["algorithm/grpo"], "preset_dapo/grpo")
+		b.ReportMetric(times["algorithm/dapo+ops"]/times["algorithm/grpo"], "preset_dapo_ops/grpo")
+		b.ReportMetric(times["algorithm/gigpo"]/times["algorithm/grpo"], "preset_gigpo/grpo")
+		b.ReportMetric(times["algorithm/m2po/loss"]/times["loss/ppo"], "preset_m2po_loss/ppo")
 	}
 	b.ReportMetric(peakRSS(), "peak_RSS_MiB")
 }

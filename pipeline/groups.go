@@ -50,6 +50,9 @@ func groupColumns(n GroupNeeds) []string {
 	if n.Operator.ReturnsNorm && !n.NoInfo && !slices.Contains(cols, schema.Info) {
 		cols = append(cols, schema.Info)
 	}
+	if n.Operator.ModelVersion {
+		cols = append(cols, schema.ModelVersion)
+	}
 	return append(cols, n.ComponentColumns...)
 }
 

@@ -52,6 +52,30 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 		}
 		return out
 	}
+	if n.Components && len(n.ComponentColumns) > 0 {
+		cols := make([]string, len(n.ComponentColumns))
+		for i, c := range n.ComponentColumns {
+			cols[i] = "CAST(" + duckdb.QuoteIdent(c) + " AS DOUBLE)"
+		}
+		in.Components = make([][]float64, len(cols))
+		vals := make([]dbsql.NullFloat64, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		err := query(ctx, db, rsql.Pipeline("components", with("cols", strings.Join(cols, ", "))), func(r *dbsql.Rows) error {
+			if err := r.Scan(ptrs...); err != nil {
+				return err
+			}
+			for i, v := range vals {
+				in.Components[i] = append(in.Components[i], nullNaN(v))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
 	if n.NoInfo {
 		return noInfo(g, n)
 	}
@@ -93,30 +117,6 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 				a = int32(id.Int64)
 			}
 			in.Anchor = append(in.Anchor, a)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	if n.Components && len(n.ComponentColumns) > 0 {
-		cols := make([]string, len(n.ComponentColumns))
-		for i, c := range n.ComponentColumns {
-			cols[i] = "CAST(" + duckdb.QuoteIdent(c) + " AS DOUBLE)"
-		}
-		in.Components = make([][]float64, len(cols))
-		vals := make([]dbsql.NullFloat64, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		err := query(ctx, db, rsql.Pipeline("components", with("cols", strings.Join(cols, ", "))), func(r *dbsql.Rows) error {
-			if err := r.Scan(ptrs...); err != nil {
-				return err
-			}
-			for i, v := range vals {
-				in.Components[i] = append(in.Components[i], nullNaN(v))
-			}
 			return nil
 		})
 		if err != nil {

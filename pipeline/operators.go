@@ -24,6 +24,8 @@ type OperatorNeeds struct {
 	// Truncated, ResponseLength and ReturnsNorm: truncate_status, the
 	// number of action_mask positions and info.returns_norm.
 	Truncated, ResponseLength, ReturnsNorm bool
+	// ModelVersion: model_version (a column the stage requires).
+	ModelVersion bool
 	// NoMetrics and NoTruncateStatus say the store lacks those columns.
 	NoMetrics, NoTruncateStatus bool
 }
@@ -37,6 +39,7 @@ type opScalars struct {
 	respLen        []int64
 	returnsNorm    []float64
 	hasReturnsNorm []bool
+	modelVersion   []int64 // -1 for null
 }
 
 // scanOperators reads what the operators need (operator_scalars.sql) into
@@ -50,7 +53,7 @@ func scanOperators(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds,
 		keys = []string{""}
 	}
 	for ki, key := range keys {
-		v := map[string]string{"has_metric": "FALSE", "metric": "NULL", "truncated": "FALSE", "resp_len": "0", "info": "NULL"}
+		v := map[string]string{"has_metric": "FALSE", "metric": "NULL", "truncated": "FALSE", "resp_len": "0", "info": "NULL", "model_version": "NULL"}
 		for a, b := range vars {
 			v[a] = b
 		}
@@ -73,13 +76,17 @@ func scanOperators(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds,
 			if on.ReturnsNorm && !n.NoInfo {
 				v["info"] = "info"
 			}
+			if on.ModelVersion {
+				v["model_version"] = "model_version"
+			}
 		}
 		m, has := make([]float64, 0, rows), make([]bool, 0, rows)
 		err := query(ctx, db, rsql.Pipeline("operator_scalars", v), func(r *dbsql.Rows) error {
 			var hm, tr, hrn bool
 			var mv, rn dbsql.NullFloat64
 			var rl int64
-			if err := r.Scan(&hm, &mv, &tr, &rl, &hrn, &rn); err != nil {
+			var ver dbsql.NullInt64
+			if err := r.Scan(&hm, &mv, &tr, &rl, &hrn, &rn, &ver); err != nil {
 				return err
 			}
 			if hm && !mv.Valid {
@@ -93,6 +100,10 @@ func scanOperators(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds,
 					return schema.BadInputf("column %s: row %d: info.returns_norm is not a number", schema.Info, len(s.returnsNorm))
 				}
 				s.returnsNorm, s.hasReturnsNorm = append(s.returnsNorm, nullNaN(rn)), append(s.hasReturnsNorm, hrn)
+				if !ver.Valid {
+					ver.Int64 = -1
+				}
+				s.modelVersion = append(s.modelVersion, ver.Int64)
 			}
 			return nil
 		})
@@ -156,11 +167,15 @@ func (s *operatorStage) Needs() Needs {
 		on.Truncated = on.Truncated || n.Truncated
 		on.ResponseLength = on.ResponseLength || n.ResponseLength
 		on.ReturnsNorm = on.ReturnsNorm || n.ReturnsNorm
+		on.ModelVersion = on.ModelVersion || n.ModelVersion
 	}
 	n := Needs{
 		Columns: []string{schema.Batch, schema.Task, schema.Reward},
 		Group:   &GroupNeeds{Operators: true, Operator: on},
 		Drops:   s.why == nil || s.dropped > 0 || s.g0.planRow != nil,
+	}
+	if on.ModelVersion {
+		n.Columns = append(n.Columns, schema.ModelVersion)
 	}
 	if s.reward != nil {
 		n.Writes = append(n.Writes, schema.Reward)
@@ -281,6 +296,9 @@ func (s *operatorStage) input(g *Grouping, need operator.Needs, cur, taskID []in
 	if need.ReturnsNorm {
 		in.ReturnsNorm, in.HasReturnsNorm = pick(sc.returnsNorm, cur), pick(sc.hasReturnsNorm, cur)
 	}
+	if need.ModelVersion {
+		in.ModelVersion = pick(sc.modelVersion, cur)
+	}
 	return in, nil
 }
 
@@ -313,6 +331,25 @@ func regroup(id []int32, idx []int32) advantage.Groups {
 	return gr
 }
 
+// renumber numbers the anchor ids left after a restriction densely again,
+// in first-appearance order (what gigpo's grouping requires); -1 (no
+// anchor) stays -1.
+func renumber(ids []int32) []int32 {
+	dense := map[int32]int32{}
+	for k, id := range ids {
+		if id < 0 {
+			continue
+		}
+		d, ok := dense[id]
+		if !ok {
+			d = int32(len(dense))
+			dense[id] = d
+		}
+		ids[k] = d
+	}
+	return ids
+}
+
 // restrict keeps only the rows of g.Input where keep is set, with rewards
 // reward (indexed by the current rows); store rows of dropped rows map to
 // -1. It builds new slices: a copy of g taken before still sees the old rows.
@@ -335,7 +372,7 @@ func (g *Grouping) restrict(keep []bool, reward []float64) {
 		Reward: pick(reward, idx), Seed: in.Seed,
 		Step: pick(in.Step, idx), LogprobMean: pick(in.LogprobMean, idx),
 		StepReward: pick(in.StepReward, idx), HasStepReward: pick(in.HasStepReward, idx),
-		Anchor: pick(in.Anchor, idx), CoD: pick(in.CoD, idx),
+		Anchor: renumber(pick(in.Anchor, idx)), CoD: pick(in.CoD, idx),
 		Tasks: regroup(in.Tasks.IDOf(len(keep)), idx),
 	}
 	if in.Runs.Len() > 0 {

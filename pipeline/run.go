@@ -175,6 +175,7 @@ func groupNeeds(stages []Stage) (GroupNeeds, bool) {
 				out.Operator.Truncated = out.Operator.Truncated || n.Operator.Truncated
 				out.Operator.ResponseLength = out.Operator.ResponseLength || n.Operator.ResponseLength
 				out.Operator.ReturnsNorm = out.Operator.ReturnsNorm || n.Operator.ReturnsNorm
+				out.Operator.ModelVersion = out.Operator.ModelVersion || n.Operator.ModelVersion
 			}
 		}
 	}

@@ -84,3 +84,19 @@ func takesValue(cmd *cli.Command, name string) bool {
 	}
 	return false
 }
+
+// keyValues returns the NAME=VALUE arguments of a repeatable flag as given:
+// urfave/cli splits a slice flag's value at commas, so a list value
+// (`--arg reward_weights=1,0.5`) comes back in pieces; a piece without "="
+// continues the argument before it.
+func keyValues(c *cli.Context, flag string) []string {
+	var out []string
+	for _, p := range c.StringSlice(flag) {
+		if len(out) > 0 && !strings.Contains(p, "=") {
+			out[len(out)-1] += "," + p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}

@@ -14,14 +14,17 @@ import (
 // input, then `loss --algorithm NAME` over its output; the loss is finite.
 func TestEveryPresetChains(t *testing.T) {
 	names := algorithm.Default().Names()
-	if len(names) != 21 {
-		t.Fatalf("%d presets, want 21", len(names))
+	if len(names) != 24 {
+		t.Fatalf("%d presets, want 24", len(names))
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			in := "../../fixtures/stores/full.parquet"
-			if name == "dpo" {
+			switch name {
+			case "dpo":
 				in = "../../fixtures/stores/dpo_pairs.parquet"
+			case "gigpo": // anchor states in info
+				in = "../../fixtures/stores/gigpo.parquet"
 			}
 			out := filepath.Join(t.TempDir(), "out.parquet")
 			if _, stderr, code := runCLI(t, "run", "--algorithm", name, "--in", in, "--out", out, "--progress", "never"); code != 0 {

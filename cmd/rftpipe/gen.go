@@ -34,9 +34,15 @@ func genCommand() *cli.Command {
 			"correction corrects), logprob the current policy a little further off, ref_logprob the reference\n" +
 			"model; in a pairs store the chosen rows gain log-probability against the reference and the rejected\n" +
 			"ones lose it. The other columns come out the same bytes with or without --with.\n\n" +
+			"--info adds a multi-step agent's info (JSON): env_state_hash, the anchor state a step starts from\n" +
+			"(shared by every run's first step, one of two states of the task at a later step), and step_reward\n" +
+			"(gigpo's inputs). --reward-components a,b adds reward_a, reward_b (0 or 1 each; gdpo's inputs) and\n" +
+			"makes the reward their sum. The other columns keep their bytes with or without them.\n\n" +
 			"Examples:\n" +
 			"  rftpipe gen --tasks 32 --runs 8 --with all --seed 17 --out full.parquet\n" +
-			"  rftpipe gen --kind pairs --tasks 32 --with logprob,ref_logprob --seed 19 --out pairs.parquet",
+			"  rftpipe gen --kind pairs --tasks 32 --with logprob,ref_logprob --seed 19 --out pairs.parquet\n" +
+			"  rftpipe gen --kind multi --steps 3 --info --seed 23 --out gigpo.parquet\n" +
+			"  rftpipe gen --reward-components correct,format --seed 29 --out multireward.parquet",
 		Flags: []cli.Flag{
 			intFlag(&cli.IntFlag{Name: "tasks", Value: d.Tasks, Usage: "number of tasks (distinct batch/task ids)"}, countRange),
 			intFlag(&cli.IntFlag{Name: "runs", Value: d.Runs, Usage: "runs (rollouts) per task"}, countRange),
@@ -47,6 +53,8 @@ func genCommand() *cli.Command {
 			&cli.StringFlag{Name: "reward", Value: d.Reward, Usage: "bernoulli:P (P in (0,1)) | uniform | normal"},
 			&cli.StringFlag{Name: "kind", Value: string(d.Kind), Usage: "single | multi | dpo | pairs"},
 			&cli.StringFlag{Name: "with", Usage: "trainer-side columns to add: `LIST` of " + strings.Join(synth.TrainerColumns, ",") + ", or all"},
+			&cli.BoolFlag{Name: "info", Usage: "add info with env_state_hash and step_reward (a multi-step agent's anchor states)"},
+			&cli.StringFlag{Name: "reward-components", Usage: "add a reward_NAME column per name of `LIST` (comma-separated); the reward is their sum"},
 			&cli.Uint64Flag{Name: "seed", Value: d.Seed, Usage: "random seed (same seed, same bytes)"},
 			outFlag(),
 			progressFlag(),
@@ -62,6 +70,10 @@ func genCommand() *cli.Command {
 			var err error
 			if cfg.With, err = synth.ParseWith(c.String("with")); err != nil {
 				return err
+			}
+			cfg.Info = c.Bool("info")
+			if s := c.String("reward-components"); s != "" {
+				cfg.RewardComponents = strings.Split(s, ",")
 			}
 			if cfg.RespMin, cfg.RespMax, err = synth.ParseRange(c.String("resp-len")); err != nil {
 				return err

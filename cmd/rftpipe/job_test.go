@@ -136,7 +136,12 @@ func TestFixtureConfigsRun(t *testing.T) {
 			if got := m["experience_pipeline/experience_count"]; got != float64(rows) {
 				t.Errorf("experience_count %v, %d rows written", got, rows)
 			}
-			if computes && !typ.Flags().ComputeAdvantageInTrainer && m["experience_pipeline/group_advantages/reward_mean/mean"] == nil {
+			adv := res.Config.Fn(algorithm.AdvantageFn)
+			groupMetrics := m["experience_pipeline/group_advantages/reward_mean/mean"] != nil
+			if adv == "gigpo" { // its own episode and anchor-group metrics
+				groupMetrics = m["experience_pipeline/gigpo/episode_reward_mean/mean"] != nil
+			}
+			if computes && !typ.Flags().ComputeAdvantageInTrainer && !groupMetrics {
 				t.Errorf("pipeline-side run lacks group metrics: %v", m)
 			}
 			fams := parseProm(t, prom)
@@ -386,6 +391,8 @@ func TestWholeTrinityConfigsRun(t *testing.T) {
 				in = "../../fixtures/stores/dpo_pairs.parquet"
 			case "multi_step_grpo":
 				in = "../../fixtures/stores/multi.parquet"
+			case "gigpo":
+				in = "../../fixtures/stores/gigpo.parquet"
 			}
 			out := filepath.Join(t.TempDir(), "out.parquet")
 			_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--verbose", "--progress", "never")

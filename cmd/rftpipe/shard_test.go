@@ -22,6 +22,7 @@ import (
 var unshardable = map[string]string{
 	"ppo":               "ppo whitens over the whole trainer batch",
 	"reinforceplusplus": "reinforceplusplus whitens over the whole trainer batch",
+	"gigpo":             "gigpo's anchor groups (info.env_state_hash) span every batch of the input",
 }
 
 // storeRows returns every row of a store rendered as JSON (one string per

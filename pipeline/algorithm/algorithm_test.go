@@ -64,8 +64,8 @@ func loadSpecTable(t *testing.T) []specRow {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 21 {
-		t.Fatalf("spec table: %d rows, want 21", len(rows))
+	if len(rows) != 24 {
+		t.Fatalf("spec table: %d rows, want 24", len(rows))
 	}
 	return rows
 }

@@ -5,7 +5,7 @@ package algorithm
 type preset struct {
 	repeatTimes                                                   int
 	sample, advantage, klPenalty, policyLoss, klLoss, entropyLoss string
-	advantageArgs                                                 Args
+	advantageArgs, policyLossArgs                                 Args
 }
 
 func (p preset) config(name string) Config {
@@ -15,7 +15,7 @@ func (p preset) config(name string) Config {
 	c.Set(SampleStrategy, p.sample, nil)
 	c.Set(AdvantageFn, p.advantage, p.advantageArgs)
 	c.Set(KLPenaltyFn, p.klPenalty, nil)
-	c.Set(PolicyLossFn, p.policyLoss, nil)
+	c.Set(PolicyLossFn, p.policyLoss, p.policyLossArgs)
 	c.Set(KLLossFn, p.klLoss, nil)
 	c.Set(EntropyLossFn, p.entropyLoss, nil)
 	return c
@@ -48,6 +48,11 @@ func builtins() []*Type {
 	}
 	rollout := experience
 	rollout.UseRollout = true
+	gigpo := std(8, "gigpo", "ppo")
+	gigpo.advantageArgs = Args{"omega": 1.0, "gamma": 1.0, "fnorm": "none", "epsilon": 1e-6}
+	gigpo.policyLossArgs = Args{"clip_range_low": 0.2, "clip_range_high": 0.2, "loss_agg_mode": "token-mean"}
+	dapo := std(16, "grpo", "ppo")
+	dapo.klLoss = "none"
 	return []*Type{
 		{name: "sft", class: "SFTAlgorithm", doc: "supervised fine-tuning on prompt + reference answer",
 			flags:    Flags{CanBalanceBatch: true, Schema: SFT},
@@ -100,6 +105,21 @@ func builtins() []*Type {
 		// the algorithm can run.
 		{name: "grpo_verl", class: "GRPOverlAlgorithm", doc: "GRPO computed in the trainer (verl style)",
 			flags: inTrainer(experience), defaults: std(2, "grpo_verl", "ppo").config("grpo_verl")},
+		// The 0.6 line's types (spec algorithms.md, "Added in the 0.6 line").
+		// dapo's operators and overlong reward shaping are configuration
+		// (data_processor.experience_pipeline.operators), not defaults.
+		{name: "dapo", class: "DAPOAlgorithm", doc: "DAPO: GRPO without a reference model; operators mask_response_truncated, dapo_dynamic_sampling by config (https://arxiv.org/pdf/2503.14476)",
+			flags: noRef, defaults: dapo.config("dapo")},
+		{name: "gigpo", class: "GiGPOAlgorithm", doc: "group-in-group advantages for multi-step agents (info.env_state_hash) (https://arxiv.org/pdf/2505.10978)",
+			flags: experience, defaults: gigpo.config("gigpo")},
+		// m2po's class is known from upstream's tests only: use_reference
+		// false and default_config() are theirs; use_critic and
+		// compute_advantage_in_trainer false follow from grpo (a
+		// pipeline-side fn) and a loss without a critic; can_balance_batch
+		// and sample_strategy, unknown, take the generic values (true,
+		// default).
+		{name: "m2po", class: "M2POAlgorithm", doc: "M2PO: masks the tokens of largest squared log-ratio until their second moment is under m2_threshold (https://openreview.net/forum?id=IIgl5MWelz)",
+			flags: noRef, defaults: noKL(8, "grpo", "m2po").config("m2po")},
 	}
 }
 

@@ -51,6 +51,10 @@ type Config struct {
 	RepeatTimes   int
 	Components    [numSlots]Component
 	LossAggMode   string
+	// NoBypassOldLogprobs is bypass_old_logprobs: false (default true: the
+	// trainer takes the rollout log-probs as old_log_probs instead of
+	// recomputing them). rftpipe computes no log-probs; m2po refuses false.
+	NoBypassOldLogprobs bool
 }
 
 // Fn returns the component name in slot s.
@@ -117,6 +121,11 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	}
 	if err := field("loss_agg_mode", str(c.LossAggMode)); err != nil {
 		return nil, err
+	}
+	if c.NoBypassOldLogprobs {
+		if err := field("bypass_old_logprobs", false); err != nil {
+			return nil, err
+		}
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil

@@ -201,8 +201,27 @@ func (r *Resolved) check(warn func(string)) error {
 	if kl := c.Fn(KLLossFn); kl != "none" && !f.UseReference {
 		return keyErr("kl_loss_fn", badf("kl_loss_fn %s needs ref_log_prob, which algorithm %s does not compute (use_reference = false): set kl_loss_fn: none", kl, r.Type.name))
 	}
+	if err := r.checkM2PO(); err != nil {
+		return err
+	}
 	if kp := c.Fn(KLPenaltyFn); kp != "none" && !f.ComputeAdvantageInTrainer {
 		warn(fmt.Sprintf("kl_penalty_fn %s has no effect: algorithm %s computes advantages in the pipeline (quirk Q-10)", kp, r.Type.name))
+	}
+	return nil
+}
+
+// checkM2PO is m2po's check_config and the config validator's guards
+// (spec policy_losses.md §m2po): algorithm m2po needs policy_loss_fn m2po,
+// and the m2po loss needs the behaviour policy's log-probs as old_logprob
+// (bypass_old_logprobs true). Upstream's trainer guards (veRL >= 0.8, not
+// Tinker) have no counterpart here.
+func (r *Resolved) checkM2PO() error {
+	c := &r.Config
+	if r.Type.name == "m2po" && c.Fn(PolicyLossFn) != "m2po" {
+		return keyErr("policy_loss_fn", badf("algorithm_type m2po requires policy_loss_fn='m2po', not %s", c.Fn(PolicyLossFn)))
+	}
+	if c.Fn(PolicyLossFn) == "m2po" && c.NoBypassOldLogprobs {
+		return keyErr("bypass_old_logprobs", badf("m2po needs the rollout behavior policy's log-probs as old_log_probs: set bypass_old_logprobs: true"))
 	}
 	return nil
 }

@@ -155,6 +155,29 @@ func TestResolve(t *testing.T) {
 		{name: "pipeline-side fn in the trainer", user: user("ppo", set(AdvantageFn, "grpo", nil)), wantErr: "runs in the pipeline"},
 		{name: "KL loss without reference", user: user("asymre", set(KLLossFn, "k2", nil)), wantErr: "needs ref_log_prob"},
 		{name: "none advantage takes no args", user: user("raft", set(AdvantageFn, "", Args{"x": 1.0})), wantErr: "takes no arguments"},
+		{name: "gigpo defaults: partial ppo args, loss_agg_mode overwritten", user: user("gigpo", func(c *Config) { c.LossAggMode = "seq-mean-token-mean" }),
+			check: func(t *testing.T, c Config) {
+				want := Args{"clip_range_low": 0.2, "clip_range_high": 0.2, "loss_agg_mode": "seq-mean-token-mean"}
+				if !reflect.DeepEqual(c.Args(PolicyLossFn), want) || c.Args(AdvantageFn)["fnorm"] != "none" || c.Fn(KLLossFn) != "k2" {
+					t.Errorf("policy args %v, advantage args %v, kl %s", c.Args(PolicyLossFn), c.Args(AdvantageFn), c.Fn(KLLossFn))
+				}
+			}},
+		{name: "dapo: no reference, no KL loss", user: user("dapo"), check: func(t *testing.T, c Config) {
+			if c.Fn(AdvantageFn) != "grpo" || c.Fn(KLLossFn) != "none" || c.Fn(EntropyLossFn) != "default" {
+				t.Errorf("got %v", c)
+			}
+		}},
+		{name: "dapo refuses a KL loss", user: user("dapo", set(KLLossFn, "k2", nil)), wantErr: "needs ref_log_prob"},
+		{name: "m2po defaults", user: user("m2po"), check: func(t *testing.T, c Config) {
+			a := c.Args(PolicyLossFn)
+			if c.Fn(PolicyLossFn) != "m2po" || a["m2_threshold"] != 0.04 || a["log_ratio_clip"] != 20.0 || c.Fn(EntropyLossFn) != "none" {
+				t.Errorf("got %s %v", c.Fn(PolicyLossFn), a)
+			}
+		}},
+		{name: "m2po requires policy_loss_fn m2po", user: user("m2po", set(PolicyLossFn, "ppo", nil)), wantErr: "requires policy_loss_fn='m2po'"},
+		{name: "m2po loss requires bypass_old_logprobs", user: user("grpo", set(PolicyLossFn, "m2po", nil), func(c *Config) { c.NoBypassOldLogprobs = true }),
+			wantErr: "rollout behavior policy"},
+		{name: "m2po algorithm requires bypass_old_logprobs", user: user("m2po", func(c *Config) { c.NoBypassOldLogprobs = true }), wantErr: "rollout behavior policy"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -279,5 +302,33 @@ func TestNames(t *testing.T) {
 	}
 	if _, err := ArgNames(KLLossFn, "k7"); err == nil {
 		t.Error("unknown KL fn: no error")
+	}
+}
+
+// TestMinModelVersion: staleness_control's min_model_version =
+// max(step − max_staleness, 0); +∞ (the default) and the other strategies
+// read every version.
+func TestMinModelVersion(t *testing.T) {
+	for _, tc := range []struct {
+		sample string
+		args   Args
+		step   int64
+		want   int64
+	}{
+		{"staleness_control", nil, 100, 0},
+		{"staleness_control", Args{"max_staleness": 8.0}, 5, 0},
+		{"staleness_control", Args{"max_staleness": 8.0}, 8, 0},
+		{"staleness_control", Args{"max_staleness": 8.0}, 9, 1},
+		{"staleness_control", Args{"max_staleness": int64(20)}, 30, 10},
+		{"staleness_control", Args{"max_staleness": 0.0}, 3, 3},
+		{"default", nil, 30, 0},
+	} {
+		res, err := Resolve(user("grpo", set(SampleStrategy, tc.sample, tc.args)), nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := res.MinModelVersion(tc.step); err != nil || got != tc.want {
+			t.Errorf("%s %v step %d: %d (%v), want %d", tc.sample, tc.args, tc.step, got, err, tc.want)
+		}
 	}
 }

@@ -68,3 +68,27 @@ func SampleStrategyFamily() registry.Family {
 		return registry.Entry{Doc: d.Doc, Params: d.Params}
 	})
 }
+
+// MinModelVersion returns the oldest model_version the staleness_control
+// sample strategy reads at trainer step step: max(step − max_staleness, 0)
+// (spec algorithms.md §staleness_control); 0 means no filter, as upstream's
+// reader takes it. Other strategies read every version (0).
+func (r *Resolved) MinModelVersion(step int64) (int64, error) {
+	c := &r.Config
+	if c.Fn(SampleStrategy) != "staleness_control" {
+		return 0, nil
+	}
+	d, err := SampleStrategies().Get("staleness_control")
+	if err != nil {
+		return 0, err
+	}
+	v, err := d.Params.Resolve(c.Args(SampleStrategy))
+	if err != nil {
+		return 0, keyErr(SampleStrategy.ArgsKey(), err)
+	}
+	ms := v.Float("max_staleness")
+	if math.IsInf(ms, 1) || float64(step)-ms <= 0 {
+		return 0, nil
+	}
+	return int64(math.Ceil(float64(step) - ms)), nil
+}

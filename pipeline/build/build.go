@@ -87,7 +87,9 @@ type Options struct {
 	LossAggMode, KLLossFn, EntropyLossFn string
 	KLCoef, EntropyCoef                  float64
 	// Cols map the loss's inputs to store columns (INPUT=COLUMN); Step is
-	// the training step; Device evaluates the kernels (gpu.Select).
+	// the training step (loss; run: the trainer step about to run, what
+	// staleness_control's predicate reads, 0 not given); Device evaluates
+	// the kernels (gpu.Select).
 	Cols   []string
 	Step   int64
 	Device string
@@ -313,7 +315,11 @@ func prepareFile(o *Options) (*plan, error) {
 			return schema.BadInputf("a job needs an input and an output store (input:, output: or --in, --out; or a Trinity config's buffer.trainer_input.experience_buffer)")
 		}
 		j.Name = fmt.Sprintf("algorithm %s (%s)", res.Config.AlgorithmType, What(res))
-		ops, kvs, err := OperatorStage(f.Operators, o.Operators, o.Args)
+		stale, err := stalenessOperator(res, o.Step, o.Log)
+		if err != nil {
+			return err
+		}
+		ops, kvs, err := OperatorStage(f.Operators, o.Operators, o.Args, stale...)
 		if err != nil {
 			return err
 		}

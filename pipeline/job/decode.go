@@ -66,6 +66,8 @@ var trinitySections = []string{
 	"project", "group", "name", "checkpoint_root_dir", "checkpoint_job_dir", "ray_namespace",
 	"continue_from_checkpoint", "model", "cluster", "explorer", "synchronizer", "trainer",
 	"monitor", "service", "log", "stages",
+	// 0.6 line: CoD's task packing (CoDConfig), explorer side only.
+	"cod",
 }
 
 // dataProcessorKeys are the keys of Trinity's data_processor section
@@ -167,7 +169,6 @@ var quirkKeys = []field{
 var trainerOnly = []struct{ key, tag string }{
 	{"optimizer", "!!map"},
 	{"enable_router_replay", "!!bool"},
-	{"bypass_old_logprobs", "!!bool"},
 }
 
 // algorithmKeys are the keys of the algorithm section.
@@ -224,6 +225,14 @@ func algorithmKeys() []field {
 	}})
 	fs = append(fs, field{"loss_agg_mode", "aggregation of the losses (default token-mean)", func(d *decoder, n *yaml.Node, path string) error {
 		return d.choice(n, path, &cfg(d.j).LossAggMode, []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"})
+	}})
+	fs = append(fs, field{"bypass_old_logprobs", "old_log_probs are the rollout log-probs (default true; m2po requires it)", func(d *decoder, n *yaml.Node, path string) error {
+		bypass := true
+		if err := d.scalar(n, path, "!!bool", "true or false", &bypass); err != nil {
+			return err
+		}
+		cfg(d.j).NoBypassOldLogprobs = !bypass
+		return nil
 	}})
 	for _, t := range trainerOnly {
 		tag := t.tag

@@ -70,8 +70,8 @@ quirks:
 		!reflect.DeepEqual(j.Columns, map[string]string{"reward": "score"}) {
 		t.Errorf("job %+v", j)
 	}
-	if len(j.Warnings) != 2 || !strings.Contains(j.Warnings[0], "line 11: algorithm.optimizer") {
-		t.Errorf("warnings %q", j.Warnings)
+	if len(j.Warnings) != 1 || !strings.Contains(j.Warnings[0], "line 11: algorithm.optimizer") || j.Algorithm.NoBypassOldLogprobs {
+		t.Errorf("warnings %q, bypass_old_logprobs false: %v", j.Warnings, j.Algorithm.NoBypassOldLogprobs)
 	}
 	if got := j.Line("algorithm.policy_loss_fn_args.clip_range_low"); got != 5 {
 		t.Errorf("line of clip_range_low %d, want 5", got)
@@ -193,5 +193,61 @@ func TestSuggest(t *testing.T) {
 		if got := editDistance(tc.a, tc.b); got != tc.d {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
 		}
+	}
+}
+
+// TestBypassOldLogprobs: bypass_old_logprobs is read (default true), and
+// m2po refuses false as upstream's validator does.
+func TestBypassOldLogprobs(t *testing.T) {
+	for _, tc := range []struct {
+		src, wantErr string
+	}{
+		{"algorithm: {algorithm_type: m2po}\n", ""},
+		{"algorithm: {algorithm_type: m2po, bypass_old_logprobs: true}\n", ""},
+		{"algorithm: {algorithm_type: m2po, bypass_old_logprobs: false}\n", "rollout behavior policy"},
+		{"algorithm: {algorithm_type: grpo, policy_loss_fn: m2po, bypass_old_logprobs: false}\n", "rollout behavior policy"},
+		{"algorithm: {algorithm_type: grpo, bypass_old_logprobs: false}\n", ""},
+		{"algorithm: {algorithm_type: m2po, bypass_old_logprobs: 1}\n", "true or false"},
+	} {
+		j, err := Parse("job.yaml", []byte(tc.src))
+		if err == nil {
+			_, err = j.Resolve()
+		}
+		if (err != nil) != (tc.wantErr != "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: error %v, want %q", strings.TrimSpace(tc.src), err, tc.wantErr)
+		}
+	}
+}
+
+// TestCoDSection: the 0.6 line's top-level cod: section (task packing, the
+// explorer's) is accepted and noted as ignored; the cod advantage fn's
+// arguments come from advantage_fn_args only.
+func TestCoDSection(t *testing.T) {
+	src := `algorithm:
+  algorithm_type: multi_step_grpo
+  advantage_fn: cod
+  advantage_fn_args: {iterative_hint_e2e_causal: true}
+  policy_loss_fn: rec
+  policy_loss_fn_args: {epsilon_low: 0.2, epsilon_high: 0.2, clip_mode: one-side, weight: none, fix_opd_advantage: true}
+  sample_strategy: staleness_control
+  sample_strategy_args: {max_staleness: 20}
+cod:
+  task_pack_size: 4
+  packing_strategy: cod
+  cod_workflow_args: {activated_cod_methods: [iterative_hint_e2e], reuse_workflow_instance: true}
+`
+	j, err := Parse("job.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := strings.Join(j.Warnings, "\n"); !strings.Contains(notes, "cod (line 9)") {
+		t.Errorf("notes lack the cod section: %s", notes)
+	}
+	res, err := j.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Config.Fn(algorithm.AdvantageFn) != "cod" || res.Config.Args(algorithm.SampleStrategy)["max_staleness"] == nil {
+		t.Errorf("resolved %v", res.Config)
 	}
 }

@@ -47,8 +47,13 @@ type Config struct {
 	Seed                              uint64
 	// With are TrainerColumns added to each row (canonical order; see
 	// ParseWith).
-	With      []string
-	ChunkRows int // rows per record batch (default 8192)
+	With []string
+	// Info adds the info column of a multi-step agent (env_state_hash,
+	// step_reward); RewardComponents a reward_<name> column per name, the
+	// reward their sum (agent.go).
+	Info             bool
+	RewardComponents []string
+	ChunkRows        int // rows per record batch (default 8192)
 }
 
 // Bounds of a configuration, checked before anything is generated:
@@ -136,6 +141,9 @@ func (c Config) check() error {
 			return schema.BadInputf("unknown trainer column %q (valid: %s)", name, strings.Join(TrainerColumns, ", "))
 		}
 	}
+	if err := c.checkAgent(); err != nil {
+		return err
+	}
 	_, err := c.rewardFn()
 	return err
 }
@@ -148,7 +156,8 @@ func (c Config) Rows() int64 { return int64(c.Tasks) * int64(c.Runs) * int64(c.S
 // Schema returns the store's schema for the config's kind: its base
 // columns, then the With columns.
 func (c Config) Schema() *arrow.Schema {
-	return schema.New(append(c.baseColumns(), c.With...)...)
+	s := schema.New(append(c.baseColumns(), c.With...)...)
+	return arrow.NewSchema(append(s.Fields(), c.agentFields()...), nil)
 }
 
 // baseColumns are the columns of the config's kind.
@@ -267,7 +276,10 @@ func (c Config) chunk(lo, hi int64) (arrow.Record, error) {
 	reward, _ := c.rewardFn()
 	rng := rand.New(rand.NewPCG(c.Seed, uint64(lo)))
 	extraRNG := rand.New(rand.NewPCG(c.Seed^0x5851f42d4c957f2d, uint64(lo)))
+	agentRNG := rand.New(rand.NewPCG(c.Seed^0x2545f4914f6cdd1d, uint64(lo)))
 	nbase := len(c.baseColumns())
+	nextra := nbase + len(c.With)
+	var comps []float64
 	var toks []int32
 	var lps []float32
 	var mask []bool
@@ -307,6 +319,13 @@ func (c Config) chunk(lo, hi int64) (arrow.Record, error) {
 			continue
 		}
 		r := reward(taskRNG, rng)
+		info := ""
+		if c.Info {
+			info = c.infoJSON(agentRNG, batch, task, step)
+		}
+		if len(c.RewardComponents) > 0 {
+			comps, r = c.components(agentRNG, comps)
+		}
 		fs[5].(*array.Float64Builder).Append(r)
 		fs[6].(*array.Int32Builder).Append(int32(c.PromptLen))
 		toks = appendTokens(toks, rng, R)
@@ -340,7 +359,8 @@ func (c Config) chunk(lo, hi int64) (arrow.Record, error) {
 			fs[10].AppendNull()
 		}
 		fs[11].(*array.Int64Builder).Append(batch)
-		c.extraRow(fs[nbase:], extraRNG, lps, mask, 0, r)
+		c.extraRow(fs[nbase:nextra], extraRNG, lps, mask, 0, r)
+		c.appendAgent(fs[nextra:], info, comps)
 	}
 	return b.NewRecord(), nil
 }

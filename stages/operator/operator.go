@@ -2,7 +2,9 @@
 // (../shared/spec/operators.md) as pure functions over one explore batch of
 // rows: dapo_dynamic_sampling, mask_response_truncated, reward_std_filter
 // (0.6 metric names), cod_overwrite_reward_with_returns, and DAPO's overlong
-// reward shaping math_dapo_reward.
+// reward shaping math_dapo_reward. Staleness, the read predicate of the
+// staleness_control sample strategy, runs as the chain's first operator
+// without being one upstream (not registered).
 //
 // An operator reads the per-row scalars it declares (Needs) from an Input
 // and returns a Result: the kept rows in upstream's output order, a drop
@@ -50,6 +52,8 @@ type Input struct {
 	// ReturnsNorm is info.returns_norm of every row where HasReturnsNorm.
 	ReturnsNorm    []float64
 	HasReturnsNorm []bool
+	// ModelVersion is the model_version of every row, -1 for null.
+	ModelVersion []int64
 }
 
 // N returns the number of rows.
@@ -65,6 +69,7 @@ type Needs struct {
 	Truncated      bool
 	ResponseLength bool
 	ReturnsNorm    bool
+	ModelVersion   bool
 }
 
 // Result is what an operator returns for one Input.
