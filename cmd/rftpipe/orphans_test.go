@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// orphansURL is the 0.6 sample whose metadata id 7 has no blob row and
+// whose blob id 19 has no metadata row.
+const orphansURL = "sqlite:///../../fixtures/trinity/v0.6/edge/orphans.db?table=experience_buffer"
+
+// The warning lines every command prints for orphansURL read with
+// on_missing_blob=skip, after "CMD: warning: URL: ".
+var orphanWarnings = []string{
+	"table experience_buffer: skipped 1 metadata row(s) without a blob row in experience_buffer_blob (on_missing_blob=skip): id 7",
+	"table experience_buffer_blob: 1 blob row(s) without a metadata row in experience_buffer, not read: id 19",
+}
+
+// TestOrphansSQLReport: sql and report on a 0.6 buffer with orphan rows
+// refuse it (exit 2, naming the table and id) unless on_missing_blob=skip,
+// and then print the same warning lines as convert; the report's page shows
+// them too.
+func TestOrphansSQLReport(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "r.html")
+	cmds := []struct {
+		name string
+		args func(url string) []string
+	}{
+		{"convert", func(url string) []string {
+			return []string{"convert", url, filepath.Join(dir, "c.jsonl"), "--on-invalid-reward", "keep"}
+		}},
+		{"sql", func(url string) []string {
+			return []string{"sql", "SELECT count(*) AS n FROM experiences", "--store", url}
+		}},
+		{"report", func(url string) []string { return []string{"report", url, "--out", page} }},
+	}
+	for _, c := range cmds {
+		t.Run(c.name, func(t *testing.T) {
+			_, errOut, code := runCLI(t, c.args(orphansURL)...)
+			if code != 2 || !strings.Contains(errOut, "1 metadata row(s) without a blob row in experience_buffer_blob: id 7") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+				t.Errorf("without skip: exit %d, want 2 and one line naming id 7:\n%s", code, errOut)
+			}
+			url := orphansURL + "&on_missing_blob=skip"
+			out, errOut, code := runCLI(t, c.args(url)...)
+			if code != 0 {
+				t.Fatalf("with skip: exit %d: %s", code, errOut)
+			}
+			for _, w := range orphanWarnings {
+				if line := c.name + ": warning: " + url + ": " + w; !strings.Contains(errOut, line+"\n") {
+					t.Errorf("stderr lacks %q:\n%s", line, errOut)
+				}
+			}
+			switch c.name {
+			case "sql":
+				if f := strings.Fields(out); len(f) != 3 || f[2] != "22" {
+					t.Errorf("count: %q, want 22", out)
+				}
+			case "report":
+				b, err := os.ReadFile(page)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range orphanWarnings {
+					if !strings.Contains(string(b), `<p class="note warning">warning: `+strings.ReplaceAll(url, "&", "&amp;")+": "+w+"</p>") {
+						t.Errorf("the page lacks the note %q", w)
+					}
+				}
+			}
+		})
+	}
+}
