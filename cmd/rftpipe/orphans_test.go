@@ -1,6 +1,8 @@
 package main
 
 import (
+	"database/sql"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +72,59 @@ func TestOrphansSQLReport(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOrphansLossMetrics: loss counts a 0.6 buffer's orphan rows in its
+// --metrics and --prom files, as run does.
+func TestOrphansLossMetrics(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.parquet")
+	if _, stderr, code := runCLI(t, "run", "--algorithm", "grpo", "--in", sqlDemoStore, "--out", out, "--progress", "never"); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	db := filepath.Join(dir, "b.db")
+	url := "sqlite:///" + db + "?table=eb"
+	if _, stderr, code := runCLI(t, "convert", out, url+"&layout=0.6"); code != 0 {
+		t.Fatalf("convert: exit %d: %s", code, stderr)
+	}
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"DELETE FROM eb_blob WHERE id IN (3, 5)", "DELETE FROM eb WHERE id = 9"} {
+		if _, err := conn.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close()
+	metrics, prom := filepath.Join(dir, "m.json"), filepath.Join(dir, "m.prom")
+	// teacher_logprob=logprobs: a buffer holds teacher_logprobs as null lists on rows without them
+	_, stderr, code := runCLI(t, "loss", "--fn", "ppo", "--in", url+"&on_missing_blob=skip", "--col", "teacher_logprob=logprobs", "--metrics", metrics, "--prom", prom)
+	if code != 0 {
+		t.Fatalf("loss: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "loss: warning: "+url+"&on_missing_blob=skip: table eb: skipped 2 metadata row(s) without a blob row in eb_blob (on_missing_blob=skip): id 3, 5\n") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	b, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["trinity/missing_blob_skipped"] != 2 || m["trinity/orphan_blobs"] != 1 || m["actor/pg_loss"] == 0 {
+		t.Errorf("metrics: %v", m)
+	}
+	b, err = os.ReadFile(prom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{`rftpipe_trinity_missing_blob_skipped{job="ppo"} 2`, `rftpipe_trinity_orphan_blobs{job="ppo"} 1`} {
+		if !strings.Contains(string(b), line+"\n") {
+			t.Errorf("prom lacks %q:\n%s", line, b)
+		}
 	}
 }
