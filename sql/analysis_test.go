@@ -46,7 +46,7 @@ func openDB(t *testing.T, path string) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := duckdb.Attach(context.Background(), db, []duckdb.Store{{Path: path}}, t.TempDir()); err != nil {
+	if _, err := duckdb.Attach(context.Background(), db, []duckdb.Store{{Path: path}}, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	return db

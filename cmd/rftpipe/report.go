@@ -52,6 +52,8 @@ func reportCommand() *cli.Command {
 			}
 			bar := newProgress(c, "report", -1)
 			o.Progress = func(done, total int) { bar.Set(done, total) }
+			var warnings []string
+			o.Warn = func(w string) { warnings = append(warnings, w) }
 			var size int64
 			err := store.WriteFile(out, func(w io.Writer) error {
 				cw := &countingWriter{w: w}
@@ -63,6 +65,7 @@ func reportCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			printWarnings(c, "report", warnings)
 			fmt.Fprintf(c.App.ErrWriter, "report: wrote %s (%.1f KiB) in %.1fs\n", out, float64(size)/1024, time.Since(start).Seconds())
 			return nil
 		},

@@ -178,7 +178,8 @@ func sqlQuery(c *cli.Context) (string, *rsql.Analysis, error) {
 	return a.Query(), &a, nil
 }
 
-// openSQL starts DuckDB with the stores attached; cleanup closes it and
+// openSQL starts DuckDB with the stores attached and prints the warnings of
+// their conversion (a Trinity buffer's orphan rows); cleanup closes it and
 // removes the converted stores.
 func openSQL(c *cli.Context, stores []duckdb.Store) (*sql.DB, func(), error) {
 	tmp, err := store.TempDir()
@@ -194,10 +195,12 @@ func openSQL(c *cli.Context, stores []duckdb.Store) (*sql.DB, func(), error) {
 		db.Close()
 		os.RemoveAll(tmp)
 	}
-	if err := duckdb.Attach(c.Context, db, stores, tmp); err != nil {
+	warnings, err := duckdb.Attach(c.Context, db, stores, tmp)
+	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
+	printWarnings(c, "sql", warnings)
 	return db, cleanup, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -284,5 +285,67 @@ func TestPostgres06(t *testing.T) {
 	}
 	if n != 20 || !strings.Contains(strings.Join(r.Warnings(), "\n"), "blob row(s) without a metadata row in v06_orphans, not read: id 9") {
 		t.Errorf("%d rows, warnings %q", n, r.Warnings())
+	}
+}
+
+// TestMaxExpSize: writing the 0.6 layout refuses a row whose payload is over
+// upstream's limit (TRINITY_MAX_EXP_SIZE, 32 MiB by default), naming the row
+// and its size, and commits nothing; a payload of exactly the limit is kept.
+// The limit is lowered to the sample's largest payload, so that no test row
+// needs 32 MiB.
+func TestMaxExpSize(t *testing.T) {
+	t.Setenv(trinity.MaxExpSizeEnv, "")
+	os.Unsetenv(trinity.MaxExpSizeEnv)
+	if n, err := trinity.MaxExpSize(); n != 32*1024*1024 || err != nil {
+		t.Errorf("default: %d, %v; want 33554432 bytes", n, err)
+	}
+	for v, want := range map[string]int64{"0": 0, "-1": 0, " 1024 ": 1024} {
+		t.Setenv(trinity.MaxExpSizeEnv, v)
+		if n, err := trinity.MaxExpSize(); n != want || err != nil {
+			t.Errorf("%s=%q: %d, %v; want %d", trinity.MaxExpSizeEnv, v, n, err, want)
+		}
+	}
+	t.Setenv(trinity.MaxExpSizeEnv, "32MiB")
+	if _, err := trinity.MaxExpSize(); err == nil || !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "TRINITY_MAX_EXP_SIZE") {
+		t.Errorf("32MiB: %v", err)
+	}
+
+	// The sample's largest payload, written without a limit.
+	dir := t.TempDir()
+	jsonl := filepath.Join(fixtures06, "experience.jsonl")
+	t.Setenv(trinity.MaxExpSizeEnv, "0")
+	path := filepath.Join(dir, "all.db")
+	copyStore(t, jsonl, sqliteURL(path, "T")+"&layout=0.6")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id, size int64
+	err = db.QueryRow("SELECT id, length(experience_bytes) FROM T_blob ORDER BY length(experience_bytes) DESC, id LIMIT 1").Scan(&id, &size)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv(trinity.MaxExpSizeEnv, fmt.Sprint(size))
+	kept := filepath.Join(dir, "kept.db")
+	if n := copyStore(t, jsonl, sqliteURL(kept, "T")+"&layout=0.6"); n != 64 {
+		t.Errorf("at the limit: %d rows written, want 64", n)
+	}
+	sameRows(t, readStore(t, sqliteURL(kept, "T")), readStore(t, jsonl))
+	// 0.5 has no limit
+	copyStore(t, jsonl, sqliteURL(filepath.Join(dir, "v05.db"), "T")+"&layout=0.5")
+
+	t.Setenv(trinity.MaxExpSizeEnv, fmt.Sprint(size-1))
+	refused := filepath.Join(dir, "refused.db")
+	r := openStore(t, jsonl)
+	defer r.Close()
+	_, err = copyErr(r, sqliteURL(refused, "T")+"&layout=0.6")
+	want := fmt.Sprintf("row %d: cannot write into experience table T: a payload of %d bytes, over Trinity 0.6's limit of %d (TRINITY_MAX_EXP_SIZE;", id-1, size, size-1)
+	if err == nil || !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("over the limit: %v\nwant one line with %q", err, want)
+	}
+	if _, err := os.Stat(refused); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused write left %s: %v", refused, err)
 	}
 }

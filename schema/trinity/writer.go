@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -34,6 +35,8 @@ type Writer struct {
 	buf     []byte
 	rows    int64
 	done    bool
+	// maxBytes is the 0.6 payload limit (MaxExpSize); 0: none.
+	maxBytes int64
 }
 
 // Create opens a writer for the buffer table at rawURL for rows of store
@@ -147,6 +150,11 @@ func (w *Writer) begin(s *arrow.Schema) error {
 		lay = Layout06 // new rows as upstream 0.6 writes them
 	}
 	w.kind, w.layout = kind, lay
+	if lay == Layout06 {
+		if w.maxBytes, err = MaxExpSize(); err != nil {
+			return err
+		}
+	}
 	if exists {
 		if err := w.checkRows(lay); err != nil {
 			return err
@@ -215,7 +223,9 @@ func (w *Writer) Kind() Kind { return w.kind }
 // Layout returns the layout of the rows being written (0.5 or 0.6).
 func (w *Writer) Layout() Layout { return w.layout }
 
-// Write inserts the rows of a record batch, in order.
+// Write inserts the rows of a record batch, in order. In the 0.6 layout a
+// row whose payload is over MaxExpSize is refused, naming the row and the
+// size (the transaction then commits nothing).
 func (w *Writer) Write(rec arrow.Record) error {
 	cols := newBatchCols(rec)
 	for i := 0; i < int(rec.NumRows()); i++ {
@@ -228,12 +238,40 @@ func (w *Writer) Write(rec arrow.Record) error {
 			return schema.Errorf(w.loc.String(), w.rows, fe.field, "cannot write into %s table %s: %s", w.kind, w.loc.Table, fe.msg)
 		}
 		w.buf = row.blob
+		if w.maxBytes > 0 && int64(len(row.blob)) > w.maxBytes {
+			return schema.Errorf(w.loc.String(), w.rows, "", "cannot write into %s table %s: a payload of %d bytes, over Trinity 0.6's limit of %d (%s; upstream's writer would skip the experience with a log line only)",
+				w.kind, w.loc.Table, len(row.blob), w.maxBytes, MaxExpSizeEnv)
+		}
 		if err := w.insert(row); err != nil {
 			return locErr(w.loc, "insert into %s (row %d): %v", w.loc.Table, w.rows, err)
 		}
 		w.rows++
 	}
 	return nil
+}
+
+// MaxExpSizeEnv names the environment variable that sets upstream 0.6's
+// payload limit, read as upstream reads it.
+const MaxExpSizeEnv = "TRINITY_MAX_EXP_SIZE"
+
+// DefaultMaxExpSize is upstream 0.6's payload limit when MaxExpSizeEnv is
+// not set: 32 MiB.
+const DefaultMaxExpSize = 32 << 20
+
+// MaxExpSize returns the largest payload a 0.6 buffer takes: MaxExpSizeEnv
+// when set (0 or less: no limit), else DefaultMaxExpSize. Upstream's 0.6
+// writer skips a longer experience with a log line; rftpipe refuses the
+// write instead (Write), so that no row is lost silently.
+func MaxExpSize() (int64, error) {
+	v, ok := os.LookupEnv(MaxExpSizeEnv)
+	if !ok {
+		return DefaultMaxExpSize, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return 0, schema.BadInputf("%s=%q: want a number of bytes (0 or less: no limit)", MaxExpSizeEnv, v)
+	}
+	return max(n, 0), nil
 }
 
 // insert writes one row: in 0.6 the metadata row, then the blob row with

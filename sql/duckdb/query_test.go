@@ -24,7 +24,7 @@ func attached(t *testing.T, stores ...Store) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := Attach(context.Background(), db, stores, t.TempDir()); err != nil {
+	if _, err := Attach(context.Background(), db, stores, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	return db
@@ -103,7 +103,7 @@ func TestAttach(t *testing.T) {
 		{[]Store{{Path: "../../fixtures/stores/demo.jsonl.nope"}}, "no such file"},
 	} {
 		db, _ := Open(Options{Threads: 1})
-		err := Attach(context.Background(), db, c.stores, t.TempDir())
+		_, err := Attach(context.Background(), db, c.stores, t.TempDir())
 		db.Close()
 		if !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Attach(%v): %v, want bad input with %q", c.stores, err, c.want)

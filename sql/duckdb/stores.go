@@ -46,8 +46,10 @@ func ParseStore(arg string) (Store, error) {
 // must agree on columns); JSONL and Arrow IPC stores, and Parquet stores
 // DuckDB would not read as rftpipe does (store.ReadInPlace: Hive partition
 // columns, legacy LZ4 pages), are first converted, streaming, into a
-// Parquet file under tmpDir, which the caller removes when done.
-func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) error {
+// Parquet file under tmpDir, which the caller removes when done. The
+// warnings are those of the converted stores' sources (a Trinity 0.6
+// buffer's orphan rows, store.Reader.Warnings), one line each.
+func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) (warnings []string, err error) {
 	seen := map[string]bool{}
 	for i, s := range stores {
 		names := []string{s.Name}
@@ -57,51 +59,54 @@ func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) erro
 		case i == 0 && s.Name != DefaultView:
 			names = append(names, DefaultView)
 		case s.Name == "":
-			return schema.BadInputf("--store %s: only the first store may go without a NAME= (it is the view %s)", s.Path, DefaultView)
+			return nil, schema.BadInputf("--store %s: only the first store may go without a NAME= (it is the view %s)", s.Path, DefaultView)
 		}
 		for _, n := range names {
 			if seen[n] {
-				return schema.BadInputf("--store %s: the view name %s is taken", s.Path, n)
+				return nil, schema.BadInputf("--store %s: the view name %s is taken", s.Path, n)
 			}
 			seen[n] = true
 		}
-		src, err := parquetSource(ctx, s, i, tmpDir)
+		src, w, err := parquetSource(ctx, s, i, tmpDir)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		warnings = append(warnings, w...)
 		for _, n := range names {
 			q := "CREATE OR REPLACE VIEW " + QuoteIdent(n) + " AS SELECT * FROM " + src
 			if _, err := db.ExecContext(ctx, q); err != nil {
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return nil, ctx.Err()
 				}
-				return schema.Errorf(s.Path, -1, "", "cannot read the store: %s", oneLine(err.Error()))
+				return nil, schema.Errorf(s.Path, -1, "", "cannot read the store: %s", oneLine(err.Error()))
 			}
 		}
 	}
-	return nil
+	return warnings, nil
 }
 
 // parquetSource returns the read_parquet(…) call that reads store s,
-// converting it to Parquet first when it is not.
-func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, error) {
+// converting it to Parquet first when it is not (and then with the
+// warnings of the conversion's reader).
+func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, []string, error) {
 	files, err := store.Expand(s.Path)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	inPlace, err := store.ReadInPlace(s.Path, files)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if inPlace && len(files) > 1 {
 		if err := store.CheckSameColumns(files); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
+	var warnings []string
 	if !inPlace {
 		out := filepath.Join(tmpDir, fmt.Sprintf("store%d.parquet", i))
-		if err := convert(ctx, s.Path, out); err != nil {
-			return "", err
+		if warnings, err = convert(ctx, s.Path, out); err != nil {
+			return "", nil, err
 		}
 		files = []string{out}
 	}
@@ -109,18 +114,21 @@ func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, 
 	for k, f := range files {
 		quoted[k] = QuoteString(f)
 	}
-	return "read_parquet([" + strings.Join(quoted, ", ") + "], union_by_name = true)", nil
+	return "read_parquet([" + strings.Join(quoted, ", ") + "], union_by_name = true)", warnings, nil
 }
 
-// convert streams the store at in into the Parquet file out.
-func convert(ctx context.Context, in, out string) error {
+// convert streams the store at in into the Parquet file out and returns the
+// warnings of its reader.
+func convert(ctx context.Context, in, out string) ([]string, error) {
 	r, err := store.Open(in, store.Context(ctx))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer r.Close()
-	_, err = store.Copy(ctx, r, out, nil, store.NotOver(in))
-	return err
+	if _, err = store.Copy(ctx, r, out, nil, store.NotOver(in)); err != nil {
+		return nil, err
+	}
+	return r.Warnings(), nil
 }
 
 // Columns returns the column names of a table or view, in order.

@@ -30,7 +30,7 @@ func TestAttachDifferingFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = Attach(context.Background(), db, []Store{{Path: dir}}, t.TempDir())
+	_, err = Attach(context.Background(), db, []Store{{Path: dir}}, t.TempDir())
 	want := filepath.Join(dir, "b.parquet") + `: column "chosen": schema differs from ` + filepath.Join(dir, "a.parquet") + ": the column is only in this file"
 	if err == nil || err.Error() != want || !errors.Is(err, schema.ErrBadInput) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("error %v, want %q", err, want)
@@ -80,14 +80,14 @@ func TestAttachPartitioned(t *testing.T) {
 	}
 	const q = "SELECT any_value(typeof(batch)) || ' ' || count(*) || ' ' || sum(batch) || ' ' || count(DISTINCT task) FROM experiences"
 	var want string
-	if err := Attach(t.Context(), db, []Store{{Path: "../../fixtures/foreign/base.parquet"}}, t.TempDir()); err != nil {
+	if _, err := Attach(t.Context(), db, []Store{{Path: "../../fixtures/foreign/base.parquet"}}, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.QueryRow(q).Scan(&want); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{dir, filepath.Join(dir, "*", "*.parquet"), "../../fixtures/foreign/npm/arrowrs_lz4.parquet"} {
-		if err := Attach(t.Context(), db, []Store{{Path: path}}, t.TempDir()); err != nil {
+		if _, err := Attach(t.Context(), db, []Store{{Path: path}}, t.TempDir()); err != nil {
 			t.Fatal(err)
 		}
 		var got string

@@ -19,6 +19,7 @@ type page struct {
 	Elapsed   string
 	Numbers   []numberGroup
 	Sections  []section
+	Warnings  []string // the store reader's, shown as notes under the header
 }
 
 type numberGroup struct {
@@ -147,6 +148,9 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 <header>
   <h1>Experience store report</h1>
   <p><code>{{.Store}}</code> · {{int .Rows}} experiences · {{.Files}} file(s) · generated {{.Generated}} in {{.Elapsed}}</p>
+  {{- range .Warnings}}
+  <p class="note warning">warning: {{.}}</p>
+  {{- end}}
 </header>
 <nav>
   <a href="#numbers">Key numbers</a>

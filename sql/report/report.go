@@ -38,6 +38,9 @@ type Options struct {
 	// Progress, if set, is called as the work advances: done of total
 	// steps (loading the store, then each group of sections).
 	Progress func(done, total int)
+	// Warn, if set, is called with each warning of the store's reader (a
+	// Trinity buffer's orphan rows), which the page also shows as notes.
+	Warn func(line string)
 }
 
 // Section ids of the page, in order; each is a <section id=…>.
@@ -86,8 +89,14 @@ func Write(ctx context.Context, o Options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := duckdb.Attach(ctx, db, []duckdb.Store{{Name: "store", Path: o.Store}}, tmp); err != nil {
+	warnings, err := duckdb.Attach(ctx, db, []duckdb.Store{{Name: "store", Path: o.Store}}, tmp)
+	if err != nil {
 		return err
+	}
+	if o.Warn != nil {
+		for _, w := range warnings {
+			o.Warn(w)
+		}
 	}
 	b := &builder{ctx: ctx, db: db, o: o}
 	steps := []func(*page) error{b.numbers, b.rewardSections, b.groupSections, b.lengthSection, b.advantageSection}
@@ -100,7 +109,7 @@ func Write(ctx context.Context, o Options, w io.Writer) error {
 		return duckdb.Located(ctx, err, o.Store)
 	}
 	progress(1)
-	p := &page{Store: schema.Redact(o.Store), Files: len(files), Generated: start.UTC().Format("2006-01-02 15:04 MST")}
+	p := &page{Store: schema.Redact(o.Store), Files: len(files), Generated: start.UTC().Format("2006-01-02 15:04 MST"), Warnings: warnings}
 	for i, step := range steps {
 		if err := step(p); err != nil {
 			return duckdb.Located(ctx, err, o.Store)

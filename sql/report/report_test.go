@@ -175,7 +175,7 @@ func TestReportRunStore(t *testing.T) {
 	}
 	defer db.Close()
 	ctx := context.Background()
-	if err := duckdb.Attach(ctx, db, []duckdb.Store{{Path: demo}}, t.TempDir()); err != nil {
+	if _, err := duckdb.Attach(ctx, db, []duckdb.Store{{Path: demo}}, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "run.parquet")
