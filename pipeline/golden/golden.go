@@ -1,5 +1,7 @@
 // Package golden is the one table of rftpipe's golden-vector runners: each
-// kind of fixtures/conformance with the stage package that answers it.
+// kind of fixtures/conformance with the stage package that answers it
+// (rollout_correction's policy-loss call forms, which need packages rollout
+// and loss together, are answered here).
 // `rftpipe conformance` (package build) and the device checks
 // (gpu/internal/golden) run the same table.
 package golden
@@ -12,7 +14,6 @@ import (
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/operator"
-	"github.com/rftpipe/rftpipe/stages/rollout"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -58,7 +59,7 @@ func Registry(ev tokens.Evaluator) (*conformance.Registry, error) {
 		"entropy":            entropy.ConformanceRunnerOn(ev),
 		"advantage":          advantage.ConformanceRunner(advantage.Default()),
 		"add_strategy":       addstrategy.ConformanceRunner(addstrategy.Default()),
-		"rollout_correction": rollout.ConformanceRunner(loss.Default()),
+		"rollout_correction": rolloutRunner(loss.Default()),
 		"operator":           operator.ConformanceRunner(operator.Default()),
 	} {
 		if err := reg.Add(kind, run); err != nil {
