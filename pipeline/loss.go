@@ -12,29 +12,6 @@ import (
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
-// Inputs says where each per-token input of the stages (tokens' canonical
-// names) is read from: the first store column of the list the store has
-// (names of rftpipe's vocabulary; Trinity's and verl's names are found
-// too). The current policy's log-prob of an offline store defaults to a
-// logprob column, else to the rollout logprobs — then ratio = 1, i.e. the
-// loss and gradient at the rollout policy, the first step of an update; the
-// old log-probs likewise (the trainer's bypass mode).
-var Inputs = []struct {
-	Input   string
-	Columns []string
-}{
-	{tokens.LogProb, []string{schema.Logprob, schema.Logprobs}},
-	{tokens.OldLogProb, []string{schema.OldLogprob, schema.Logprobs}},
-	{tokens.RefLogProb, []string{schema.RefLogprob}},
-	{tokens.Advantages, []string{schema.Advantages}},
-	{tokens.ActionMask, []string{schema.ActionMask}},
-	{tokens.TeacherLogProb, []string{schema.TeacherLogprobs}},
-	{tokens.Entropy, []string{schema.Entropy}},
-	{tokens.Values, []string{schema.Values}},
-	{tokens.ExpertMask, []string{schema.ExpertMask}},
-	{tokens.RolloutISWeights, []string{schema.RolloutISWeights}},
-}
-
 // LossStage is the loss step: the trainer's actor objective over the store
 // as one batch. A statistics pass gathers the batch's totals (rows, mask
 // counts, width: what the aggregation modes divide by); the streaming pass
@@ -51,7 +28,7 @@ type LossStage struct {
 	run    *objective.Objective
 	stream *loss.Stream
 	ev     tokens.Evaluator
-	// cols overrides Inputs: input → store column.
+	// cols overrides schema.Inputs: input → store column.
 	cols map[string]string
 	step int64
 
@@ -62,7 +39,7 @@ type LossStage struct {
 }
 
 // NewLoss returns the loss step of o, evaluated by ev (tokens.CPU or a
-// device). cols maps inputs to store columns where Inputs' defaults do
+// device). cols maps inputs to store columns where schema.Inputs' defaults do
 // not fit; step is the training step every row is at (mix_chord's
 // schedule).
 func NewLoss(o *objective.Objective, ev tokens.Evaluator, cols map[string]string, step int64) *LossStage {
@@ -92,7 +69,7 @@ func (l *LossStage) Needs() Needs {
 	default:
 		n.PassColumns = []string{schema.ActionMask, schema.ExpertMask, l.cols[tokens.ActionMask], l.cols[tokens.ExpertMask]}
 	}
-	for _, in := range Inputs {
+	for _, in := range schema.Inputs {
 		n.Optional = append(n.Optional, in.Columns...)
 	}
 	for _, c := range l.cols {
@@ -109,10 +86,10 @@ func (l *LossStage) column(b *Batch, input string) string {
 	return inputColumn(b, input)
 }
 
-// inputColumn returns the store column of b that input (an Inputs name) is
+// inputColumn returns the store column of b that input (a schema.Inputs name) is
 // read from by default, "" when the store has none.
 func inputColumn(b *Batch, input string) string {
-	for _, in := range Inputs {
+	for _, in := range schema.Inputs {
 		if in.Input == input {
 			for _, c := range in.Columns {
 				if b.Has(c) {
@@ -131,7 +108,7 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		return nil, err
 	}
 	tb := tokens.New(rows)
-	for _, in := range Inputs {
+	for _, in := range schema.Inputs {
 		col := l.column(b, in.Input)
 		if col == "" {
 			continue
@@ -327,7 +304,7 @@ func (l *LossStage) wrap(b *Batch, err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, in := range Inputs {
+	for _, in := range schema.Inputs {
 		if missing(err, in.Input) {
 			return fmt.Errorf("%s: %w (the store has no %s column: add one, or name the column with --col %s=COLUMN)", b.File, err, in.Columns[0], in.Input)
 		}

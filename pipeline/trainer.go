@@ -219,7 +219,7 @@ func (t *trainerStage) passes() int {
 }
 
 // trainerColumns returns the store columns a trainer-side input (verl's
-// name) is read from, the first present: Inputs' under the canonical name.
+// name) is read from, the first present: schema.Inputs' under the canonical name.
 func trainerColumns(in string) []string {
 	switch in {
 	case advantage.InRolloutLogprobs:
@@ -228,7 +228,7 @@ func trainerColumns(in string) []string {
 		return []string{in} // no store column of rftpipe's holds Clip_V's signal
 	}
 	in = tokens.Canonical(in)
-	for _, d := range Inputs {
+	for _, d := range schema.Inputs {
 		if d.Input == in {
 			return d.Columns
 		}

@@ -64,20 +64,6 @@ const (
 	RoutedExperts = "routed_experts"
 )
 
-// Aliases maps Trinity-RFT's and verl's names of the per-token inputs to the
-// store's column names, for stores written with those names.
-var Aliases = map[string]string{
-	"log_prob":          Logprob,
-	"old_log_probs":     OldLogprob,
-	"old_log_prob":      OldLogprob,
-	"ref_log_prob":      RefLogprob,
-	"entropys":          Entropy,
-	"is_expert":         ExpertMask,
-	"response_mask":     ActionMask,
-	"rollout_log_probs": Logprobs,
-	"teacher_logprob":   TeacherLogprobs,
-}
-
 // Type of each known column. batch and task may also be utf8 (see IDTypes).
 var types = map[string]arrow.DataType{
 	Batch:            arrow.PrimitiveTypes.Int64,

@@ -18,10 +18,10 @@ func conformanceCommand() *cli.Command {
 		Description: "On a CUDA device the kernels store inputs and gradient in float64 and every case is checked at its own\n" +
 			"tolerance. --float32 checks the device's default float32 storage instead, at rtol 1e-5 / atol 1e-6; a case\n" +
 			"that fails is ill-conditioned, listed and not failed, when the CPU computing exactly on the same\n" +
-			"float32-rounded inputs misses the tolerance too.",
+			"float32-rounded inputs misses the tolerance too.\n\nkinds:\n" + kindsHelp(),
 		ArgsUsage: "DIR",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "kind", Usage: "comma-separated kinds to run (default: every KIND.json in DIR), e.g. policy_loss,kl,entropy"},
+			&cli.StringFlag{Name: "kind", Usage: "comma-separated kinds to run (default: every KIND.json in DIR): " + strings.Join(build.Names(build.ConformanceKinds), ", ")},
 			deviceFlag(),
 			&cli.BoolFlag{Name: "float32", Usage: "on a device: check float32 storage at rtol 1e-5 / atol 1e-6 (ill-conditioned cases listed, not failed)"},
 		},
@@ -73,4 +73,13 @@ func conformanceCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// kindsHelp lists the golden kinds with what their vectors check.
+func kindsHelp() string {
+	var b strings.Builder
+	for _, e := range build.Entries(build.ConformanceKinds) {
+		fmt.Fprintf(&b, "  %-20s %s\n", e.Name, e.Doc)
+	}
+	return strings.TrimRight(b.String(), "\n")
 }

@@ -35,6 +35,7 @@ const (
 	SampleStrategies
 	Algorithms
 	Operators
+	ConformanceKinds
 )
 
 // registryOf returns family f's registry, seen the one way every family is
@@ -57,6 +58,8 @@ func registryOf(f Family) registry.Family {
 		return algorithm.SampleStrategyFamily()
 	case Operators:
 		return operator.Default().Family()
+	case ConformanceKinds:
+		return golden.Kinds()
 	}
 	return algorithm.Presets()
 }

@@ -23,6 +23,7 @@ func TestFamiliesOneShape(t *testing.T) {
 		{SampleStrategies, "sample strategies", true, "staleness_control"},
 		{Algorithms, "algorithm presets", true, "rloo"},
 		{Operators, "experience operators", true, "dapo_dynamic_sampling"},
+		{ConformanceKinds, "conformance kinds", true, "rollout_correction"},
 	} {
 		es, names := Entries(c.f), Names(c.f)
 		got := make([]string, len(es))

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/objective"
@@ -47,7 +46,7 @@ func colMap(kvs []string) (map[string]string, error) {
 		in, col, ok := strings.Cut(kv, "=")
 		in = tokens.Canonical(in)
 		valid := false
-		for _, d := range pipeline.Inputs {
+		for _, d := range schema.Inputs {
 			valid = valid || d.Input == in
 		}
 		if !ok || !valid || col == "" {

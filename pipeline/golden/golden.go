@@ -1,5 +1,7 @@
 // Package golden is the one table of rftpipe's golden-vector runners: each
-// kind of fixtures/conformance with the stage package that answers it.
+// kind of fixtures/conformance with the stage package that answers it
+// (rollout_correction's policy-loss call forms, which need packages rollout
+// and loss together, are answered here).
 // `rftpipe conformance` (package build) and the device checks
 // (gpu/internal/golden) run the same table.
 package golden
@@ -12,7 +14,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/operator"
-	"github.com/rftpipe/rftpipe/stages/rollout"
+	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -47,21 +49,48 @@ func Run(dir string, kinds []string, ev tokens.Evaluator, f32 bool) (conformance
 	return conformance.RunDir(dir, kinds, reg)
 }
 
-// Registry returns every golden kind rftpipe implements, one line per kind;
-// ev evaluates the loss, KL and entropy kernels (CPU or a device). Kinds of
-// a golden directory missing here are counted as skipped.
+// kind is one golden kind: what its vectors check and its runner, ev
+// evaluating the loss, KL and entropy kernels (CPU or a device).
+type kind struct {
+	doc    string
+	runner func(ev tokens.Evaluator) conformance.Runner
+}
+
+// kinds is the table of golden kinds rftpipe implements, one line per kind.
+var kinds = registry.Of("conformance kind", map[string]kind{
+	"policy_loss": {"the policy loss fns: loss, every metric, gradient w.r.t. logprob",
+		func(ev tokens.Evaluator) conformance.Runner { return loss.ConformanceRunnerOn(loss.Default(), ev) }},
+	"kl": {"the KL fns: per-token kl, kl loss per aggregation mode (+ gradient), KL penalty on rewards",
+		kl.ConformanceRunnerOn},
+	"entropy": {"the entropy loss fns (+ gradient w.r.t. entropy)",
+		entropy.ConformanceRunnerOn},
+	"advantage": {"the advantage fns, group-based and trainer-side",
+		func(tokens.Evaluator) conformance.Runner { return advantage.ConformanceRunner(advantage.Default()) }},
+	"add_strategy": {"the add strategies of Trinity-RFT's old add_strategy package",
+		func(tokens.Evaluator) conformance.Runner { return addstrategy.ConformanceRunner(addstrategy.Default()) }},
+	"rollout_correction": {"verl's rollout correction, off-policy metrics, agg_loss and policy losses with IS weights",
+		func(tokens.Evaluator) conformance.Runner { return rolloutRunner(loss.Default()) }},
+	"operator": {"the experience operators",
+		func(tokens.Evaluator) conformance.Runner { return operator.ConformanceRunner(operator.Default()) }},
+})
+
+// Kinds returns the golden kinds as a registry.Family (each entry's Doc is
+// what its vectors check).
+func Kinds() registry.Family {
+	return kinds.Family(func(k kind) registry.Entry { return registry.Entry{Doc: k.doc} })
+}
+
+// Registry returns a conformance registry of every golden kind (Kinds); ev
+// evaluates the loss, KL and entropy kernels (CPU or a device). Kinds of a
+// golden directory missing here are counted as skipped.
 func Registry(ev tokens.Evaluator) (*conformance.Registry, error) {
 	reg := conformance.NewRegistry()
-	for kind, run := range map[string]conformance.Runner{
-		"policy_loss":        loss.ConformanceRunnerOn(loss.Default(), ev),
-		"kl":                 kl.ConformanceRunnerOn(ev),
-		"entropy":            entropy.ConformanceRunnerOn(ev),
-		"advantage":          advantage.ConformanceRunner(advantage.Default()),
-		"add_strategy":       addstrategy.ConformanceRunner(addstrategy.Default()),
-		"rollout_correction": rollout.ConformanceRunner(loss.Default()),
-		"operator":           operator.ConformanceRunner(operator.Default()),
-	} {
-		if err := reg.Add(kind, run); err != nil {
+	for _, name := range kinds.Names() {
+		k, err := kinds.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := reg.Add(name, k.runner(ev)); err != nil {
 			return nil, err
 		}
 	}

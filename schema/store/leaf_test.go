@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -13,111 +12,9 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/compress"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+
+	"github.com/rftpipe/rftpipe/schema/store/internal/leaftest"
 )
-
-// leafRecord builds a record with every shape the leaf codec takes: flat
-// and list columns of each value type, with null lists, empty lists, null
-// elements and null flat values when holes is set.
-func leafRecord(rows int, holes bool, seed uint64) arrow.Record {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	mem := memory.DefaultAllocator
-	fields := []arrow.Field{
-		{Name: "f32", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32), Nullable: true},
-		{Name: "f64", Type: arrow.ListOf(arrow.PrimitiveTypes.Float64), Nullable: true},
-		{Name: "i32", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true},
-		{Name: "i64", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: false},
-		{Name: "b", Type: arrow.ListOf(arrow.FixedWidthTypes.Boolean), Nullable: true},
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-		{Name: "r", Type: arrow.PrimitiveTypes.Float64, Nullable: false},
-		{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
-	}
-	bld := array.NewRecordBuilder(mem, arrow.NewSchema(fields, nil))
-	defer bld.Release()
-	hole := func(p float64) bool { return holes && rng.Float64() < p }
-	for i := 0; i < rows; i++ {
-		n := rng.IntN(40)
-		for c := 0; c < 5; c++ {
-			lb := bld.Field(c).(*array.ListBuilder)
-			if c != 3 && hole(0.05) {
-				lb.AppendNull()
-				continue
-			}
-			m := n
-			if hole(0.05) {
-				m = 0
-			}
-			lb.Append(true)
-			for j := 0; j < m; j++ {
-				vb := lb.ValueBuilder()
-				if c != 3 && hole(0.02) {
-					vb.AppendNull()
-					continue
-				}
-				switch vb := vb.(type) {
-				case *array.Float32Builder:
-					vb.Append(rng.Float32() - 0.5)
-				case *array.Float64Builder:
-					vb.Append(rng.NormFloat64())
-				case *array.Int32Builder:
-					vb.Append(int32(rng.IntN(50))) // repeats: dictionary pages
-				case *array.Int64Builder:
-					vb.Append(rng.Int64())
-				case *array.BooleanBuilder:
-					vb.Append(rng.IntN(3) > 0)
-				}
-			}
-		}
-		if hole(0.1) {
-			bld.Field(5).AppendNull()
-		} else {
-			bld.Field(5).(*array.Int64Builder).Append(int64(i / 8))
-		}
-		bld.Field(6).(*array.Float64Builder).Append(rng.Float64())
-		if hole(0.1) {
-			bld.Field(7).AppendNull()
-		} else {
-			bld.Field(7).(*array.BooleanBuilder).Append(rng.IntN(2) == 0)
-		}
-	}
-	return bld.NewRecord()
-}
-
-// TestLeafDecoder: every leaf the codec takes, written by pqarrow with page
-// v1 and v2, with and without dictionaries, small and large pages, reads the
-// same through the leaf codec as through pqarrow, in any batch size.
-func TestLeafDecoder(t *testing.T) {
-	for _, holes := range []bool{false, true} {
-		rec := leafRecord(600, holes, 3)
-		for _, tc := range []struct {
-			name  string
-			props []parquet.WriterProperty
-		}{
-			{"v1 plain", []parquet.WriterProperty{parquet.WithDictionaryDefault(false)}},
-			{"v1 dict small pages", []parquet.WriterProperty{parquet.WithDataPageSize(100)}},
-			{"v2 plain small pages", []parquet.WriterProperty{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithDictionaryDefault(false), parquet.WithDataPageSize(64)}},
-			{"v2 dict", []parquet.WriterProperty{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithVersion(parquet.V2_LATEST)}},
-			{"zstd row groups", []parquet.WriterProperty{parquet.WithCompression(compress.Codecs.Zstd), parquet.WithMaxRowGroupLength(250)}},
-		} {
-			t.Run(fmt.Sprintf("%s holes=%v", tc.name, holes), func(t *testing.T) {
-				var buf bytes.Buffer
-				props := parquet.NewWriterProperties(append([]parquet.WriterProperty{parquet.WithRootRepetition(parquet.Repetitions.Required)}, tc.props...)...)
-				w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := w.Write(rec); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.Close(); err != nil {
-					t.Fatal(err)
-				}
-				for _, n := range []int64{7, 1000} {
-					checkLeafRead(t, buf.Bytes(), n)
-				}
-			})
-		}
-	}
-}
 
 // checkLeafRead reads every field of every row group in batches of n with
 // the leaf codec and with pqarrow, and compares them.
@@ -179,7 +76,7 @@ func checkLeafRead(t *testing.T, data []byte, n int64) {
 // pqarrow as they were written.
 func TestLeafEncoder(t *testing.T) {
 	for _, holes := range []bool{false, true} {
-		rec := leafRecord(600, holes, 5)
+		rec := leaftest.Record(600, holes, 5)
 		for _, pageSize := range []int64{64, 1 << 20} {
 			t.Run(fmt.Sprintf("holes=%v page=%d", holes, pageSize), func(t *testing.T) {
 				props, err := ParquetOptions{}.writerProperties(rec.Schema())

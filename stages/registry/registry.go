@@ -78,7 +78,8 @@ type Entry struct {
 
 // Family is a registry seen through its entries: every family (advantage
 // fns, add strategies, policy losses, KL and entropy functions, rollout
-// options, sample strategies, algorithm presets) is reached the same way.
+// options, sample strategies, algorithm presets, experience operators,
+// conformance kinds) is reached the same way.
 type Family interface {
 	// Names returns the registered names, sorted.
 	Names() []string

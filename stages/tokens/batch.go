@@ -37,26 +37,11 @@ const (
 // tokenInputs are the per-token canonical inputs, in a fixed order.
 var tokenInputs = []string{LogProb, OldLogProb, RefLogProb, Advantages, ActionMask, TeacherLogProb, Entropy, Values, RolloutISWeights}
 
-// aliases is upstream's key mapper: verl (and Experience) names → canonical.
-var aliases = map[string]string{
-	"log_prob":         LogProb,
-	"old_log_probs":    OldLogProb,
-	"ref_log_prob":     RefLogProb,
-	"response_mask":    ActionMask,
-	"entropys":         Entropy,
-	"teacher_logprobs": TeacherLogProb,
-}
-
-// Canonical maps an input name to its canonical name: verl names
-// (log_prob, old_log_probs, ref_log_prob, response_mask, entropys,
-// teacher_logprobs) are translated, any other name is returned unchanged, as
-// upstream's key mapper does.
-func Canonical(name string) string {
-	if c, ok := aliases[name]; ok {
-		return c
-	}
-	return name
-}
+// Canonical maps an input name to its canonical name (schema.InputName):
+// Trinity's and verl's names (log_prob, old_log_probs, ref_log_prob,
+// response_mask, entropys, teacher_logprobs) are translated, any other name
+// is returned unchanged, as upstream's key mapper does.
+func Canonical(name string) string { return schema.InputName(name) }
 
 // IsTokenInput reports whether a canonical name is a per-token input.
 func IsTokenInput(name string) bool {

@@ -20,6 +20,20 @@ func TestCanonical(t *testing.T) {
 	}
 }
 
+// TestInputsInTheVocabulary: every input a batch holds (and expert_mask) is
+// an input of schema's per-token vocabulary, which says its store columns.
+func TestInputsInTheVocabulary(t *testing.T) {
+	ins := map[string]bool{}
+	for _, in := range schema.Inputs {
+		ins[in.Input] = true
+	}
+	for _, n := range append(tokenInputs, ExpertMask) {
+		if !ins[n] {
+			t.Errorf("input %s is not in schema.Inputs", n)
+		}
+	}
+}
+
 func TestBatchInputs(t *testing.T) {
 	b := New(agg.NewRows([]int{2, 3}))
 	tests := []struct {

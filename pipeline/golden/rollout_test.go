@@ -1,20 +1,19 @@
-package rollout_test
+package golden
 
 import (
 	"testing"
 
 	"github.com/rftpipe/rftpipe/stages/conformance"
 	"github.com/rftpipe/rftpipe/stages/loss"
-	"github.com/rftpipe/rftpipe/stages/rollout"
 )
 
 const fixtures = "../../fixtures/conformance"
 
-// TestConformance runs every rollout_correction golden case: all must pass
+// TestRolloutConformance runs every rollout_correction golden case: all must pass
 // (error cases pass when we return an error).
-func TestConformance(t *testing.T) {
+func TestRolloutConformance(t *testing.T) {
 	reg := conformance.NewRegistry()
-	if err := reg.Add("rollout_correction", rollout.ConformanceRunner(loss.Default())); err != nil {
+	if err := reg.Add("rollout_correction", rolloutRunner(loss.Default())); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := conformance.RunDir(fixtures, []string{"rollout_correction"}, reg)

@@ -1,0 +1,125 @@
+package leafcodec
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet"
+	"github.com/apache/arrow/go/v17/parquet/compress"
+	"github.com/apache/arrow/go/v17/parquet/file"
+	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+
+	"github.com/rftpipe/rftpipe/schema/store/internal/leaftest"
+)
+
+// TestDecoder: every leaf the codec takes, written by pqarrow with page
+// v1 and v2, with and without dictionaries, small and large pages, reads the
+// same through the Decoder as through pqarrow, in any batch size.
+func TestDecoder(t *testing.T) {
+	for _, holes := range []bool{false, true} {
+		rec := leaftest.Record(600, holes, 3)
+		for _, tc := range []struct {
+			name  string
+			props []parquet.WriterProperty
+		}{
+			{"v1 plain", []parquet.WriterProperty{parquet.WithDictionaryDefault(false)}},
+			{"v1 dict small pages", []parquet.WriterProperty{parquet.WithDataPageSize(100)}},
+			{"v2 plain small pages", []parquet.WriterProperty{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithDictionaryDefault(false), parquet.WithDataPageSize(64)}},
+			{"v2 dict", []parquet.WriterProperty{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithVersion(parquet.V2_LATEST)}},
+			{"zstd row groups", []parquet.WriterProperty{parquet.WithCompression(compress.Codecs.Zstd), parquet.WithMaxRowGroupLength(250)}},
+		} {
+			t.Run(fmt.Sprintf("%s holes=%v", tc.name, holes), func(t *testing.T) {
+				var buf bytes.Buffer
+				props := parquet.NewWriterProperties(append([]parquet.WriterProperty{parquet.WithRootRepetition(parquet.Repetitions.Required)}, tc.props...)...)
+				w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Write(rec); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				for _, n := range []int64{7, 1000} {
+					checkDecoder(t, buf.Bytes(), n)
+				}
+			})
+		}
+	}
+}
+
+// checkDecoder reads every column of every row group in batches of n with
+// the Decoder and whole with pqarrow, and compares them: no batch holds more
+// than n rows, and the batches together are pqarrow's column.
+func checkDecoder(t *testing.T, data []byte, n int64) {
+	t.Helper()
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := fr.Schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rg := 0; rg < pf.NumRowGroups(); rg++ {
+		rgm := pf.MetaData().RowGroup(rg)
+		for i, f := range sc.Fields() {
+			s, ok := ShapeOf(pf.MetaData().Schema.Column(i), f.Type)
+			if !ok {
+				t.Fatalf("field %s: not taken by the leaf codec", f.Name)
+			}
+			cc, err := rgm.ColumnChunk(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !Decodes(cc.Encodings()) {
+				t.Fatalf("row group %d, %s: encodings %v not decoded", rg, f.Name, cc.Encodings())
+			}
+			pr, err := pf.RowGroup(rg).GetColumnPageReader(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := NewDecoder(s, pr, rgm.NumRows(), cc.NumValues())
+			var got []arrow.Array
+			for left := rgm.NumRows(); left > 0; {
+				a, err := d.Read(n)
+				if err != nil {
+					t.Fatalf("row group %d, %s: %v", rg, f.Name, err)
+				}
+				if a.Len() == 0 || int64(a.Len()) > min(n, left) {
+					t.Fatalf("row group %d, %s: a batch of %d rows, asked for %d of %d left", rg, f.Name, a.Len(), n, left)
+				}
+				left -= int64(a.Len())
+				got = append(got, a)
+			}
+			whole, err := array.Concatenate(got, memory.DefaultAllocator)
+			if err != nil {
+				t.Fatal(err)
+			}
+			col, err := fr.RowGroup(rg).Column(i).Read(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := array.Concatenate(col.Chunks(), memory.DefaultAllocator)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !arrow.TypeEqual(whole.DataType(), want.DataType()) || !array.Equal(whole, want) {
+				t.Fatalf("row group %d, %s, batches of %d: leaf codec\n%v\npqarrow\n%v", rg, f.Name, n, whole, want)
+			}
+			for _, a := range append(got, whole, want) {
+				a.Release()
+			}
+			col.Release()
+		}
+	}
+}
