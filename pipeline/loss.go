@@ -70,7 +70,9 @@ func (l *LossStage) Needs() Needs {
 		n.PassColumns = []string{schema.ActionMask, schema.ExpertMask, l.cols[tokens.ActionMask], l.cols[tokens.ExpertMask]}
 	}
 	for _, in := range schema.Inputs {
-		n.Optional = append(n.Optional, in.Columns...)
+		if objective.Reads(in.Input) {
+			n.Optional = append(n.Optional, in.Columns...)
+		}
 	}
 	for _, c := range l.cols {
 		n.Optional = append(n.Optional, c)
@@ -110,7 +112,7 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 	tb := tokens.New(rows)
 	for _, in := range schema.Inputs {
 		col := l.column(b, in.Input)
-		if col == "" {
+		if _, named := l.cols[in.Input]; col == "" || !named && !objective.Reads(in.Input) {
 			continue
 		}
 		if !b.Has(col) {

@@ -99,8 +99,7 @@ func TestOrphansLossMetrics(t *testing.T) {
 	}
 	conn.Close()
 	metrics, prom := filepath.Join(dir, "m.json"), filepath.Join(dir, "m.prom")
-	// teacher_logprob=logprobs: a buffer holds teacher_logprobs as null lists on rows without them
-	_, stderr, code := runCLI(t, "loss", "--fn", "ppo", "--in", url+"&on_missing_blob=skip", "--col", "teacher_logprob=logprobs", "--metrics", metrics, "--prom", prom)
+	_, stderr, code := runCLI(t, "loss", "--fn", "ppo", "--in", url+"&on_missing_blob=skip", "--metrics", metrics, "--prom", prom)
 	if code != 0 {
 		t.Fatalf("loss: exit %d: %s", code, stderr)
 	}
@@ -125,6 +124,21 @@ func TestOrphansLossMetrics(t *testing.T) {
 	for _, line := range []string{`rftpipe_trinity_missing_blob_skipped{job="ppo"} 2`, `rftpipe_trinity_orphan_blobs{job="ppo"} 1`} {
 		if !strings.Contains(string(b), line+"\n") {
 			t.Errorf("prom lacks %q:\n%s", line, b)
+		}
+	}
+}
+
+// TestLossOnBufferSamples: a loss step over Trinity's multi-step buffers,
+// whose rows mostly lack teacher_logprobs (an input no loss term reads).
+func TestLossOnBufferSamples(t *testing.T) {
+	for _, db := range []string{"../../fixtures/trinity/multistep.db", "../../fixtures/trinity/v0.6/multistep.db"} {
+		abs, err := filepath.Abs(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := runCLI(t, "loss", "--fn", "ppo", "--in", "sqlite:///"+abs+"?table=experience_buffer")
+		if code != 0 || !strings.Contains(stdout, "actor/pg_loss") {
+			t.Errorf("%s: exit %d: %s%s", db, code, stdout, stderr)
 		}
 	}
 }

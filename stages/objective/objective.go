@@ -38,6 +38,15 @@ type Objective struct {
 	Mode agg.Mode
 }
 
+// Reads reports whether some term of an objective reads input (a tokens
+// input name) when a batch has it. The teacher's log-probs and the critic's
+// values are inputs of advantage fns (on-policy distillation, GAE), never
+// of a loss term; a loss step leaves them unread, so a store whose rows
+// lack them (a Trinity buffer's multi-step rows) still evaluates.
+func Reads(input string) bool {
+	return input != tokens.TeacherLogProb && input != tokens.Values
+}
+
 // Result is the objective's value and metrics over a whole batch.
 type Result struct {
 	Loss    float64
