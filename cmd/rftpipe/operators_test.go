@@ -139,3 +139,58 @@ func rejectedRows(t *testing.T, path string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestRejectedCoDJudgeFlagged: `run --advantage-fn cod` in the iterative mode
+// drops the rows CoD's judge flagged (info.judge_format_error or
+// info.judge_format_error_in_trajectory); --rejected keeps them with reason
+// cod_judge_flagged and dropper cod, on Parquet and on a Trinity sqlite
+// buffer URL, and the main output is byte-identical with and without it.
+func TestRejectedCoDJudgeFlagged(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	rows := []struct {
+		task, info string
+		reward     float64
+	}{
+		{"a", `"exp_type":"solve_task","task_idx":0,"task_rewards":[1,0.5],"taskset_id":0`, 1},
+		{"a", `"exp_type":"solve_task","task_idx":0,"task_rewards":[0,0.5],"taskset_id":0,"judge_format_error":true`, 0},
+		{"a", `"exp_type":"solve_task","task_idx":1,"task_rewards":[0,1],"taskset_id":0`, 1},
+		{"b", `"exp_type":"gen_hint","hint_idx":-1,"task_rewards":[1,0],"taskset_id":1`, 0.5},
+		{"b", `"exp_type":"gen_hint","hint_idx":0,"task_rewards":[1,0],"taskset_id":1,"judge_format_error_in_trajectory":true`, 0.25},
+		{"b", `"exp_type":"gen_hint","hint_idx":0,"task_rewards":[0,1],"taskset_id":1,"judge_format_error":false`, 1},
+		{"c", `"exp_type":"solve_task","task_idx":0,"task_rewards":[1],"taskset_id":1,"judge_format_error":true`, 1},
+	}
+	var b strings.Builder
+	for i, r := range rows {
+		fmt.Fprintf(&b, `{"eid":{"batch":0,"task":%q,"run":%d,"step":0,"suffix":"s%d"},"reward":%v,"prompt_length":2,"tokens":[1,2,3,4],"logprobs":[-0.5,-0.25],"action_mask":[true,true],"info":{"k":1,%s}}`+"\n",
+			r.task, i, i, r.reward, r.info)
+	}
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"run", "--in", in, "--advantage-fn", "cod", "--arg", "iterative_hint_e2e_causal=true",
+		"--arg", "red_weight_temp=1", "--progress", "never"}
+	plain := filepath.Join(dir, "plain.parquet")
+	if _, stderr, code := runCLI(t, append(base, "--out", plain)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := []string{
+		"0/a cod_judge_flagged cod", "0/b cod_judge_flagged cod", "0/c cod_judge_flagged cod",
+	}
+	for _, rej := range []string{filepath.Join(dir, "rej.parquet"), "sqlite:///" + filepath.Join(dir, "rej.db") + "?table=rejected"} {
+		out := filepath.Join(dir, "out.parquet")
+		os.Remove(out)
+		if _, stderr, code := runCLI(t, append(base, "--out", out, "--rejected", rej)...); code != 0 {
+			t.Fatalf("%s: exit %d: %s", rej, code, stderr)
+		}
+		if !bytes.Equal(readAll(t, out), readAll(t, plain)) {
+			t.Errorf("%s: the output differs with --rejected", rej)
+		}
+		if got := rejectedRows(t, rej); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: rejected rows\n%s\nwant\n%s", rej, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	if _, n := storeShape(t, plain); n != 4 {
+		t.Errorf("%d rows kept, want 4 (the rows the judge did not flag)", n)
+	}
+}
