@@ -39,6 +39,7 @@ type Evaluator struct {
 	d        *Device
 	opt      Options
 	slots    [2]*slot
+	next     int // the slot the next chunk goes to
 	kernelMs float64
 	bytes    int64
 }
@@ -162,7 +163,8 @@ type slot struct {
 	start, stop uintptr // events
 	dev         map[string]devBuf
 	host        map[string]hostBuf
-	pending     *chunk // evaluated, not yet drained
+	pending     *chunk // queued, not yet drained
+	owner       *run   // the evaluation pending belongs to
 }
 
 type devBuf struct {
@@ -175,8 +177,34 @@ type hostBuf struct {
 	n int
 }
 
-// Eval implements tokens.Evaluator on the device.
+// Eval implements tokens.Evaluator on the device: Start, then Wait.
 func (e *Evaluator) Eval(b *tokens.Batch, grad []float64, terms ...tokens.Term) ([]tokens.TermResult, error) {
+	p, err := e.Start(b, grad, terms...)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait()
+}
+
+// Pending is an evaluation Start has queued on the device and Wait
+// collects.
+type Pending struct {
+	r    *run
+	res  []tokens.TermResult
+	done bool
+}
+
+// Start queues an evaluation of terms over b on the device — each chunk's
+// upload, kernels and download on the stream of one of two alternating
+// buffer sets — and returns once the last chunk is queued. grad and the
+// results are not ready until Wait; b and grad must stay untouched until
+// then. A chunk's results are copied out when its buffer set is next
+// needed (by this evaluation or the next one started) or at Wait, so after
+// Start(b2), Wait for the previous evaluation overlaps the copy of its
+// gradient with b2's transfers and kernels. The device and pinned host
+// memory are the two buffer sets whatever the number of evaluations in
+// flight; the results are those of Eval, bit for bit.
+func (e *Evaluator) Start(b *tokens.Batch, grad []float64, terms ...tokens.Term) (*Pending, error) {
 	if len(grad) != b.Rows.Tokens() {
 		return nil, schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
 	}
@@ -184,13 +212,50 @@ func (e *Evaluator) Eval(b *tokens.Batch, grad []float64, terms ...tokens.Term) 
 	if err != nil {
 		return nil, err
 	}
-	var res []tokens.TermResult
+	var r *run
 	err = e.d.locked(func() error {
 		var err error
-		res, err = e.eval(b, grad, p)
+		r, err = e.start(b, grad, p)
 		return err
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{r: r}, nil
+}
+
+// Wait waits for the evaluation's chunks still on the device, copies their
+// results out and returns the evaluation's sums; grad is then written.
+func (p *Pending) Wait() ([]tokens.TermResult, error) {
+	if p.done {
+		return p.res, p.r.err
+	}
+	p.done = true
+	r := p.r
+	e := r.e
+	err := e.d.locked(func() error {
+		// In chunk order: the slot holding the earlier chunk first.
+		first, second := e.slots[0], e.slots[1]
+		if second.owner == r && (first.owner != r || second.pending.r0 < first.pending.r0) {
+			first, second = second, first
+		}
+		for _, s := range []*slot{first, second} {
+			if s.owner == r {
+				if err := drain(s); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if r.err == nil {
+		r.err = err
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	p.res = r.p.Results(r.sums)
+	return p.res, nil
 }
 
 // run is one evaluation's state.
@@ -203,9 +268,12 @@ type run struct {
 	elt    int
 	sums   [][]float64
 	writes []bool // per term: writes the gradient
+	err    error  // the first error collecting its results
 }
 
-func (e *Evaluator) eval(b *tokens.Batch, grad []float64, p *lower.Plan) ([]tokens.TermResult, error) {
+// start queues every chunk of the evaluation, each in the next slot after
+// collecting what that slot still holds.
+func (e *Evaluator) start(b *tokens.Batch, grad []float64, p *lower.Plan) (*run, error) {
 	if err := e.d.module(); err != nil {
 		return nil, err
 	}
@@ -225,26 +293,17 @@ func (e *Evaluator) eval(b *tokens.Batch, grad []float64, p *lower.Plan) ([]toke
 			}
 		}
 	}
-	for ci, c := range r.chunks() {
-		s := e.slots[ci%2]
-		if err := r.drain(s); err != nil {
+	for _, c := range r.chunks() {
+		s := e.slots[e.next]
+		e.next ^= 1
+		if err := drain(s); err != nil {
 			return nil, err
 		}
 		if err := r.launch(s, c); err != nil {
 			return nil, err
 		}
 	}
-	// Drain in chunk order: the slot holding the earlier chunk first.
-	first, second := e.slots[0], e.slots[1]
-	if first.pending != nil && second.pending != nil && second.pending.r0 < first.pending.r0 {
-		first, second = second, first
-	}
-	for _, s := range []*slot{first, second} {
-		if err := r.drain(s); err != nil {
-			return nil, err
-		}
-	}
-	return p.Results(r.sums), nil
+	return r, nil
 }
 
 // chunks splits the batch into runs of whole rows of at most ChunkTokens
@@ -344,6 +403,11 @@ func (e *Evaluator) Close() error {
 			if s == nil {
 				continue
 			}
+			// Results not yet collected are dropped.
+			if err := drv.sync(s.stream); err != nil {
+				return err
+			}
+			s.pending, s.owner = nil, nil
 			for _, b := range s.dev {
 				if err := drv.free(b.p); err != nil {
 					return err
@@ -543,19 +607,31 @@ func (r *run) launch(s *slot, c *chunk) error {
 			}
 		}
 	}
-	s.pending = c
+	s.pending, s.owner = c, r
 	return nil
 }
 
-// drain waits for the slot's pending chunk and copies its results out:
-// gradient rows of the terms that write one (and zero rows), sums added in
-// chunk order, per-row outputs.
-func (r *run) drain(s *slot) error {
-	c := s.pending
+// drain waits for the slot's pending chunk and copies its results out into
+// the evaluation it belongs to: gradient rows of the terms that write one
+// (and zero rows), sums added in chunk order, per-row outputs. An error is
+// also the evaluation's, for its Wait.
+func drain(s *slot) error {
+	c, r := s.pending, s.owner
 	if c == nil {
 		return nil
 	}
-	s.pending = nil
+	s.pending, s.owner = nil, nil
+	if err := r.collect(s, c); err != nil {
+		if r.err == nil {
+			r.err = err
+		}
+		return err
+	}
+	return nil
+}
+
+// collect is drain for chunk c of r.
+func (r *run) collect(s *slot, c *chunk) error {
 	drv := r.e.d.drv
 	if err := drv.sync(s.stream); err != nil {
 		return err

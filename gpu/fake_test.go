@@ -283,3 +283,121 @@ func TestFakeMemoryBounded(t *testing.T) {
 		t.Fatalf("after Close %d device bytes allocated, %d before", live, live0)
 	}
 }
+
+// TestFakeOverlapped: evaluations started before the previous one is
+// collected (Start of window i+1, then Wait for window i) give, window by
+// window, the bits of one Eval at a time — sums and gradient — and agree
+// with the CPU; two runs give the same bits; the device memory held is that
+// of the one-at-a-time path.
+func TestFakeOverlapped(t *testing.T) {
+	d := fakeDevice(t)
+	const chunk = 900
+	var windows []*tokens.Batch
+	for i := range 9 {
+		windows = append(windows, tokens.Synthetic(3+i%5, 60+(i*131)%500, uint64(i)))
+	}
+	for _, name := range []string{"ppo", "gspo", "sapo", "opmd"} {
+		l, err := loss.Default().New(name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type out struct {
+			res  [][]tokens.TermResult
+			grad [][]float64
+			held uint64
+		}
+		evaluate := func(overlap bool) out {
+			live0, _ := fakeDeviceBytes(t)
+			ev := d.NewEvaluator(Options{Float64: true, ChunkTokens: chunk})
+			var o out
+			var prev *Pending
+			for _, b := range windows {
+				p, err := l.Plan(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := make([]float64, b.Rows.Tokens())
+				o.grad = append(o.grad, g)
+				if !overlap {
+					res, err := ev.Eval(b, g, p.Terms...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					o.res = append(o.res, res)
+					continue
+				}
+				next, err := ev.Start(b, g, p.Terms...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if prev != nil {
+					res, err := prev.Wait()
+					if err != nil {
+						t.Fatal(err)
+					}
+					o.res = append(o.res, res)
+				}
+				prev = next
+			}
+			if overlap {
+				res, err := prev.Wait()
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.res = append(o.res, res)
+			}
+			live, _ := fakeDeviceBytes(t)
+			o.held = live - live0
+			if err := ev.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}
+		same := func(what string, a, b out) {
+			if a.held != b.held {
+				t.Errorf("%s %s: %d device bytes held, %d", name, what, a.held, b.held)
+			}
+			for w := range windows {
+				for i, r := range a.res[w] {
+					for j, v := range r.Sums {
+						if math.Float64bits(v) != math.Float64bits(b.res[w][i].Sums[j]) {
+							t.Fatalf("%s %s: window %d term %d sum %d %v, %v", name, what, w, i, j, v, b.res[w][i].Sums[j])
+						}
+					}
+				}
+				for j, v := range a.grad[w] {
+					if math.Float64bits(v) != math.Float64bits(b.grad[w][j]) {
+						t.Fatalf("%s %s: window %d grad[%d] %v, %v", name, what, w, j, v, b.grad[w][j])
+					}
+				}
+			}
+		}
+		seq, ov1, ov2 := evaluate(false), evaluate(true), evaluate(true)
+		same("overlapped vs one at a time", ov1, seq)
+		same("two overlapped runs", ov2, ov1)
+		for w, b := range windows {
+			p, err := l.Plan(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cg := make([]float64, b.Rows.Tokens())
+			cres, err := tokens.CPU.Eval(b, cg, p.Terms...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-13+1e-12*math.Abs(b) }
+			for i, r := range cres {
+				for j, v := range r.Sums {
+					if !near(ov1.res[w][i].Sums[j], v) {
+						t.Fatalf("%s window %d term %d sum %d: %v, CPU %v", name, w, i, j, ov1.res[w][i].Sums[j], v)
+					}
+				}
+			}
+			for j, v := range cg {
+				if !near(ov1.grad[w][j], v) {
+					t.Fatalf("%s window %d grad[%d]: %v, CPU %v", name, w, j, ov1.grad[w][j], v)
+				}
+			}
+		}
+	}
+}
