@@ -148,20 +148,35 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 			continue
 		}
 		a := adv[t]
-		d, dd := 0.0, 1.0
+		d, clamped := 0.0, false
 		if !fallback {
-			d, dd = clamp(x-old[t], -20, 20)
+			d = x - old[t]
+			if d < -20 {
+				d, clamped = -20, true
+			} else if d > 20 {
+				d, clamped = 20, true
+			}
 		}
 		ratio := fastexp.Core(d) // d is clamped to ±20
-		cr, in := clamp(ratio, lo, hi)
-		l1, l2 := -a*ratio, -a*cr
-		// max(L1, L2): at a tie both derivatives are equal (a tie with the
-		// ratio outside the range needs A = 0), so torch's even split of
-		// the gradient between them gives the same value.
-		l, g := l1, -a*ratio*dd
-		if l2 > l1 {
-			l, g = l2, g*in
-			sClip += mt
+		// L = max(L1, L2) with L1 = -A·r and L2 = -A·clamp(r, lo, hi):
+		// L2 differs only for r outside [lo, hi], where its derivative is
+		// 0. At a tie both derivatives are equal (a tie with the ratio
+		// outside the range needs A = 0), so torch's even split of the
+		// gradient between them gives the same value.
+		l := -a * ratio
+		g := l
+		if clamped {
+			g *= 0 // the clamp's derivative
+		}
+		if ratio < lo || ratio > hi {
+			cr := lo
+			if ratio > hi {
+				cr = hi
+			}
+			if l2 := -a * cr; l2 > l {
+				l, g = l2, g*0
+				sClip += mt
+			}
 		}
 		if a < 0 {
 			l3 := -a * c3
