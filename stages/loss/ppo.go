@@ -101,47 +101,82 @@ type PPO struct {
 // Sums implements tokens.Kernel.
 func (k *PPO) Sums() int { return 6 }
 
-// Row implements tokens.Kernel.
+// Row implements tokens.Kernel. The token loop calls nothing: settings are
+// read once per row, and the dropped-token count is a separate pass run
+// only in dropped rows.
 func (k *PPO) Row(r *tokens.Row, s []float64) {
 	lp := r.LP
 	n := len(lp)
 	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
+	fallback := k.Fallback // log-ratio lp - sg(lp): value 0, derivative 1
 	drop := false
 	if k.SeqMask {
 		// Upstream uses a plain product here (NaN under a 0 mask propagates)
 		// and 1e-10 instead of 1e-8 (quirk Q-19).
 		kb := 0.0
-		for t := range lp {
-			d, _ := clamp(k.logRatio(lp[t], old[t]), -20, 20)
+		for t, x := range lp {
+			d := 0.0
+			if !fallback {
+				d, _ = clamp(x-old[t], -20, 20)
+			}
 			kb += -d * m[t]
 		}
 		kb /= r.Count + 1e-10
 		s[5] += kb
 		drop = kb > k.Delta
 	}
-	lo, hi, c3, gs := 1-k.Low, 1+k.High, k.ClipC, r.GradScale
-	var sL, sClip, sLow, sKL, sDrop float64
-	for t := range lp {
-		a := adv[t]
-		if drop && a < 0 {
-			sDrop++ // counted at every position, masked or not
+	var sDrop float64
+	if drop {
+		for _, a := range adv {
+			if a < 0 {
+				sDrop++ // counted at every position, masked or not
+			}
 		}
+	}
+	w := r.Weights
+	weighted := w != nil
+	if !weighted {
+		w = grad // never read: a slice of length n for the bounds check
+	}
+	w = w[:n]
+	lo, hi, c3, gs := 1-k.Low, 1+k.High, k.ClipC, r.GradScale
+	var sL, sClip, sLow, sKL float64
+	for t, x := range lp {
 		mt := m[t]
 		if mt == 0 {
 			grad[t] = 0
 			continue
 		}
-		d, dd := clamp(k.logRatio(lp[t], old[t]), -20, 20)
+		a := adv[t]
+		d, clamped := 0.0, false
+		if !fallback {
+			d = x - old[t]
+			if d < -20 {
+				d, clamped = -20, true
+			} else if d > 20 {
+				d, clamped = 20, true
+			}
+		}
 		ratio := fastexp.Core(d) // d is clamped to ±20
-		cr, in := clamp(ratio, lo, hi)
-		l1, l2 := -a*ratio, -a*cr
-		// max(L1, L2): at a tie both derivatives are equal (a tie with the
-		// ratio outside the range needs A = 0), so torch's even split of
-		// the gradient between them gives the same value.
-		l, g := l1, -a*ratio*dd
-		if l2 > l1 {
-			l, g = l2, g*in
-			sClip += mt
+		// L = max(L1, L2) with L1 = -A·r and L2 = -A·clamp(r, lo, hi):
+		// L2 differs only for r outside [lo, hi], where its derivative is
+		// 0. At a tie both derivatives are equal (a tie with the ratio
+		// outside the range needs A = 0), so torch's even split of the
+		// gradient between them gives the same value.
+		l := -a * ratio
+		g := l
+		if clamped {
+			g *= 0 // the clamp's derivative
+		}
+		if ratio < lo || ratio > hi {
+			cr := lo
+			if ratio > hi {
+				cr = hi
+			}
+			if l2 := -a * cr; l2 > l {
+				l, g = l2, g*0
+				sClip += mt
+			}
 		}
 		if a < 0 {
 			l3 := -a * c3
@@ -155,23 +190,21 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 				l, g = l*0, 0
 			}
 		}
-		wt := weight(r.Weights, t)
-		sL += l * wt * mt
 		sKL -= d * mt
-		grad[t] = gs * mt * g * wt
+		if weighted {
+			wt := w[t]
+			sL += l * wt * mt
+			grad[t] = gs * mt * g * wt
+		} else { // a weight of 1: the same products without it
+			sL += l * mt
+			grad[t] = gs * mt * g
+		}
 	}
 	s[0] += r.Scale * sL
 	s[1] += sClip
 	s[2] += sLow
 	s[3] += sKL
 	s[4] += sDrop
-}
-
-func (k *PPO) logRatio(lp, old float64) float64 {
-	if k.Fallback {
-		return 0 // lp - sg(lp): value 0, derivative 1
-	}
-	return lp - old
 }
 
 // Summary implements Kernel: pg_clipfrac, pg_clipfrac_lower, ppo_kl, pg_loss
