@@ -60,6 +60,48 @@ type Reader struct {
 	missing idList // metadata ids without a blob, skipped
 	orphans idList // blob ids without a metadata row
 	ended   bool   // the table was read to its end
+	span    idSpan // the metadata ids read, for the orphan-blob check
+}
+
+// idSpan follows the metadata ids a read yields (in increasing order): the
+// first and last, and the gaps between them, so that the blob rows no
+// metadata row names are found by seeks on the blob table's key, not by a
+// second scan of its payloads. Past maxGaps gaps it gives up (many).
+type idSpan struct {
+	seen        bool
+	first, last int64
+	gaps        [][2]int64 // open intervals (a, b) holding no metadata id
+	many        bool
+}
+
+const maxGaps = 64
+
+func (s *idSpan) add(id int64) {
+	switch {
+	case !s.seen:
+		s.seen, s.first = true, id
+	case id > s.last+1 && !s.many:
+		if len(s.gaps) == maxGaps {
+			s.many, s.gaps = true, nil
+		} else {
+			s.gaps = append(s.gaps, [2]int64{s.last, id})
+		}
+	}
+	s.last = id
+}
+
+// outside returns a condition on column id that holds for the ids outside
+// the span's metadata ids, "" when the span cannot tell (nothing read, or
+// too many gaps).
+func (s *idSpan) outside(id string) string {
+	if !s.seen || s.many {
+		return ""
+	}
+	terms := []string{fmt.Sprintf("%s < %d", id, s.first), fmt.Sprintf("%s > %d", id, s.last)}
+	for _, g := range s.gaps {
+		terms = append(terms, fmt.Sprintf("(%s > %d AND %s < %d)", id, g[0], id, g[1]))
+	}
+	return strings.Join(terms, " OR ")
 }
 
 // idList counts ids and keeps the first few, for messages.
@@ -396,7 +438,13 @@ func (r *Reader) atEnd() error {
 	}
 	r.ended = true
 	r.stopScan()
+	// Every blob row whose id a metadata row has was met by the join: the
+	// orphans are the blob ids outside the metadata ids read, found by
+	// range seeks. Without a span (nothing read, many gaps), an anti-join.
 	q := "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL ORDER BY b.id"
+	if cond := r.span.outside("id"); cond != "" {
+		q = "SELECT id FROM " + quoteIdent(blobTable(r.loc)) + " WHERE " + cond + " ORDER BY id"
+	}
 	return r.ids(q, &r.orphans)
 }
 
@@ -451,6 +499,7 @@ func (r *Reader) decodeRow() (bool, error) {
 	raw := &r.chunk.rows[r.ci]
 	r.ci++
 	r.id = raw.id
+	r.span.add(raw.id)
 	if raw.missing {
 		return false, errMissingBlob
 	}
