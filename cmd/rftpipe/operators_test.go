@@ -61,6 +61,25 @@ func TestRejectedEveryReason(t *testing.T) {
 		"0/e reward_std_below_threshold reward_std_filter", "0/e reward_std_below_threshold reward_std_filter",
 		"0/f invalid_reward invalid_reward_filter",
 	}
+	checkRejected(t, dir, base, plain, want)
+	stdout, stderr, code := runCLI(t, "sql", "--query", "drop_reasons", "--format", "json", "--store", filepath.Join(dir, "rej.parquet"))
+	if code != 0 || !strings.Contains(stdout, `"drop_reason":"reward_std_below_threshold"`) {
+		t.Errorf("drop_reasons: exit %d: %s%s", code, stdout, stderr)
+	}
+	if _, rows := storeShape(t, plain); rows != 4 {
+		t.Errorf("%d rows kept, want 4 (task d, the valid rows of f)", rows)
+	}
+	// The rejected store must not land on the input.
+	if _, _, code := runCLI(t, append(base, "--out", filepath.Join(dir, "x.parquet"), "--rejected", in)...); code != 2 {
+		t.Errorf("--rejected over the input: exit %d, want 2", code)
+	}
+}
+
+// checkRejected runs base with --rejected into a Parquet store and an
+// SQLite buffer: the output must equal plain (the run without it) byte for
+// byte, and the rejected rows be want.
+func checkRejected(t *testing.T, dir string, base []string, plain string, want []string) {
+	t.Helper()
 	for _, rej := range []string{filepath.Join(dir, "rej.parquet"), "sqlite:///" + filepath.Join(dir, "rej.db") + "?table=rejected"} {
 		out := filepath.Join(dir, "out.parquet")
 		os.Remove(out)
@@ -73,17 +92,6 @@ func TestRejectedEveryReason(t *testing.T) {
 		if got := rejectedRows(t, rej); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s: rejected rows\n%s\nwant\n%s", rej, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
-	}
-	stdout, stderr, code := runCLI(t, "sql", "--query", "drop_reasons", "--format", "json", "--store", filepath.Join(dir, "rej.parquet"))
-	if code != 0 || !strings.Contains(stdout, `"drop_reason":"reward_std_below_threshold"`) {
-		t.Errorf("drop_reasons: exit %d: %s%s", code, stdout, stderr)
-	}
-	if _, rows := storeShape(t, plain); rows != 4 {
-		t.Errorf("%d rows kept, want 4 (task d, the valid rows of f)", rows)
-	}
-	// The rejected store must not land on the input.
-	if _, _, code := runCLI(t, append(base, "--out", filepath.Join(dir, "x.parquet"), "--rejected", in)...); code != 2 {
-		t.Errorf("--rejected over the input: exit %d, want 2", code)
 	}
 }
 
@@ -177,19 +185,7 @@ func TestRejectedCoDJudgeFlagged(t *testing.T) {
 	want := []string{
 		"0/a cod_judge_flagged cod", "0/b cod_judge_flagged cod", "0/c cod_judge_flagged cod",
 	}
-	for _, rej := range []string{filepath.Join(dir, "rej.parquet"), "sqlite:///" + filepath.Join(dir, "rej.db") + "?table=rejected"} {
-		out := filepath.Join(dir, "out.parquet")
-		os.Remove(out)
-		if _, stderr, code := runCLI(t, append(base, "--out", out, "--rejected", rej)...); code != 0 {
-			t.Fatalf("%s: exit %d: %s", rej, code, stderr)
-		}
-		if !bytes.Equal(readAll(t, out), readAll(t, plain)) {
-			t.Errorf("%s: the output differs with --rejected", rej)
-		}
-		if got := rejectedRows(t, rej); strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s: rejected rows\n%s\nwant\n%s", rej, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
+	checkRejected(t, dir, base, plain, want)
 	if _, n := storeShape(t, plain); n != 4 {
 		t.Errorf("%d rows kept, want 4 (the rows the judge did not flag)", n)
 	}
