@@ -8,6 +8,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 func runCommand() *cli.Command {
@@ -51,16 +52,11 @@ func runCommand() *cli.Command {
 				return err
 			}
 			printWarnings(c, "run", res.Warnings)
-			if o.IsFile() {
-				fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences -> %d written to %s in %.1fs\n",
-					j.Name, res.In, res.Out, j.Out, res.Elapsed.Seconds())
-				return nil
-			}
 			if o.Rejected != "" {
-				fmt.Fprintf(c.App.ErrWriter, "run: %d rejected rows written to %s\n", res.Rejected, o.Rejected)
+				fmt.Fprintf(c.App.ErrWriter, "run: %d rejected rows written to %s\n", res.Rejected, schema.Redact(o.Rejected))
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences in %d groups -> %d written (%d filtered, %d invalid dropped, %d duplicated) to %s in %.1fs (%.0f/s)\n",
-				j.Name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, j.Out,
+				j.Name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, schema.Redact(j.Out),
 				res.Elapsed.Seconds(), float64(res.In)/res.Elapsed.Seconds())
 			if res.Out == 0 && res.In > 0 {
 				fmt.Fprintln(c.App.ErrWriter, "run: warning: every experience was filtered out; the output store is empty")
