@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/schema"
 
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/synth"
@@ -96,7 +97,7 @@ func genCommand() *cli.Command {
 			if err := w.Commit(); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.ErrWriter, "gen: wrote %d experiences to %s in %.1fs\n", w.Rows(), c.String("out"), time.Since(start).Seconds())
+			fmt.Fprintf(c.App.ErrWriter, "gen: wrote %d experiences to %s in %.1fs\n", w.Rows(), schema.Redact(c.String("out")), time.Since(start).Seconds())
 			return nil
 		},
 	}

@@ -139,7 +139,7 @@ func runSQL(c *cli.Context) error {
 		return sqlFailure(c, duckdb.Located(c.Context, err, paths...))
 	}
 	if out != "" {
-		fmt.Fprintf(c.App.ErrWriter, "sql: wrote %d rows to %s\n", n, out)
+		fmt.Fprintf(c.App.ErrWriter, "sql: wrote %d rows to %s\n", n, schema.Redact(out))
 	}
 	return nil
 }
