@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -91,7 +92,34 @@ func main() {
 		cancel(interrupted{sig.(syscall.Signal)})
 		signal.Stop(sigs) // a second signal kills at once
 	}()
+	stop := profile(os.Getenv("RFTPIPE_CPUPROFILE"))
 	app := newApp()
 	err := app.RunContext(ctx, interspersed(app, os.Args))
+	stop()
 	os.Exit(report(os.Stderr, ctx, err))
+}
+
+// profile writes a CPU profile of the whole command to path (the
+// RFTPIPE_CPUPROFILE variable; go tool pprof reads it) until the returned
+// func is called. An empty path profiles nothing; a path that cannot be
+// created is said on stderr and the command runs unprofiled.
+func profile(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		os.Stderr.WriteString("rftpipe: RFTPIPE_CPUPROFILE: " + err.Error() + "\n")
+		if f != nil {
+			f.Close()
+		}
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
