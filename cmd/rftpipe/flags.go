@@ -35,23 +35,37 @@ func progressFlag() cli.Flag {
 
 // Numeric flags declare their valid range here, once: the usage text names
 // it and a value outside it is refused before the command starts (exit 2).
+// A default outside the range means "not set": the help says so, in the
+// flag's DefaultText or as "unset", never as the number.
 
 func floatFlag(f *cli.Float64Flag, r build.Range) *cli.Float64Flag {
 	f.Usage += " (range " + r.String() + ")"
+	f.DefaultText = unsetText(r, f.Value, f.DefaultText)
 	f.Action = func(_ *cli.Context, v float64) error { return flagRange(f.Name, r, v, v) }
 	return f
 }
 
 func intFlag(f *cli.IntFlag, r build.Range) *cli.IntFlag {
 	f.Usage += " (range " + r.String() + ")"
+	f.DefaultText = unsetText(r, float64(f.Value), f.DefaultText)
 	f.Action = func(_ *cli.Context, v int) error { return flagRange(f.Name, r, float64(v), v) }
 	return f
 }
 
 func int64Flag(f *cli.Int64Flag, r build.Range) *cli.Int64Flag {
 	f.Usage += " (range " + r.String() + ")"
+	f.DefaultText = unsetText(r, float64(f.Value), f.DefaultText)
 	f.Action = func(_ *cli.Context, v int64) error { return flagRange(f.Name, r, float64(v), v) }
 	return f
+}
+
+// unsetText returns the help's default text of a flag whose default is
+// def: text as given, else "unset" when def lies outside the range.
+func unsetText(r build.Range, def float64, text string) string {
+	if text == "" && !r.Contains(def) {
+		return "unset"
+	}
+	return text
 }
 
 // flagRange checks --name's value x (given as v) against r.

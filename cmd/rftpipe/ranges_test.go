@@ -3,6 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -87,5 +90,39 @@ func TestRangeMatrix(t *testing.T) {
 				t.Errorf("left %v behind", ents)
 			}
 		})
+	}
+}
+
+// TestHelpDefaultsInRange: no command's help shows a numeric default outside
+// the flag's own range (a default that means "unset" says so in words).
+func TestHelpDefaultsInRange(t *testing.T) {
+	re := regexp.MustCompile(`\(range ([\[(])([^,]+),([^\])]+)([\])])\) \(default: ([^)]*)\)`)
+	bound := func(s string) float64 {
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			t.Fatalf("range bound %q: %v", s, err)
+		}
+		return f
+	}
+	seen := 0
+	for _, cmd := range newApp().Commands {
+		for _, f := range cmd.Flags {
+			m := re.FindStringSubmatch(f.String())
+			if m == nil {
+				continue
+			}
+			seen++
+			v, err := strconv.ParseFloat(m[5], 64)
+			if err != nil {
+				continue // words, not a number
+			}
+			lo, hi := bound(m[2]), bound(m[3])
+			if v < lo || v > hi || (m[1] == "(" && v == lo) || (m[4] == ")" && v == hi) {
+				t.Errorf("%s: %s", cmd.Name, f.String())
+			}
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("only %d ranged flags found in the help texts", seen)
 	}
 }
