@@ -22,6 +22,8 @@ package loss
 
 import (
 	"fmt"
+	"math"
+
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -262,12 +264,21 @@ func clamp(x, lo, hi float64) (float64, float64) {
 	return x, 1
 }
 
-// b2f is Iverson's bracket.
-func b2f(c bool) float64 {
+// b2f is Iverson's bracket, without a branch (a conditional move).
+func b2f(c bool) float64 { return pick(c, 1, 0) }
+
+// pick returns x where c holds, else y, without a branch: Go compiles a
+// conditional float assignment to a jump, and an integer one to a
+// conditional move, so the choice is made on the bits. The token loops use
+// it for conditions whose outcome varies from token to token (the sign of
+// the advantage), where a mispredicted jump costs more than the arithmetic
+// around it.
+func pick(c bool, x, y float64) float64 {
+	bx, by := math.Float64bits(x), math.Float64bits(y)
 	if c {
-		return 1
+		by = bx
 	}
-	return 0
+	return math.Float64frombits(by)
 }
 
 // rowMeanLogRatio is upstream's masked_mean(lp - old, m, axis=-1) of one row.

@@ -3,6 +3,7 @@ package loss
 import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -32,27 +33,41 @@ func (k *SAPO) Row(r *tokens.Row, s []float64) {
 	n := len(lp)
 	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
 	gs := r.GradScale
+	clampD, paper := k.Verl, k.PaperGradient || k.Verl
+	tauPos, tauNeg := k.TauPos, k.TauNeg
 	var sL, sKL, sGate, sRatio, sPos float64
 	for t, x := range lp {
 		mt := m[t]
-		if mt == 0 {
+		if mt == 0 { // padding is contiguous: a predicted jump
 			grad[t] = 0
 			continue
 		}
 		d, dd := x-old[t], 1.0 // no clamp
-		if k.Verl {
+		if clampD {
 			d, dd = clamp(d, -20, 20)
 		}
-		ratio := exp(d)
-		a, tau := adv[t], k.TauNeg
-		if a > 0 {
-			tau = k.TauPos
-			sPos += mt
+		// fastexp.Core inlined where the argument is in its range (always,
+		// but for extreme log-ratios): exp is a call.
+		ratio := 0.0
+		if d > -708 && d < 709 {
+			ratio = fastexp.Core(d)
+		} else {
+			ratio = exp(d)
 		}
-		sig := sigmoid(tau * (ratio - 1))
+		a := adv[t]
+		pos := a > 0 // varies from token to token: chosen without a jump
+		tau := pick(pos, tauPos, tauNeg)
+		sPos += b2f(pos) * mt
+		z, e := tau*(ratio-1), 0.0 // sigmoid(z) = 1/(1+e^-z), inlined likewise
+		if z > -709 && z < 708 {
+			e = fastexp.Core(-z)
+		} else {
+			e = exp(-z)
+		}
+		sig := 1 / (1 + e)
 		gate := sig * 4 / tau
 		var l, g float64
-		if k.PaperGradient || k.Verl {
+		if paper {
 			l, g = -a*gate, -a*4*sig*(1-sig)*ratio*dd
 		} else {
 			l, g = -a*gate*x, -a*gate
