@@ -310,7 +310,7 @@ func TestFakeOverlapped(t *testing.T) {
 			live0, _ := fakeDeviceBytes(t)
 			ev := d.NewEvaluator(Options{Float64: true, ChunkTokens: chunk})
 			var o out
-			var prev *Pending
+			var prev tokens.Pending
 			for _, b := range windows {
 				p, err := l.Plan(b)
 				if err != nil {
