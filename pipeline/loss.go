@@ -292,7 +292,7 @@ type lossWindow struct {
 // engine reads and starts the next batch, and its gradient is written while
 // the next one computes. A loss whose gradient needs the batch's sums (dpo)
 // evaluates its gradient at once, and so does a streamed loss (bypass_mode,
-// m2po), whose kernel is the current window's.
+// m2po: CPU only), whose kernel is the current window's.
 func (l *LossStage) Deferred() bool {
 	_, ok := l.ev.(tokens.Starter)
 	return ok && !l.obj.Policy.Def.GradAfterSums && l.stream == nil
