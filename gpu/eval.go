@@ -186,17 +186,18 @@ func (e *Evaluator) Eval(b *tokens.Batch, grad []float64, terms ...tokens.Term) 
 	return p.Wait()
 }
 
-// Pending is an evaluation Start has queued on the device and Wait
+// pending is an evaluation Start has queued on the device and Wait
 // collects.
-type Pending struct {
+type pending struct {
 	r    *run
 	res  []tokens.TermResult
 	done bool
 }
 
-// Start queues an evaluation of terms over b on the device — each chunk's
-// upload, kernels and download on the stream of one of two alternating
-// buffer sets — and returns once the last chunk is queued. grad and the
+// Start implements tokens.Starter: it queues an evaluation of terms over b
+// on the device — each chunk's upload, kernels and download on the stream
+// of one of two alternating buffer sets — and returns once the last chunk
+// is queued. grad and the
 // results are not ready until Wait; b and grad must stay untouched until
 // then. A chunk's results are copied out when its buffer set is next
 // needed (by this evaluation or the next one started) or at Wait, so after
@@ -204,7 +205,7 @@ type Pending struct {
 // gradient with b2's transfers and kernels. The device and pinned host
 // memory are the two buffer sets whatever the number of evaluations in
 // flight; the results are those of Eval, bit for bit.
-func (e *Evaluator) Start(b *tokens.Batch, grad []float64, terms ...tokens.Term) (*Pending, error) {
+func (e *Evaluator) Start(b *tokens.Batch, grad []float64, terms ...tokens.Term) (tokens.Pending, error) {
 	if len(grad) != b.Rows.Tokens() {
 		return nil, schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
 	}
@@ -221,12 +222,12 @@ func (e *Evaluator) Start(b *tokens.Batch, grad []float64, terms ...tokens.Term)
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{r: r}, nil
+	return &pending{r: r}, nil
 }
 
 // Wait waits for the evaluation's chunks still on the device, copies their
 // results out and returns the evaluation's sums; grad is then written.
-func (p *Pending) Wait() ([]tokens.TermResult, error) {
+func (p *pending) Wait() ([]tokens.TermResult, error) {
 	if p.done {
 		return p.res, p.r.err
 	}

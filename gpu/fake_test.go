@@ -310,7 +310,7 @@ func TestFakeOverlapped(t *testing.T) {
 			live0, _ := fakeDeviceBytes(t)
 			ev := d.NewEvaluator(Options{Float64: true, ChunkTokens: chunk})
 			var o out
-			var prev *Pending
+			var prev tokens.Pending
 			for _, b := range windows {
 				p, err := l.Plan(b)
 				if err != nil {
@@ -398,6 +398,100 @@ func TestFakeOverlapped(t *testing.T) {
 					t.Fatalf("%s window %d grad[%d]: %v, CPU %v", name, w, j, ov1.grad[w][j], v)
 				}
 			}
+		}
+	}
+}
+
+// TestFakeFaultInFlight: a kernel that faults while evaluations overlap —
+// in the first window, in the middle, in the last — fails the evaluation
+// (at a Wait, or at the Start that needs its buffer set) with an error
+// naming the call; the evaluator then evaluates as before, bit for bit, and
+// Close returns every byte.
+func TestFakeFaultInFlight(t *testing.T) {
+	d := fakeDevice(t)
+	h, err := purego.Dlopen(fakeLib, purego.RTLD_NOW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failLaunch, err := purego.Dlsym(h, "fakecuda_fail_launch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer purego.SyscallN(failLaunch, 0)
+	l, err := loss.Default().New("ppo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var windows []*tokens.Batch
+	for i := range 6 {
+		windows = append(windows, tokens.Synthetic(3+i%4, 80+(i*97)%300, uint64(i)))
+	}
+	// overlapped evaluates the windows, each started before the previous is
+	// collected, and returns the first error.
+	overlapped := func(ev *Evaluator) error {
+		var prev tokens.Pending
+		for _, b := range append(windows, nil) {
+			var next tokens.Pending
+			if b != nil {
+				p, err := l.Plan(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next, err = ev.Start(b, make([]float64, b.Rows.Tokens()), p.Terms...); err != nil {
+					return err
+				}
+			}
+			if prev != nil {
+				if _, err := prev.Wait(); err != nil {
+					return err
+				}
+			}
+			prev = next
+		}
+		return nil
+	}
+	b := windows[0]
+	p, err := l.Plan(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := d.NewEvaluator(Options{ChunkTokens: 700})
+	want := make([]float64, b.Rows.Tokens())
+	wantRes, err := clean.Eval(b, want, p.Terms...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clean.Close(); err != nil {
+		t.Fatal(err)
+	}
+	live0, _ := fakeDeviceBytes(t)
+	for _, k := range []int{1, 5, 13} { // launches: two per window, chunk by chunk
+		ev := d.NewEvaluator(Options{ChunkTokens: 700})
+		purego.SyscallN(failLaunch, uintptr(k))
+		if err := overlapped(ev); err == nil || !strings.Contains(err.Error(), "cuStreamSynchronize: CUDA_ERROR_LAUNCH_FAILED") {
+			t.Errorf("launch %d faulting: err %v", k, err)
+		}
+		purego.SyscallN(failLaunch, 0)
+		got := make([]float64, b.Rows.Tokens())
+		res, err := ev.Eval(b, got, p.Terms...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range got {
+			if math.Float64bits(got[j]) != math.Float64bits(want[j]) {
+				t.Fatalf("after launch %d faulted: grad[%d] %v, %v", k, j, got[j], want[j])
+			}
+		}
+		for j, v := range res[0].Sums {
+			if math.Float64bits(v) != math.Float64bits(wantRes[0].Sums[j]) {
+				t.Fatalf("after launch %d faulted: sum %d %v, %v", k, j, v, wantRes[0].Sums[j])
+			}
+		}
+		if err := ev.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if live, _ := fakeDeviceBytes(t); live != live0 {
+			t.Fatalf("after Close %d device bytes allocated, %d before", live, live0)
 		}
 	}
 }

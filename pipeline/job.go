@@ -238,6 +238,23 @@ type Applier interface {
 	Apply(b *Batch) error
 }
 
+// Completer is an Applier that can leave its work on a batch in flight when
+// Apply returns (a device evaluation). When Deferred reports true, the
+// engine holds each batch back after Apply: it applies the next batch to
+// the stages up to this one first, then calls Complete for the held batch,
+// which finishes the work and sets the batch's columns; the stages after
+// this one then apply the batch, and it is written. So the stage's work on
+// a batch overlaps the reading of the next and the stage's start of it,
+// and the writing of a batch overlaps the work on the next. Batches are
+// completed in order, one held at a time: the output is that of Apply doing
+// all the work. When Deferred reports false, Apply does all the work and
+// Complete is not called.
+type Completer interface {
+	Applier
+	Deferred() bool
+	Complete(b *Batch) error
+}
+
 // Finisher is a stage with results after the streaming pass: metrics and
 // counts.
 type Finisher interface {

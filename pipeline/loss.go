@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow/array"
 
@@ -34,8 +35,10 @@ type LossStage struct {
 
 	totals tokens.Totals
 	eval   *objective.Eval
-	res    *objective.Result
-	tokens int
+	// inFlight are the batches applied and not completed, oldest first.
+	inFlight []lossWindow
+	res      *objective.Result
+	tokens   int
 }
 
 // NewLoss returns the loss step of o, evaluated by ev (tokens.CPU or a
@@ -245,7 +248,8 @@ func (l *LossStage) start(tb *tokens.Batch, b *Batch) error {
 	return nil
 }
 
-// Apply implements Applier: the batch's sums and its gradient.
+// Apply implements Applier: it starts the evaluation of the batch's sums
+// and gradient, and completes it unless Deferred.
 func (l *LossStage) Apply(b *Batch) error {
 	tb, err := l.window(b)
 	if err != nil {
@@ -259,15 +263,55 @@ func (l *LossStage) Apply(b *Batch) error {
 		if err := l.finish(); err != nil {
 			return err
 		}
-		err = l.eval.GradWindow(tb, grad)
-	} else {
-		err = l.eval.Window(tb, grad)
+		if err := l.eval.GradWindow(tb, grad); err != nil {
+			return l.wrap(b, err)
+		}
+		l.tokens += len(grad)
+		return b.SetList(schema.GradLogprob, grad)
 	}
+	w, err := l.eval.StartWindow(tb, grad)
 	if err != nil {
 		return l.wrap(b, err)
 	}
-	l.tokens += tb.Rows.Tokens()
-	return b.SetList(schema.GradLogprob, grad)
+	l.inFlight = append(l.inFlight, lossWindow{b: b, w: w, grad: grad})
+	if !l.Deferred() {
+		return l.Complete(b)
+	}
+	return nil
+}
+
+// lossWindow is a batch whose evaluation is started and not completed.
+type lossWindow struct {
+	b    *Batch
+	w    *objective.Window
+	grad []float64
+}
+
+// Deferred implements Completer: on a device (a tokens.Starter) the
+// batch's evaluation is left in flight by Apply, so it runs while the
+// engine reads and starts the next batch, and its gradient is written while
+// the next one computes. A loss whose gradient needs the batch's sums (dpo)
+// evaluates its gradient at once, and so does a streamed loss (bypass_mode,
+// m2po: CPU only), whose kernel is the current window's.
+func (l *LossStage) Deferred() bool {
+	_, ok := l.ev.(tokens.Starter)
+	return ok && !l.obj.Policy.Def.GradAfterSums && l.stream == nil
+}
+
+// Complete implements Completer: it waits for the evaluation of b (the
+// earliest batch applied and not yet completed), adds its sums in batch
+// order and sets its grad_logprob.
+func (l *LossStage) Complete(b *Batch) error {
+	if len(l.inFlight) == 0 || l.inFlight[0].b != b {
+		return fmt.Errorf("%s: loss: batch at row %d completed out of order", b.File, b.Row)
+	}
+	w := l.inFlight[0]
+	l.inFlight = slices.Delete(l.inFlight, 0, 1)
+	if err := w.w.Wait(); err != nil {
+		return l.wrap(b, err)
+	}
+	l.tokens += len(w.grad)
+	return b.SetList(schema.GradLogprob, w.grad)
 }
 
 func (l *LossStage) finish() error {

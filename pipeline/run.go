@@ -318,6 +318,11 @@ type streamer struct {
 	deferred *store.Reader
 	dcols    *columns
 
+	// hold is the index of the first stage that defers its work on a batch
+	// (Completer): a batch is begun up to it, held, and completed after the
+	// next one is begun; -1: none.
+	hold int
+
 	rows, written, copied, rejectedRows int64
 }
 
@@ -347,7 +352,13 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 			return nil, err
 		}
 	}
-	s := &streamer{job: job, cols: cols, g: g}
+	s := &streamer{job: job, cols: cols, g: g, hold: -1}
+	for i, st := range job.Stages {
+		if c, ok := st.(Completer); ok && c.Deferred() {
+			s.hold = i
+			break
+		}
+	}
 	s.sh = newShaper(r.Schema(), cols, job.Keep, writes, dup, job.Seed)
 	if job.Out == "" {
 		return s, nil
@@ -459,67 +470,144 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 	})
 	eg.Go(func() error { // stages
 		defer close(outs)
-		for b := range in {
-			kept, copies, rest, err := s.apply(b)
-			var rejected arrow.Record
-			if err == nil && s.rej != nil && b.dropped > 0 {
-				rejected, err = s.rejected(b)
-			}
-			b.release()
-			b.rec.Release()
-			if b.rest != nil && rest == nil {
-				b.rest.Release()
-			}
-			for _, o := range []out{{rec: kept, rest: rest}, {rec: copies, spill: true}, {rec: rejected, rejected: true}} {
-				if o.rec == nil {
-					continue
+		// held: a batch a deferring stage (Completer) has not completed,
+		// applied again after the next batch is begun.
+		var held *Batch
+		err := func() error {
+			for b := range in {
+				if err := s.begin(b); err != nil {
+					discard(b)
+					return err
 				}
-				select {
-				case outs <- o:
-				case <-ctx.Done():
-					o.rec.Release()
-					err = ctx.Err()
-				}
-			}
-			if err != nil {
-				for b := range in {
-					b.rec.Release()
-					if b.rest != nil {
-						b.rest.Release()
+				if held != nil {
+					h := held
+					held = nil
+					if err := s.finish(ctx, h, outs); err != nil {
+						discard(b)
+						return err
 					}
 				}
-				return err
+				if s.hold >= 0 {
+					held = b
+				} else if err := s.finish(ctx, b, outs); err != nil {
+					return err
+				}
+			}
+			if held != nil {
+				h := held
+				held = nil
+				return s.finish(ctx, h, outs)
+			}
+			return nil
+		}()
+		if err != nil {
+			if held != nil {
+				discard(held)
+			}
+			for b := range in {
+				discard(b)
 			}
 		}
-		return nil
+		return err
 	})
 	return eg.Wait()
 }
 
-// apply validates one batch, runs it through the stages and shapes its
-// output records.
-func (s *streamer) apply(b *Batch) (kept, copies arrow.Record, rest *store.Rest, err error) {
+// discard releases a batch that will not be written.
+func discard(b *Batch) {
+	b.release()
+	b.rec.Release()
+	if b.rest != nil {
+		b.rest.Release()
+	}
+}
+
+// finish completes one begun batch (apply), sends its output records to
+// outs and releases it.
+func (s *streamer) finish(ctx context.Context, b *Batch, outs chan<- out) error {
+	kept, copies, rest, err := s.apply(b)
+	var rejected arrow.Record
+	if err == nil && s.rej != nil && b.dropped > 0 {
+		rejected, err = s.rejected(b)
+	}
+	b.release()
+	b.rec.Release()
+	if b.rest != nil && rest == nil {
+		b.rest.Release()
+	}
+	for _, o := range []out{{rec: kept, rest: rest}, {rec: copies, spill: true}, {rec: rejected, rejected: true}} {
+		if o.rec == nil {
+			continue
+		}
+		select {
+		case outs <- o:
+		case <-ctx.Done():
+			o.rec.Release()
+			err = ctx.Err()
+		}
+	}
+	return err
+}
+
+// begin validates one batch and runs it through the stages up to the
+// first whose work on it may still be in flight (s.hold), all of them when
+// none defers.
+func (s *streamer) begin(b *Batch) error {
 	if err := b.validate(); err != nil {
-		return nil, nil, nil, err
+		return err
 	}
 	if err := b.validateRest(); err != nil { // deferred columns (defer.go)
-		return nil, nil, nil, err
+		return err
 	}
 	if s.g != nil && b.Row+int64(b.Len()) > s.g.Rows {
-		return nil, nil, nil, schema.Errorf(s.job.In, -1, "", "the store changed while it was read: more than the %d rows the group pass counted", s.g.Rows)
+		return schema.Errorf(s.job.In, -1, "", "the store changed while it was read: more than the %d rows the group pass counted", s.g.Rows)
 	}
 	s.rows += int64(b.Len())
-	for _, st := range s.job.Stages {
-		if a, ok := st.(Applier); ok {
-			if err := a.Apply(b); err != nil {
-				return nil, nil, nil, err
-			}
+	if s.hold < 0 {
+		return nil // apply runs every stage
+	}
+	for _, st := range s.job.Stages[:s.hold] {
+		if err := applyNow(st, b); err != nil {
+			return err
+		}
+	}
+	return s.job.Stages[s.hold].(Applier).Apply(b)
+}
+
+// apply runs a begun batch through the rest of the stages — completing it
+// at the deferring stage first — and shapes its output records.
+func (s *streamer) apply(b *Batch) (kept, copies arrow.Record, rest *store.Rest, err error) {
+	rem := s.job.Stages
+	if s.hold >= 0 {
+		if err := s.job.Stages[s.hold].(Completer).Complete(b); err != nil {
+			return nil, nil, nil, err
+		}
+		rem = rem[s.hold+1:]
+	}
+	for _, st := range rem {
+		if err := applyNow(st, b); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	if s.w == nil {
 		return nil, nil, nil, nil
 	}
 	return s.sh.shape(b)
+}
+
+// applyNow runs stage st over b, its work done when it returns.
+func applyNow(st Stage, b *Batch) error {
+	a, ok := st.(Applier)
+	if !ok {
+		return nil
+	}
+	if err := a.Apply(b); err != nil {
+		return err
+	}
+	if c, ok := st.(Completer); ok && c.Deferred() {
+		return c.Complete(b)
+	}
+	return nil
 }
 
 func (s *streamer) write(o out) error {

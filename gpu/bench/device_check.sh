@@ -46,16 +46,26 @@ print("%.3f ms, %.0f%% of copy, x eager %s, x compile %s" % (r["median_ms"], 100
 	done
 done
 
-# 4. End to end: loss over a 20k x 1024 store, cuda vs cpu, same machine.
+# 4. End to end: loss over a 20k x 1024 store (20M tokens, 79 record
+# batches: each in flight on the device while the next is read), cuda vs
+# cpu, same machine; the device memory used, sampled every 0.1 s while the
+# cuda run lasts, must stay that of two record batches' buffers (plus the
+# context), not grow with the store.
 store="$out/store20k.parquet"
 $rf gen --tasks 2500 --runs 8 --resp-len 1024 --with all --seed 26 --out "$store" >"$out/gen.txt" 2>&1
 for dev in cpu cuda; do
+	if [ $dev = cuda ]; then
+		(while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; sleep 0.1; done) >"$out/mem_cuda.txt" 2>/dev/null &
+		mon=$!
+	fi
 	s=$(date +%s.%N)
 	timeout 60 $rf loss --fn ppo --kl-loss-fn low_var_kl --in "$store" --device $dev --grad-out "$out/grad_$dev.parquet" >"$out/loss_$dev.txt" 2>&1
 	rc=$?
 	e=$(date +%s.%N)
 	row "loss ppo 20k x 1024 --device $dev" "exit $rc: $(echo "$e - $s" | bc) s"
 done
+kill $mon 2>/dev/null
+row "loss --device cuda: device memory" "peak $(sort -n "$out/mem_cuda.txt" | tail -1) MiB used (lowest sample $(sort -n "$out/mem_cuda.txt" | head -1)); store $(du -m "$store" | cut -f1) MB"
 row "loss metrics cuda vs cpu" "$(python3 -c 'import re,sys
 num=lambda p: [float(x) for x in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", open(p).read())]
 a,b=num(sys.argv[1]),num(sys.argv[2])

@@ -19,6 +19,7 @@ package objective
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
@@ -64,7 +65,7 @@ type Eval struct {
 	kl, ent  *tokens.TermResult
 	useEnt   bool
 	gradPass []tokens.Term
-	scratch  []float64
+	free     [][]float64 // gradient buffers of the KL and entropy terms, for reuse
 }
 
 // Start prepares an evaluation; first is the first window (with
@@ -80,44 +81,111 @@ func (o *Objective) Start(ev tokens.Evaluator, first *tokens.Batch) (*Eval, erro
 
 // Window evaluates one window of rows: it adds the window's sums and writes
 // the window's dLoss/dlogprob into grad (length b.Rows.Tokens()), final
-// unless NeedsGradPass.
+// unless NeedsGradPass. It is StartWindow, then Wait.
 func (e *Eval) Window(b *tokens.Batch, grad []float64) error {
-	name := e.o.Policy.Name()
-	res, err := e.ev.Eval(b, grad, e.plan.Terms...)
+	w, err := e.StartWindow(b, grad)
 	if err != nil {
-		return fmt.Errorf("policy loss %s: %w", name, err)
+		return err
+	}
+	return w.Wait()
+}
+
+// Window is one window of rows whose terms StartWindow has started.
+type Window struct {
+	e           *Eval
+	grad        []float64
+	pg, kl, ent tokens.Pending
+	// the KL and entropy terms' gradients, until Wait
+	klGrad, entGrad []float64
+}
+
+// StartWindow starts the evaluation of one window of rows: the policy
+// loss's terms, the KL term and the entropy term. On a tokens.Starter (a
+// device) the three are queued and StartWindow returns before they are
+// done, so the caller can prepare the next window meanwhile; on another
+// evaluator they are evaluated before it returns. Wait adds the window's
+// sums and writes grad; b and grad must stay untouched until then. Wait
+// for windows in the order they were started: the sums are added in window
+// order, so a run gives the same bits whether its windows overlap or not.
+func (e *Eval) StartWindow(b *tokens.Batch, grad []float64) (*Window, error) {
+	w := &Window{e: e, grad: grad}
+	var err error
+	if w.pg, err = e.start(b, grad, e.plan.Terms...); err != nil {
+		return nil, fmt.Errorf("policy loss %s: %w", e.o.Policy.Name(), err)
+	}
+	if t, ok, err := e.o.KL.Term(b, e.o.Mode); err != nil {
+		return nil, err
+	} else if ok {
+		w.klGrad = e.buf(len(grad))
+		if w.kl, err = e.start(b, w.klGrad, t); err != nil {
+			return nil, fmt.Errorf("KL loss %s: %w", e.o.KL.Name, err)
+		}
+	}
+	if e.useEnt {
+		if t, ok, err := e.o.Entropy.Term(b, e.o.Mode); err != nil {
+			return nil, err
+		} else if ok {
+			w.entGrad = e.buf(len(grad))
+			if w.ent, err = e.start(b, w.entGrad, t); err != nil {
+				return nil, fmt.Errorf("entropy loss %s: %w", e.o.Entropy.Name, err)
+			}
+		}
+	}
+	return w, nil
+}
+
+// Wait waits for the window's terms, adds their sums to the evaluation's
+// and writes the window's gradient: the policy loss's plus the KL term's.
+func (w *Window) Wait() error {
+	e := w.e
+	res, err := w.pg.Wait()
+	if err != nil {
+		return fmt.Errorf("policy loss %s: %w", e.o.Policy.Name(), err)
 	}
 	if e.pg == nil {
 		e.pg = res
 	} else {
 		addSums(e.pg, res)
 	}
-	if t, ok, err := e.o.KL.Term(b, e.o.Mode); err != nil {
-		return err
-	} else if ok {
-		g := e.buf(len(grad))
-		r, err := e.ev.Eval(b, g, t)
+	if w.kl != nil {
+		r, err := w.kl.Wait()
 		if err != nil {
 			return fmt.Errorf("KL loss %s: %w", e.o.KL.Name, err)
 		}
-		for i, v := range g {
-			grad[i] += v
+		for i, v := range w.klGrad {
+			w.grad[i] += v
 		}
 		e.kl = accumulate(e.kl, r[0])
+		e.free = append(e.free, w.klGrad)
 	}
-	if e.useEnt {
-		if t, ok, err := e.o.Entropy.Term(b, e.o.Mode); err != nil {
-			return err
-		} else if ok {
-			r, err := e.ev.Eval(b, e.buf(len(grad)), t)
-			if err != nil {
-				return fmt.Errorf("entropy loss %s: %w", e.o.Entropy.Name, err)
-			}
-			e.ent = accumulate(e.ent, r[0])
+	if w.ent != nil {
+		r, err := w.ent.Wait()
+		if err != nil {
+			return fmt.Errorf("entropy loss %s: %w", e.o.Entropy.Name, err)
 		}
+		e.ent = accumulate(e.ent, r[0])
+		e.free = append(e.free, w.entGrad) // its gradient is not the loss's (no log-prob dependence)
 	}
 	return nil
 }
+
+// start starts the evaluation of terms over b: queued on a tokens.Starter,
+// else evaluated now.
+func (e *Eval) start(b *tokens.Batch, grad []float64, terms ...tokens.Term) (tokens.Pending, error) {
+	if s, ok := e.ev.(tokens.Starter); ok {
+		return s.Start(b, grad, terms...)
+	}
+	res, err := e.ev.Eval(b, grad, terms...)
+	if err != nil {
+		return nil, err
+	}
+	return evaluated(res), nil
+}
+
+// evaluated is the Pending of an evaluation already done.
+type evaluated []tokens.TermResult
+
+func (r evaluated) Wait() ([]tokens.TermResult, error) { return r, nil }
 
 // Finish turns the sums of every window into the loss and its metrics.
 func (e *Eval) Finish() (Result, error) {
@@ -157,6 +225,7 @@ func (e *Eval) GradWindow(b *tokens.Batch, grad []float64) error {
 		return err
 	} else if ok {
 		g := e.buf(len(grad))
+		defer func() { e.free = append(e.free, g) }()
 		if _, err := e.ev.Eval(b, g, t); err != nil {
 			return fmt.Errorf("KL loss %s: %w", e.o.KL.Name, err)
 		}
@@ -189,11 +258,16 @@ func (o *Objective) Eval(ev tokens.Evaluator, b *tokens.Batch, grad []float64) (
 	return res, nil
 }
 
+// buf returns a gradient buffer of n values, reused from e.free when one
+// there is large enough (a window returns its buffers at Wait).
 func (e *Eval) buf(n int) []float64 {
-	if cap(e.scratch) < n {
-		e.scratch = make([]float64, n)
+	for i, b := range e.free {
+		if cap(b) >= n {
+			e.free = slices.Delete(e.free, i, i+1)
+			return b[:n]
+		}
 	}
-	return e.scratch[:n]
+	return make([]float64, n)
 }
 
 // addSums adds the sums of res to acc, term by term.

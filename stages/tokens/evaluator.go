@@ -13,6 +13,21 @@ type Evaluator interface {
 	Eval(b *Batch, grad []float64, terms ...Term) ([]TermResult, error)
 }
 
+// Starter is an Evaluator that can leave an evaluation in flight (a device
+// queues transfers and kernels): Start returns once the evaluation is
+// queued, and Pending.Wait returns what Eval would have, bit for bit. b and
+// grad must stay untouched until Wait has returned; grad is written then.
+// Several evaluations may be in flight at once.
+type Starter interface {
+	Evaluator
+	Start(b *Batch, grad []float64, terms ...Term) (Pending, error)
+}
+
+// Pending is an evaluation Starter.Start has queued.
+type Pending interface {
+	Wait() ([]TermResult, error)
+}
+
 // CPU is the Evaluator of the CPU driver, Batch.Eval.
 var CPU Evaluator = cpuEvaluator{}
 

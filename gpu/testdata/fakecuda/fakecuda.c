@@ -10,6 +10,10 @@
  * the CUDA kernels' own thread-parallel code.
  *
  * fakecuda_set_oom(n) makes cuMemAlloc fail for more than n bytes (0: never);
+ * fakecuda_fail_launch(n) makes the n-th kernel launched from then on (1:
+ * the next; 0: none) fault: as on a device, its launch succeeds and the
+ * fault surfaces at the next cuStreamSynchronize, CUDA_ERROR_LAUNCH_FAILED
+ * (once: unlike a device's, the fake's context stays usable);
  * fakecuda_device_bytes(&live, &peak) reports the device bytes allocated.
  */
 #include <stdio.h>
@@ -25,6 +29,7 @@ typedef unsigned long long CUdeviceptr;
 #define ERR_INVALID_VALUE 1
 #define ERR_OOM 2
 #define ERR_NOT_FOUND 500
+#define ERR_LAUNCH_FAILED 719
 
 /* ---- driver ---- */
 
@@ -117,9 +122,21 @@ CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) { (voi
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { (void)st; memcpy((void *)d, (void *)s, n); return OK; }
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *st) { (void)st; memset((void *)d, v, n); return OK; }
 
+static long fail_countdown;
+static int faulted;
+void fakecuda_fail_launch(long n) { fail_countdown = n; faulted = 0; }
+
 static int streams;
 CUresult cuStreamCreate(void **s, unsigned flags) { (void)flags; *s = &streams; return OK; }
-CUresult cuStreamSynchronize(void *s) { return s == NULL || s == &streams ? OK : 400; }
+CUresult cuStreamSynchronize(void *s) {
+	if (s != NULL && s != &streams)
+		return 400;
+	if (faulted) {
+		faulted = 0;
+		return ERR_LAUNCH_FAILED;
+	}
+	return OK;
+}
 CUresult cuStreamDestroy_v2(void *s) { return s == &streams ? OK : 400; }
 static int events;
 CUresult cuEventCreate(void **e, unsigned flags) { (void)flags; *e = &events; return OK; }
@@ -133,6 +150,7 @@ CUresult cuGetErrorName(CUresult rc, const char **name) {
 	case ERR_INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; return OK;
 	case ERR_OOM: *name = "CUDA_ERROR_OUT_OF_MEMORY"; return OK;
 	case ERR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return OK;
+	case ERR_LAUNCH_FAILED: *name = "CUDA_ERROR_LAUNCH_FAILED"; return OK;
 	}
 	return ERR_INVALID_VALUE;
 }
@@ -185,6 +203,10 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
 	(void)stream;
 	if (gy != 1 || gz != 1 || by != 1 || bz != 1 || bx == 0 || bx > 1024 || bx % 32 != 0 || shared != 0 || extra)
 		return ERR_INVALID_VALUE;
+	if (fail_countdown > 0 && --fail_countdown == 0) {
+		faulted = 1; /* reported at the next synchronisation */
+		return OK;
+	}
 	if (sscanf(name, "rft_rows_k%d_%3s", &kind, type) == 2) {
 		rft_kernel k = *(const rft_kernel *)a[0];
 		if (k.kind != kind)
