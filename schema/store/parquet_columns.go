@@ -538,7 +538,7 @@ func (c *columnSink) abort() {
 // or size bytes of an input file from off.
 type chunkCopy struct {
 	bytes        []byte
-	in           *inputFile
+	in           *inputFile // a reference of the copy's own, closed once copied
 	off, size    int64
 	dict, data   int64 // offsets of the dictionary (-1: none) and first data page in bytes
 	values       int64
@@ -558,7 +558,7 @@ func encodedCopy(cc *metadata.ColumnChunkMetaDataBuilder, start int64, buf []byt
 	return cp
 }
 
-// rawCopy describes a Rest's column chunk.
+// rawCopy describes a Rest's column chunk (in: the Rest's file, not retained).
 func rawCopy(r *rawChunk) (*chunkCopy, error) {
 	cp := &chunkCopy{in: r.in, off: r.start, size: r.size, dict: -1, data: r.meta.DataPageOffset() - r.start,
 		values: r.meta.NumValues(), uncompressed: r.meta.TotalUncompressedSize()}
