@@ -5,27 +5,98 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 )
 
 // fileBuffer is a store's output file behind its write buffer. Byte ranges
 // of an input (the column chunks a deferred read copies as they are) go
 // from file to file in the kernel where the system can (copy_file_range on
-// Linux), not through the process's memory.
+// Linux), not through the process's memory, several at once: each copy is
+// given its range of the output (the file's offset moves past it) and runs
+// on a goroutine of its own, up to GOMAXPROCS at a time, while the writing
+// goes on after the range.
 type fileBuffer struct {
 	*bufio.Writer
-	f *os.File
+	f     *os.File
+	slots chan struct{} // one per copy in flight
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	err   error // the failed copy's error, of the lowest output offset
+	errAt int64
 }
 
-// copyRange appends bytes [off, off+n) of src.
-func (b *fileBuffer) copyRange(src *os.File, off, n int64) error {
-	if err := b.Flush(); err != nil {
+func newFileBuffer(f *os.File) *fileBuffer {
+	return &fileBuffer{Writer: bufio.NewWriterSize(f, 1<<20), f: f, slots: make(chan struct{}, runtime.GOMAXPROCS(0))}
+}
+
+// copyRange appends bytes [off, off+n) of in: it reserves their range of
+// the file and copies them there in the background. It closes in (its
+// reference) when the copy is done. A copy's error is returned by a later
+// copyRange or by wait.
+func (b *fileBuffer) copyRange(in *inputFile, off, n int64) error {
+	if err := b.failure(); err != nil {
+		in.Close()
 		return err
 	}
-	done, err := copyFileRange(b.f, src, off, n)
+	if err := b.Flush(); err != nil {
+		in.Close()
+		return err
+	}
+	end, err := b.f.Seek(n, io.SeekCurrent)
+	if err != nil {
+		in.Close()
+		return err
+	}
+	at := end - n
+	b.slots <- struct{}{}
+	b.wg.Add(1)
+	go func() {
+		defer func() {
+			in.Close()
+			<-b.slots
+			b.wg.Done()
+		}()
+		if b.failure() != nil {
+			return // the file is lost anyway
+		}
+		if err := copyAt(b.f, in.File, off, n, at); err != nil {
+			b.fail(at, err)
+			return
+		}
+		in.n.Add(n)
+	}()
+	return nil
+}
+
+// wait waits for the copies in flight and returns the error of a failed one.
+func (b *fileBuffer) wait() error {
+	b.wg.Wait()
+	return b.failure()
+}
+
+func (b *fileBuffer) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+func (b *fileBuffer) fail(at int64, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil || at < b.errAt {
+		b.err, b.errAt = err, at
+	}
+}
+
+// copyAt writes bytes [off, off+n) of src at offset at of dst: in the
+// kernel where it can, else by reading and writing them.
+func copyAt(dst, src *os.File, off, n, at int64) error {
+	done, err := copyFileRange(dst, src, off, n, at)
 	if err != nil {
 		return err
 	}
-	return copyThrough(b.Writer, src, off+done, n-done)
+	return copyThrough(io.NewOffsetWriter(dst, at+done), src, off+done, n-done)
 }
 
 // copyThrough appends bytes [off, off+n) of src to w by reading them.

@@ -8,14 +8,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// copyFileRange copies what it can of bytes [off, off+n) of src to the end
-// of dst with copy_file_range(2) and returns how many it copied: none where
-// the kernel or file system cannot (the caller copies the rest).
-func copyFileRange(dst, src *os.File, off, n int64) (int64, error) {
+// copyFileRange copies what it can of bytes [off, off+n) of src to offset
+// at of dst with copy_file_range(2) and returns how many it copied: none
+// where the kernel or file system cannot (the caller copies the rest).
+func copyFileRange(dst, src *os.File, off, n, at int64) (int64, error) {
 	done := int64(0)
 	for done < n {
-		roff := off + done
-		k, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), nil, int(min(n-done, 1<<30)), 0)
+		roff, woff := off+done, at+done
+		k, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(min(n-done, 1<<30)), 0)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue

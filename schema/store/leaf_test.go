@@ -141,11 +141,13 @@ func TestNullListWithValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Refused (by Write, or by Close when the row group encodes after
+	// Write returns): fine.
 	if err := sk.Write(rec); err != nil {
-		return // refused: fine
+		return
 	}
 	if err := sk.Close(); err != nil {
-		t.Fatal(err)
+		return
 	}
 	if got := pqarrowColumns(t, buf.Bytes())[0]; !array.Equal(got, col) {
 		t.Fatalf("read back %v, wrote %v", got, col)

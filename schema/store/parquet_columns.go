@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -19,7 +21,6 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/metadata"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 	pqschema "github.com/apache/arrow/go/v17/parquet/schema"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/rftpipe/rftpipe/schema/store/leafcodec"
 )
@@ -31,13 +32,21 @@ import (
 // do not depend on the scheduling. pqarrow's FileWriter encodes one column
 // after another, which leaves all but one core idle while a store is written.
 //
+// Row groups are pipelined too: Write plans a batch's row group, starts its
+// columns encoding and returns while they encode, up to window row groups
+// ahead of the one being written (the batches' columns are retained until
+// then); one goroutine lays the row groups out in the order they were
+// written, each once its columns are encoded. An error is returned by the
+// next Write or by Close.
+//
 // It lays out the file itself (magic, row groups, footer built with
 // arrow-go's metadata builders), so that a row group may also take column
 // chunks as they lie in an input file: those of a deferred read's Rest and
-// of the columns it decoded that the batch passes on as read (WriteWith);
-// and a column that is the very array of an earlier column of the batch
-// (returns written as advantages) is encoded once and its bytes written
-// twice.
+// of the columns it decoded that the batch passes on as read (WriteWith),
+// copied in the kernel into ranges of the output reserved for them, several
+// at once (fileBuffer); and a column that is the very array of an earlier
+// column of the batch (returns written as advantages) is encoded once and
+// its bytes written twice.
 //
 // It computes the Parquet definition and repetition levels itself, so it only
 // takes schemas whose columns are flat (see flatColumn): every column of the
@@ -50,7 +59,29 @@ type columnSink struct {
 	pqs     *pqschema.Schema
 	meta    *metadata.FileMetaDataBuilder
 	ordinal int16
-	scratch []levels // per column, reused across batches
+	// window is how many row groups may encode ahead of the one being laid
+	// out; 0 lays each out before Write returns.
+	window   int
+	encoders chan struct{}  // one per column being encoded
+	queue    chan *rowGroup // the row groups to lay out, in order (nil before the first)
+	laid     chan struct{}  // closed when the goroutine laying them out returns
+	stop     atomic.Bool    // an error or Abort: the work left is skipped
+	mu       sync.Mutex
+	err      error // the first error
+}
+
+// rowGroup is one row group on its way: its columns' plans, encoders and
+// metadata.
+type rowGroup struct {
+	rows    int64
+	ordinal int16
+	rgb     *metadata.RowGroupMetaDataBuilder
+	ccs     []*metadata.ColumnChunkMetaDataBuilder
+	plans   []chunkPlan
+	reused  []bool        // the chunk is written again as a later column
+	cws     []chunkWriter // the encoded columns'
+	errs    []error       // the encoded columns'
+	encoded chan struct{} // closed when every column is encoded
 }
 
 // tellWriter counts the bytes written (the file offset), and keeps a copy
@@ -73,15 +104,18 @@ func (t *tellWriter) Write(p []byte) (int, error) {
 func (t *tellWriter) Tell() int64 { return t.n }
 
 // copyFrom appends bytes [off, off+n) of an input file, counted as read
-// from it.
+// from it, and closes in (the copy's reference to it): a file's copies run
+// in the background (fileBuffer), another writer's here.
 func (t *tellWriter) copyFrom(in *inputFile, off, n int64) error {
-	var err error
 	if fb, ok := t.w.(*fileBuffer); ok {
-		err = fb.copyRange(in.File, off, n)
-	} else {
-		err = copyThrough(t.w, in.File, off, n)
+		if err := fb.copyRange(in, off, n); err != nil {
+			return err
+		}
+		t.n += n
+		return nil
 	}
-	if err != nil {
+	defer in.Close()
+	if err := copyThrough(t.w, in.File, off, n); err != nil {
 		return err
 	}
 	in.n.Add(n)
@@ -123,8 +157,9 @@ func newColumnSink(w io.Writer, s *arrow.Schema, props *parquet.WriterProperties
 	if _, err := out.Write(parquetMagic); err != nil {
 		return nil, err
 	}
+	procs := runtime.GOMAXPROCS(0)
 	return &columnSink{out: out, props: props, aprops: aprops, sc: s, pqs: pqs,
-		meta: metadata.NewFileMetadataBuilder(pqs, props, kv), scratch: make([]levels, s.NumFields())}, nil
+		meta: metadata.NewFileMetadataBuilder(pqs, props, kv), window: procs, encoders: make(chan struct{}, procs)}, nil
 }
 
 func (c *columnSink) Write(rec arrow.Record) error {
@@ -228,12 +263,44 @@ type chunkWriter interface {
 
 // chunkPlan says where a column chunk of a row group comes from.
 type chunkPlan struct {
-	col  arrow.Array // encoded from this array
+	col  arrow.Array // encoded from this array (retained until laid out)
 	same int         // else a copy of the chunk of this earlier column (-1: not)
-	raw  *rawChunk   // else copied from a Rest
+	raw  *rawChunk   // else copied from an input file
+	cp   *chunkCopy  // raw's (holding a reference to its file until copied)
 }
 
+// writeRowGroup plans the row group of rec and rest's columns, starts
+// encoding it and queues it to be laid out (or lays it out, with no window).
 func (c *columnSink) writeRowGroup(rec arrow.Record, rest *Rest) error {
+	if err := c.failure(); err != nil {
+		return err
+	}
+	rg, err := c.plan(rec, rest)
+	if err != nil {
+		return err
+	}
+	c.encode(rg)
+	if c.window == 0 {
+		c.layOut(rg)
+		return c.failure()
+	}
+	if c.queue == nil {
+		c.queue, c.laid = make(chan *rowGroup, c.window), make(chan struct{})
+		go func() {
+			defer close(c.laid)
+			for rg := range c.queue {
+				c.layOut(rg)
+			}
+		}()
+	}
+	c.queue <- rg
+	return nil
+}
+
+// plan says where each column chunk of the row group of rec and rest's
+// columns comes from, retaining the arrays to encode and the input files to
+// copy from, and adds the row group to the footer.
+func (c *columnSink) plan(rec arrow.Record, rest *Rest) (*rowGroup, error) {
 	n := rec.NumRows()
 	plans := make([]chunkPlan, c.sc.NumFields())
 	reused := make([]bool, len(plans))
@@ -263,103 +330,215 @@ func (c *columnSink) writeRowGroup(rec arrow.Record, rest *Rest) error {
 				continue
 			}
 		}
-		return fmt.Errorf("no column %s to write", f.Name)
+		return nil, fmt.Errorf("no column %s to write", f.Name)
 	}
-	rgb := c.meta.AppendRowGroup()
-	ccs := make([]*metadata.ColumnChunkMetaDataBuilder, len(plans))
-	for i := range ccs {
-		ccs[i] = rgb.NextColumnChunk()
+	for i := range plans {
+		if plans[i].raw == nil {
+			continue
+		}
+		cp, err := rawCopy(plans[i].raw)
+		if err != nil {
+			for _, p := range plans[:i] {
+				if p.cp != nil {
+					p.cp.in.Close()
+				}
+			}
+			return nil, err
+		}
+		cp.in.retain()
+		plans[i].cp = cp
 	}
-	// Encode the new columns concurrently, each into its own buffer: lists
-	// of primitives with the leaf codec, other columns with pqarrow.
-	cws := make([]chunkWriter, len(plans))
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, p := range plans {
+	for _, p := range plans {
+		if p.col != nil {
+			p.col.Retain()
+		}
+	}
+	rg := &rowGroup{rows: n, ordinal: c.ordinal, rgb: c.meta.AppendRowGroup(), ccs: make([]*metadata.ColumnChunkMetaDataBuilder, len(plans)),
+		plans: plans, reused: reused, cws: make([]chunkWriter, len(plans)), errs: make([]error, len(plans)), encoded: make(chan struct{})}
+	for i := range rg.ccs {
+		rg.ccs[i] = rg.rgb.NextColumnChunk()
+	}
+	c.ordinal++
+	return rg, nil
+}
+
+// encode encodes the row group's new columns, each on its own goroutine
+// into its own buffer (up to GOMAXPROCS columns at once, the earlier row
+// groups' first), and closes rg.encoded when they are done.
+func (c *columnSink) encode(rg *rowGroup) {
+	var wg sync.WaitGroup
+	for i, p := range rg.plans {
 		if p.col == nil {
 			continue
 		}
-		g.Go(func() error {
-			path := ccs[i].Descr().Path()
-			pager, err := file.NewPageWriter(c.out, c.props.CompressionFor(path), c.props.CompressionLevelFor(path),
-				ccs[i], c.ordinal, int16(i), c.props.Allocator(), true, nil, nil)
-			if err != nil {
-				return err
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.encoders <- struct{}{}
+			defer func() { <-c.encoders }()
+			if !c.stop.Load() {
+				rg.errs[i] = c.encodeChunk(rg, i)
 			}
-			f := c.sc.Field(i)
-			if s, ok := leafcodec.Encodes(c.props, ccs[i].Descr(), f.Type, p.col); ok {
-				enc := leafcodec.NewEncoder(pager)
-				cws[i] = enc
-				return enc.Write(s, p.col.(*array.List), int(c.props.DataPageSize()))
-			}
-			cw := file.NewColumnChunkWriter(ccs[i], pager, c.props)
-			cws[i] = cw
-			return c.writeColumn(cw, p.col, f, &c.scratch[i])
-		})
+		}()
 	}
-	if err := g.Wait(); err != nil {
+	go func() {
+		wg.Wait()
+		close(rg.encoded)
+	}()
+}
+
+// levelsPool holds the level buffers of the columns being encoded.
+var levelsPool = sync.Pool{New: func() any { return new(levels) }}
+
+// encodeChunk encodes column i of the row group: a list of primitives with
+// the leaf codec, another column with pqarrow.
+func (c *columnSink) encodeChunk(rg *rowGroup, i int) error {
+	cc, col := rg.ccs[i], rg.plans[i].col
+	path := cc.Descr().Path()
+	pager, err := file.NewPageWriter(c.out, c.props.CompressionFor(path), c.props.CompressionLevelFor(path),
+		cc, rg.ordinal, int16(i), c.props.Allocator(), true, nil, nil)
+	if err != nil {
 		return err
 	}
-	// Then write the chunks in column order.
+	f := c.sc.Field(i)
+	if s, ok := leafcodec.Encodes(c.props, cc.Descr(), f.Type, col); ok {
+		enc := leafcodec.NewEncoder(pager)
+		rg.cws[i] = enc
+		return enc.Write(s, col.(*array.List), int(c.props.DataPageSize()))
+	}
+	cw := file.NewColumnChunkWriter(cc, pager, c.props)
+	rg.cws[i] = cw
+	lv := levelsPool.Get().(*levels)
+	defer levelsPool.Put(lv)
+	return c.writeColumn(cw, col, f, lv)
+}
+
+// layOut writes the row group's chunks in column order once they are
+// encoded, and releases what it holds; an error stops the writing.
+func (c *columnSink) layOut(rg *rowGroup) {
+	<-rg.encoded
+	defer rg.release()
+	if c.stop.Load() {
+		return
+	}
+	for _, err := range rg.errs {
+		if err != nil {
+			c.fail(err)
+			return
+		}
+	}
+	if err := c.writeChunks(rg); err != nil {
+		c.fail(err)
+	}
+}
+
+// release releases the arrays the row group encoded and the input files
+// of the copies it did not make.
+func (rg *rowGroup) release() {
+	for i := range rg.plans {
+		p := &rg.plans[i]
+		if p.col != nil {
+			p.col.Release()
+		}
+		if p.cp != nil && p.cp.in != nil {
+			p.cp.in.Close()
+			p.cp.in = nil
+		}
+	}
+}
+
+// writeChunks writes the row group's chunks in column order and finishes
+// its metadata.
+func (c *columnSink) writeChunks(rg *rowGroup) error {
 	var written int64
-	copies := make([]*chunkCopy, len(plans))
-	for i, p := range plans {
+	copies := make([]*chunkCopy, len(rg.plans))
+	for i, p := range rg.plans {
+		cc := rg.ccs[i]
 		switch {
 		case p.col != nil:
 			start := c.out.Tell()
 			var buf []byte
-			if reused[i] {
+			if rg.reused[i] {
 				c.out.capture = &buf
 			}
-			err := cws[i].Close()
+			err := rg.cws[i].Close()
 			c.out.capture = nil
 			if err != nil {
 				return err
 			}
-			written += cws[i].TotalBytesWritten()
-			if reused[i] {
-				copies[i] = encodedCopy(ccs[i], start, buf)
+			written += rg.cws[i].TotalBytesWritten()
+			if rg.reused[i] {
+				copies[i] = encodedCopy(cc, start, buf)
 			}
 		case p.same >= 0:
 			written += copies[p.same].uncompressed
-			if err := c.writeCopy(ccs[i], copies[p.same]); err != nil {
+			if err := c.writeCopy(cc, copies[p.same]); err != nil {
 				return err
 			}
-			contents, from := ccs[i].Contents().MetaData, ccs[p.same].Contents().MetaData
+			contents, from := cc.Contents().MetaData, rg.ccs[p.same].Contents().MetaData
 			contents.Encodings, contents.EncodingStats = from.Encodings, from.EncodingStats
 			if from.Statistics != nil {
 				contents.Statistics = from.Statistics
 			}
 		default:
-			cp, err := rawCopy(p.raw)
-			if err != nil {
+			written += p.cp.uncompressed
+			if err := c.writeCopy(cc, p.cp); err != nil {
 				return err
 			}
-			written += cp.uncompressed
-			if err := c.writeCopy(ccs[i], cp); err != nil {
-				return err
-			}
-			contents := ccs[i].Contents().MetaData
+			contents := cc.Contents().MetaData
 			setEncodings(&contents.Encodings, p.raw.meta.Encodings())
 			contents.EncodingStats = contents.EncodingStats[:0] // the input's page counts are not known
-			if cp.stats != nil {
-				ccs[i].SetStats(*cp.stats)
+			if p.cp.stats != nil {
+				cc.SetStats(*p.cp.stats)
 			}
 		}
 	}
-	rgb.SetNumRows(int(n))
-	if err := rgb.Finish(written, c.ordinal); err != nil {
-		return err
+	rg.rgb.SetNumRows(int(rg.rows))
+	return rg.rgb.Finish(written, rg.ordinal)
+}
+
+func (c *columnSink) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// fail records the first error and stops the work left.
+func (c *columnSink) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
 	}
-	c.ordinal++
-	return nil
+	c.stop.Store(true)
+}
+
+// drain waits for the row groups written to be laid out (or skipped) and
+// for the copies in flight.
+func (c *columnSink) drain() {
+	if c.queue != nil {
+		close(c.queue)
+		<-c.laid
+		c.queue = nil
+	}
+	if fb, ok := c.out.w.(*fileBuffer); ok {
+		if err := fb.wait(); err != nil {
+			c.fail(err)
+		}
+	}
+}
+
+// abort stops the work left and waits for the goroutines at work.
+func (c *columnSink) abort() {
+	c.stop.Store(true)
+	c.drain()
 }
 
 // chunkCopy is a column chunk's pages, to be written as they are: bytes,
 // or size bytes of an input file from off.
 type chunkCopy struct {
 	bytes        []byte
-	in           *inputFile
+	in           *inputFile // a reference of the copy's own, closed once copied
 	off, size    int64
 	dict, data   int64 // offsets of the dictionary (-1: none) and first data page in bytes
 	values       int64
@@ -379,7 +558,7 @@ func encodedCopy(cc *metadata.ColumnChunkMetaDataBuilder, start int64, buf []byt
 	return cp
 }
 
-// rawCopy describes a Rest's column chunk.
+// rawCopy describes a Rest's column chunk (in: the Rest's file, not retained).
 func rawCopy(r *rawChunk) (*chunkCopy, error) {
 	cp := &chunkCopy{in: r.in, off: r.start, size: r.size, dict: -1, data: r.meta.DataPageOffset() - r.start,
 		values: r.meta.NumValues(), uncompressed: r.meta.TotalUncompressedSize()}
@@ -400,7 +579,8 @@ func rawCopy(r *rawChunk) (*chunkCopy, error) {
 	return cp, nil
 }
 
-// writeCopy writes a chunk's bytes at the current offset and finishes its
+// writeCopy writes a chunk's bytes at the current offset (an input file's,
+// in the background) and finishes its
 // metadata there (pages, then the chunk's metadata, as arrow-go lays a
 // chunk out).
 func (c *columnSink) writeCopy(cc *metadata.ColumnChunkMetaDataBuilder, cp *chunkCopy) error {
@@ -411,8 +591,9 @@ func (c *columnSink) writeCopy(cc *metadata.ColumnChunkMetaDataBuilder, cp *chun
 		info.DictPageOffset = start + cp.dict
 	}
 	var err error
-	if cp.in != nil {
-		err = c.out.copyFrom(cp.in, cp.off, cp.size)
+	if in := cp.in; in != nil {
+		cp.in = nil // copyFrom closes it
+		err = c.out.copyFrom(in, cp.off, cp.size)
 	} else {
 		_, err = c.out.Write(cp.bytes)
 	}
@@ -442,13 +623,15 @@ func (c *columnSink) writeColumn(cw file.ColumnChunkWriter, col arrow.Array, f a
 	maxDef := cw.Descr().MaxDefinitionLevel()
 	list, ok := col.(*array.List)
 	if !ok {
-		lv.def = lv.def[:0]
+		var def []int16 // none for a required column (nil: an empty slice would say no values)
 		if maxDef > 0 {
+			lv.def = lv.def[:0]
 			for i := 0; i < col.Len(); i++ {
 				lv.def = append(lv.def, b2i(col.IsValid(i)))
 			}
+			def = lv.def
 		}
-		return pqarrow.WriteArrowToColumn(ctx, cw, col, lv.def, nil, f.Nullable)
+		return pqarrow.WriteArrowToColumn(ctx, cw, col, def, nil, f.Nullable)
 	}
 	// A list column: a group, optional or required, holding a repeated group
 	// of elements, optional or required (pqarrow decides; the levels say
@@ -522,8 +705,12 @@ func b2i(b bool) int16 {
 	return 0
 }
 
-// Close writes the footer.
+// Close waits for the row groups written and writes the footer.
 func (c *columnSink) Close() error {
+	c.drain()
+	if err := c.failure(); err != nil {
+		return err
+	}
 	md, err := c.meta.Finish()
 	if err != nil {
 		return err

@@ -91,10 +91,11 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot create output: %w", path, err)
 	}
-	w := &Writer{path: path, tmp: tmp, buf: bufio.NewWriterSize(tmp, 1<<20), sc: s}
+	fb := newFileBuffer(tmp)
+	w := &Writer{path: path, tmp: tmp, buf: fb.Writer, sc: s}
 	switch f {
 	case Parquet:
-		w.sink, err = newParquetSink(&fileBuffer{Writer: w.buf, f: tmp}, s, cfg.parquet)
+		w.sink, err = newParquetSink(fb, s, cfg.parquet)
 	case ArrowFile, ArrowStream:
 		w.sink, err = newIPCSink(tmp, s, f) // the IPC file footer needs to seek
 	case JSONL:
@@ -107,7 +108,9 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 	return w, nil
 }
 
-// Write appends a record batch.
+// Write appends a record batch. A Parquet store may still be encoding it
+// when Write returns (it retains what it needs, so the caller may release
+// rec): an error then comes from a later Write or from Commit.
 func (w *Writer) Write(rec arrow.Record) error {
 	if err := w.sink.Write(rec); err != nil {
 		return fmt.Errorf("%s: write: %w", w.path, err)
@@ -119,7 +122,8 @@ func (w *Writer) Write(rec arrow.Record) error {
 // WriteWith appends one batch whose columns are rec's and, for the columns
 // rec lacks, those of rest (a deferred read's, see Deferred): a Parquet
 // store copies the rest's column chunks as they are when it can, any other
-// store decodes them. The output rows are rec's, in order.
+// store decodes them. The output rows are rec's, in order. As with Write,
+// the caller may release rec and rest when it returns.
 func (w *Writer) WriteWith(rec arrow.Record, rest *Rest) error {
 	if rest == nil {
 		return w.Write(rec)
@@ -156,7 +160,9 @@ func (w *Writer) Commit() error {
 		return w.table.Commit()
 	}
 	err := w.sink.Close()
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("write: %w", err)
+	} else {
 		err = w.buf.Flush()
 	}
 	if err == nil {
@@ -192,7 +198,9 @@ func (w *Writer) Abort() {
 		w.table.Abort()
 		return
 	}
-	if w.sink != nil {
+	if a, ok := w.sink.(interface{ abort() }); ok {
+		a.abort() // stops the work in flight, writes nothing more
+	} else if w.sink != nil {
 		w.sink.Close()
 	}
 	w.tmp.Close()
