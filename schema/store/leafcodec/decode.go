@@ -116,8 +116,15 @@ type fetched struct {
 }
 
 // readPage reads the next page of the chunk from pr. The page's bytes stay
-// valid after the next call (the reader allocates each page anew).
-func readPage(pr file.PageReader) fetched {
+// valid after the next call (the reader allocates each page anew). A panic
+// of the reader over a corrupt page is its error: the pages read ahead are
+// read on a goroutine where no caller's recover reaches.
+func readPage(pr file.PageReader) (f fetched) {
+	defer func() {
+		if r := recover(); r != nil {
+			f = fetched{err: fmt.Errorf("%v", r)}
+		}
+	}()
 	for pr.Next() {
 		switch p := pr.Page().(type) {
 		case *file.DictionaryPage:
