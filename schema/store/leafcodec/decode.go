@@ -140,12 +140,12 @@ func readPage(pr file.PageReader) (f fetched) {
 }
 
 // fetch returns the next page of the chunk. With more than one page in
-// flight (PagesInFlight), a goroutine reads and decompresses the pages
+// flight (pagesInFlight), a goroutine reads and decompresses the pages
 // ahead of the decoder, up to that many, while the decoder decodes the
 // current one and its caller uses the batches read.
 func (d *Decoder) fetch() (rawPage, bool, error) {
 	if d.ahead == nil {
-		w := PagesInFlight()
+		w := pagesInFlight()
 		if w <= 1 {
 			f := readPage(d.pr)
 			return f.p, f.ok, f.err

@@ -57,13 +57,13 @@ func (e *Encoder) Close() error { return e.pager.Close(false, false) }
 func (e *Encoder) TotalBytesWritten() int64 { return e.written }
 
 // Write encodes the rows of l in pages of about pageSize bytes of values.
-// Up to PagesInFlight pages are encoded and compressed at once, each on a
+// Up to pagesInFlight pages are encoded and compressed at once, each on a
 // goroutine of its own, and written to the pager in order: the chunk's
 // bytes do not depend on how many are.
 func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 	cuts := pageCuts(s, l, pageSize)
 	n := len(cuts) - 1
-	w := min(PagesInFlight(), n)
+	w := min(pagesInFlight(), n)
 	// Page i is encoded into slot i%w, which page i+w reuses once page i is
 	// written.
 	slots := make([]pageSlot, w)
@@ -103,12 +103,12 @@ func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 	return nil
 }
 
-// PagesInFlight is how many pages of one column chunk the Encoder
+// pagesInFlight is how many pages of one column chunk the Encoder
 // compresses, and the Decoder reads ahead, at once: up to 4, and no more
 // than GOMAXPROCS (1: none in parallel). Columns are encoded and decoded
 // concurrently too, so a few pages a column keep every core busy on the
 // big columns while memory stays a few pages a column.
-func PagesInFlight() int { return min(runtime.GOMAXPROCS(0), 4) }
+func pagesInFlight() int { return min(runtime.GOMAXPROCS(0), 4) }
 
 // pageCuts returns the rows at which the pages of l start, and l.Len():
 // a page takes whole rows, at least one, up to about pageSize bytes of

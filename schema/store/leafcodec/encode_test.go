@@ -167,9 +167,10 @@ func TestEncoderPages(t *testing.T) {
 	}
 }
 
-// TestDecoderCorruptPage: a corrupt compressed page stops the chunk with
-// the page reader's error whether the pages are read ahead or not, after
-// the rows of the pages before it; Close drops the pages read ahead.
+// TestDecoderCorruptPage: a corrupt compressed page (arrow's zstd codec
+// panics over it) stops the chunk with the same error whether the pages
+// are read ahead, on a goroutine of their own, or not; Close stops the
+// reading ahead of a decoder left before the end of its chunk.
 func TestDecoderCorruptPage(t *testing.T) {
 	rec := leaftest.Record(600, false, 7)
 	f, col := rec.Schema().Field(0), rec.Column(0)
