@@ -21,6 +21,11 @@ import (
 // page it compresses at a level other than the default, which costs as much
 // as compressing a small page. zstdLevels keeps one encoder per level
 // (EncodeAll is safe for concurrent use).
+//
+// Decoding zstd: arrow's codec shares one decoder that runs at most 4
+// decodes at once (klauspost's default), whatever the cores: zstdLevels
+// decodes with one that runs GOMAXPROCS, as many as the columns and pages
+// decoded concurrently can use.
 
 type recovering struct{ compress.Codec }
 
@@ -50,6 +55,26 @@ func (z zstdLevels) EncodeLevel(dst, src []byte, level int) []byte {
 		e, _ = zstdEncoders.LoadOrStore(level, enc)
 	}
 	return e.(*zstd.Encoder).EncodeAll(src, dst[:0])
+}
+
+var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+	return d // nil for options it does not take: arrow's decodes
+})
+
+// Decode decodes src into dst, whose length is the page's uncompressed
+// size; corrupt input gives a short result, which arrow's page reader
+// reports.
+func (z zstdLevels) Decode(dst, src []byte) []byte {
+	d := zstdDecoder()
+	if d == nil {
+		return z.Codec.Decode(dst, src)
+	}
+	out, err := d.DecodeAll(src, dst[:0])
+	if err != nil {
+		return dst[:0]
+	}
+	return out
 }
 
 func init() {

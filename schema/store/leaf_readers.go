@@ -30,7 +30,7 @@ func (r pqarrowReader) release()                          { r.Release() }
 type decoderReader struct{ *leafcodec.Decoder }
 
 func (r decoderReader) read(n int64) (arrow.Array, error) { return r.Read(n) }
-func (r decoderReader) release()                          {}
+func (r decoderReader) release()                          { r.Close() }
 
 // fieldPlan says how one field of a read is decoded: by the leaf codec when
 // shape is set, by pqarrow otherwise.

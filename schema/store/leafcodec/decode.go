@@ -34,6 +34,10 @@ type Decoder struct {
 	open     bool    // the last row read may take more elements
 	perRow   float64 // bytes of values per row in the chunk: a batch's capacity
 	left     int64   // values (levels) of the chunk not yet loaded
+	// The pages read ahead (nil until the first is wanted, or when they are
+	// read as they are wanted), and closing stop stops reading ahead.
+	ahead chan fetched
+	stop  chan struct{}
 }
 
 // Decodes reports whether the Decoder decodes a column chunk that lists the
@@ -73,29 +77,113 @@ var errLevels = errors.New("definition or repetition levels out of the column's 
 
 // next loads the next data page; false at the end of the chunk.
 func (d *Decoder) next() (bool, error) {
-	for d.pr.Next() {
-		pg := d.pr.Page()
-		switch p := pg.(type) {
-		case *file.DictionaryPage:
-			if enc := parquet.Encoding(p.Encoding()); d.s.width == 0 || (enc != parquet.Encodings.Plain && enc != parquet.Encodings.PlainDict) {
-				return false, fmt.Errorf("unsupported dictionary page encoding %v", p.Encoding())
-			}
-			n := int(p.NumValues())
-			if n < 0 || len(p.Data()) < n*d.s.width {
-				return false, errors.New("dictionary page shorter than its values")
-			}
-			d.dict = append(d.dict[:0], p.Data()[:n*d.s.width]...)
-		case *file.DataPageV1:
-			return true, d.load(p.Data(), int(p.NumValues()), -1, -1, parquet.Encoding(p.Encoding()))
-		case *file.DataPageV2:
-			return true, d.load(p.Data(), int(p.NumValues()), int(p.RepetitionLevelByteLen()), int(p.DefinitionLevelByteLen()), parquet.Encoding(p.Encoding()))
+	for {
+		p, ok, err := d.fetch()
+		if !ok || err != nil {
+			return false, err
 		}
+		if !p.dict {
+			return true, d.load(p.data, p.n, p.repLen, p.defLen, p.enc)
+		}
+		if d.s.width == 0 || (p.enc != parquet.Encodings.Plain && p.enc != parquet.Encodings.PlainDict) {
+			return false, fmt.Errorf("unsupported dictionary page encoding %v", p.enc)
+		}
+		if p.n < 0 || len(p.data) < p.n*d.s.width {
+			return false, errors.New("dictionary page shorter than its values")
+		}
+		d.dict = append(d.dict[:0], p.data[:p.n*d.s.width]...)
 	}
-	return false, d.pr.Err()
 }
 
-// load decodes a data page of n levels: levels prefixed by their byte length
-// (v1: repLen < 0) or of the given lengths (v2), then values.
+// rawPage is a page of the chunk as the page reader returns it,
+// decompressed: a dictionary page, or a data page of n levels whose levels
+// are prefixed by their byte length (v1: repLen < 0) or of the given
+// lengths (v2).
+type rawPage struct {
+	dict           bool
+	data           []byte
+	n              int
+	repLen, defLen int
+	enc            parquet.Encoding
+}
+
+// fetched is the page reader's answer for one page: ok false at the end of
+// the chunk or on err.
+type fetched struct {
+	p   rawPage
+	ok  bool
+	err error
+}
+
+// readPage reads the next page of the chunk from pr. The page's bytes stay
+// valid after the next call (the reader allocates each page anew). A panic
+// of the reader over a corrupt page is its error: the pages read ahead are
+// read on a goroutine where no caller's recover reaches.
+func readPage(pr file.PageReader) (f fetched) {
+	defer func() {
+		if r := recover(); r != nil {
+			f = fetched{err: fmt.Errorf("%v", r)}
+		}
+	}()
+	for pr.Next() {
+		switch p := pr.Page().(type) {
+		case *file.DictionaryPage:
+			return fetched{p: rawPage{dict: true, data: p.Data(), n: int(p.NumValues()), enc: parquet.Encoding(p.Encoding())}, ok: true}
+		case *file.DataPageV1:
+			return fetched{p: rawPage{data: p.Data(), n: int(p.NumValues()), repLen: -1, defLen: -1, enc: parquet.Encoding(p.Encoding())}, ok: true}
+		case *file.DataPageV2:
+			return fetched{p: rawPage{data: p.Data(), n: int(p.NumValues()), repLen: int(p.RepetitionLevelByteLen()),
+				defLen: int(p.DefinitionLevelByteLen()), enc: parquet.Encoding(p.Encoding())}, ok: true}
+		}
+	}
+	return fetched{err: pr.Err()}
+}
+
+// fetch returns the next page of the chunk. With more than one page in
+// flight (pagesInFlight), a goroutine reads and decompresses the pages
+// ahead of the decoder, up to that many, while the decoder decodes the
+// current one and its caller uses the batches read.
+func (d *Decoder) fetch() (rawPage, bool, error) {
+	if d.ahead == nil {
+		w := pagesInFlight()
+		if w <= 1 {
+			f := readPage(d.pr)
+			return f.p, f.ok, f.err
+		}
+		ahead, stop, pr := make(chan fetched, w-1), make(chan struct{}), d.pr
+		d.ahead, d.stop = ahead, stop
+		go func() {
+			defer close(ahead)
+			for {
+				f := readPage(pr)
+				select {
+				case ahead <- f:
+				case <-stop:
+					return
+				}
+				if !f.ok {
+					return
+				}
+			}
+		}()
+	}
+	f := <-d.ahead // the zero fetched once the chunk has ended
+	return f.p, f.ok, f.err
+}
+
+// Close stops reading ahead, and returns once the pages in flight are
+// dropped. The Decoder reads no more after it.
+func (d *Decoder) Close() {
+	if d.stop == nil {
+		return
+	}
+	close(d.stop)
+	for range d.ahead {
+	}
+	d.stop = nil // d.ahead, closed, reads as the end of the chunk
+}
+
+// load decodes a data page of n levels (see rawPage), then values.
 func (d *Decoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding) error {
 	// A page holds at most the chunk's values; a header that claims more is
 	// corrupt, and must not size an allocation.

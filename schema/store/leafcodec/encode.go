@@ -3,6 +3,7 @@ package leafcodec
 import (
 	"bytes"
 	"encoding/binary"
+	"runtime"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -56,55 +57,120 @@ func (e *Encoder) Close() error { return e.pager.Close(false, false) }
 func (e *Encoder) TotalBytesWritten() int64 { return e.written }
 
 // Write encodes the rows of l in pages of about pageSize bytes of values.
+// Up to pagesInFlight pages are encoded and compressed at once, each on a
+// goroutine of its own, and written to the pager in order: the chunk's
+// bytes do not depend on how many are.
 func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
-	values := l.ListValues().Data()
-	bitsPerValue := max(s.width*8, 1)
-	var page, packed bytes.Buffer
-	var rep, def runWriter
-	for r0 := 0; r0 < l.Len(); {
-		first, _ := l.ValueOffsets(r0)
-		r1, levels := r0, 0
-		for r1 < l.Len() {
-			lo, hi := l.ValueOffsets(r1)
-			if r1 > r0 && int(hi-first)*bitsPerValue > pageSize*8 {
-				break
-			}
-			switch {
-			case l.IsNull(r1):
-				rep.run(0, 1)
-				def.run(s.nullDef, 1)
-			case lo == hi:
-				rep.run(0, 1)
-				def.run(s.emptyDef, 1)
-			default:
-				rep.run(0, 1)
-				rep.run(1, int(hi-lo-1))
-				def.run(s.maxDef, int(hi-lo))
-			}
-			levels += max(int(hi-lo), 1)
-			r1++
+	cuts := pageCuts(s, l, pageSize)
+	n := len(cuts) - 1
+	w := min(pagesInFlight(), n)
+	// Page i is encoded into slot i%w, which page i+w reuses once page i is
+	// written.
+	slots := make([]pageSlot, w)
+	done := make([]chan struct{}, n)
+	start := func(i int) {
+		done[i] = make(chan struct{})
+		go func() {
+			slots[i%w].encode(e.pager, s, l, cuts[i], cuts[i+1])
+			close(done[i])
+		}()
+	}
+	for i := 0; i < w && w > 1; i++ {
+		start(i)
+	}
+	for i := 0; i < n; i++ {
+		sl := &slots[i%w]
+		if w > 1 {
+			<-done[i]
+		} else {
+			sl.encode(e.pager, s, l, cuts[i], cuts[i+1])
 		}
-		_, end := l.ValueOffsets(r1 - 1)
-		page.Reset()
-		rep.flushTo(&page)
-		def.flushTo(&page)
-		appendPlain(&page, s, values, int(first), int(end))
-		data := page.Bytes()
-		if e.pager.HasCompressor() {
-			packed.Reset()
-			data = e.pager.Compress(&packed, data)
-		}
-		dp := file.NewDataPageV1(memory.NewBufferBytes(data), int32(levels), parquet.Encodings.Plain,
-			parquet.Encodings.RLE, parquet.Encodings.RLE, int32(page.Len()))
-		n, err := e.pager.WriteDataPage(dp)
+		dp := file.NewDataPageV1(memory.NewBufferBytes(sl.data), int32(sl.levels), parquet.Encodings.Plain,
+			parquet.Encodings.RLE, parquet.Encodings.RLE, int32(sl.page.Len()))
+		written, err := e.pager.WriteDataPage(dp)
 		dp.Release()
 		if err != nil {
+			for j := i + 1; j < min(i+w, n); j++ {
+				<-done[j] // the pages in flight: none outlives Write
+			}
 			return err
 		}
-		e.written += n
-		r0 = r1
+		e.written += written
+		if w > 1 && i+w < n {
+			start(i + w)
+		}
 	}
 	return nil
+}
+
+// pagesInFlight is how many pages of one column chunk the Encoder
+// compresses, and the Decoder reads ahead, at once: up to 4, and no more
+// than GOMAXPROCS (1: none in parallel). Columns are encoded and decoded
+// concurrently too, so a few pages a column keep every core busy on the
+// big columns while memory stays a few pages a column.
+func pagesInFlight() int { return min(runtime.GOMAXPROCS(0), 4) }
+
+// pageCuts returns the rows at which the pages of l start, and l.Len():
+// a page takes whole rows, at least one, up to about pageSize bytes of
+// values.
+func pageCuts(s Shape, l *array.List, pageSize int) []int {
+	bitsPerValue := max(s.width*8, 1)
+	cuts := []int{0}
+	for r0 := 0; r0 < l.Len(); {
+		first, _ := l.ValueOffsets(r0)
+		r1 := r0 + 1
+		for r1 < l.Len() {
+			if _, hi := l.ValueOffsets(r1); int(hi-first)*bitsPerValue > pageSize*8 {
+				break
+			}
+			r1++
+		}
+		cuts = append(cuts, r1)
+		r0 = r1
+	}
+	return cuts
+}
+
+// pageSlot holds one page being encoded: its bytes as encoded (page) and
+// as written (data: compressed into packed, or page's).
+type pageSlot struct {
+	page, packed bytes.Buffer
+	rep, def     runWriter
+	data         []byte
+	levels       int
+}
+
+// encode encodes rows [r0, r1) of l as a page's levels and values, and
+// compresses them with pager's codec.
+func (p *pageSlot) encode(pager file.PageWriter, s Shape, l *array.List, r0, r1 int) {
+	p.levels = 0
+	for r := r0; r < r1; r++ {
+		lo, hi := l.ValueOffsets(r)
+		switch {
+		case l.IsNull(r):
+			p.rep.run(0, 1)
+			p.def.run(s.nullDef, 1)
+		case lo == hi:
+			p.rep.run(0, 1)
+			p.def.run(s.emptyDef, 1)
+		default:
+			p.rep.run(0, 1)
+			p.rep.run(1, int(hi-lo-1))
+			p.def.run(s.maxDef, int(hi-lo))
+		}
+		p.levels += max(int(hi-lo), 1)
+	}
+	first, _ := l.ValueOffsets(r0)
+	_, end := l.ValueOffsets(r1 - 1)
+	p.page.Reset()
+	p.rep.flushTo(&p.page)
+	p.def.flushTo(&p.page)
+	appendPlain(&p.page, s, l.ListValues().Data(), int(first), int(end))
+	p.data = p.page.Bytes()
+	if pager.HasCompressor() {
+		p.packed.Reset()
+		p.data = pager.Compress(&p.packed, p.data)
+	}
 }
 
 // appendPlain appends values [lo, hi) of a values array PLAIN-encoded.
