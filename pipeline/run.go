@@ -298,8 +298,9 @@ func observeBatch(job *Job, p int, b *Batch) (int64, error) {
 }
 
 // streamer is the streaming pass: it reads batches on one goroutine, runs
-// the stages on the caller's and writes on a third, so reading, computing
-// and encoding overlap.
+// the stages on a second, shapes their output records on a third (the
+// shaper's seeded suffixes are drawn in batch order there) and writes on a
+// fourth, so reading, computing, shaping and encoding overlap.
 type streamer struct {
 	job       *Job
 	cols      *columns
@@ -419,6 +420,7 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 	eg, ctx := errgroup.WithContext(ctx)
 	in := make(chan *Batch, 1)
 	bt := newBatcher(s.job, cols, r.Schema())
+	applied := make(chan *Batch, 1)
 	outs := make(chan out, 2)
 	eg.Go(func() error { // read
 		defer close(in)
@@ -468,8 +470,34 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 		}
 		return nil
 	})
-	eg.Go(func() error { // stages
+	eg.Go(func() error { // shape
 		defer close(outs)
+		for b := range applied {
+			if err := s.finish(ctx, b, outs); err != nil {
+				for b := range applied {
+					discard(b)
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	eg.Go(func() error { // stages
+		defer close(applied)
+		// send passes a batch whose stages are done to the shaper.
+		send := func(b *Batch) error {
+			if err := s.apply(b); err != nil {
+				discard(b)
+				return err
+			}
+			select {
+			case applied <- b:
+				return nil
+			case <-ctx.Done():
+				discard(b)
+				return ctx.Err()
+			}
+		}
 		// held: a batch a deferring stage (Completer) has not completed,
 		// applied again after the next batch is begun.
 		var held *Batch
@@ -482,21 +510,21 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 				if held != nil {
 					h := held
 					held = nil
-					if err := s.finish(ctx, h, outs); err != nil {
+					if err := send(h); err != nil {
 						discard(b)
 						return err
 					}
 				}
 				if s.hold >= 0 {
 					held = b
-				} else if err := s.finish(ctx, b, outs); err != nil {
+				} else if err := send(b); err != nil {
 					return err
 				}
 			}
 			if held != nil {
 				h := held
 				held = nil
-				return s.finish(ctx, h, outs)
+				return send(h)
 			}
 			return nil
 		}()
@@ -522,11 +550,15 @@ func discard(b *Batch) {
 	}
 }
 
-// finish completes one begun batch (apply), sends its output records to
-// outs and releases it.
+// finish shapes the output records of a batch the stages are done with,
+// sends them to outs and releases the batch.
 func (s *streamer) finish(ctx context.Context, b *Batch, outs chan<- out) error {
-	kept, copies, rest, err := s.apply(b)
-	var rejected arrow.Record
+	var kept, copies, rejected arrow.Record
+	var rest *store.Rest
+	var err error
+	if s.w != nil {
+		kept, copies, rest, err = s.sh.shape(b)
+	}
 	if err == nil && s.rej != nil && b.dropped > 0 {
 		rejected, err = s.rejected(b)
 	}
@@ -574,25 +606,22 @@ func (s *streamer) begin(b *Batch) error {
 	return s.job.Stages[s.hold].(Applier).Apply(b)
 }
 
-// apply runs a begun batch through the rest of the stages — completing it
-// at the deferring stage first — and shapes its output records.
-func (s *streamer) apply(b *Batch) (kept, copies arrow.Record, rest *store.Rest, err error) {
+// apply runs a begun batch through the rest of the stages, completing it
+// at the deferring stage first.
+func (s *streamer) apply(b *Batch) error {
 	rem := s.job.Stages
 	if s.hold >= 0 {
 		if err := s.job.Stages[s.hold].(Completer).Complete(b); err != nil {
-			return nil, nil, nil, err
+			return err
 		}
 		rem = rem[s.hold+1:]
 	}
 	for _, st := range rem {
 		if err := applyNow(st, b); err != nil {
-			return nil, nil, nil, err
+			return err
 		}
 	}
-	if s.w == nil {
-		return nil, nil, nil, nil
-	}
-	return s.sh.shape(b)
+	return nil
 }
 
 // applyNow runs stage st over b, its work done when it returns.
