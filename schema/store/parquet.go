@@ -101,7 +101,11 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		return nil, fileError(path, err, "cannot open")
 	}
 	in := newInputFile(fh, cfg.bytes)
-	pf, err := file.NewParquetReader(in)
+	// Pages are read as they are decoded, through a buffer per column
+	// (rather than each column chunk read whole, and copied, up front).
+	props := parquet.NewReaderProperties(cfg.mem)
+	props.BufferedStreamEnabled = true
+	pf, err := file.NewParquetReader(in, file.WithReadProps(props))
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
