@@ -17,6 +17,8 @@ import (
 // arrow's page reader reports as an error ("metadata said N bytes
 // uncompressed data page, got 0 bytes").
 //
+// Decoding zstd: see zstdDecoders.
+//
 // Encoding: arrow's zstd codec builds a new encoder, tables and all, for every
 // page it compresses at a level other than the default, which costs as much
 // as compressing a small page. zstdLevels keeps one encoder per level
@@ -34,6 +36,29 @@ func (c recovering) Decode(dst, src []byte) (out []byte) {
 }
 
 type zstdLevels struct{ compress.Codec }
+
+// zstdDecoders decodes zstd pages with a pool of decoders: arrow's codec
+// shares one decoder that decodes at most four pages at a time however many
+// cores decode pages (columns and row groups in parallel).
+type zstdDecoders struct{ compress.Codec }
+
+var zstdDecoderPool = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		panic(err) // not with these options
+	}
+	return d
+}}
+
+func (zstdDecoders) Decode(dst, src []byte) []byte {
+	d := zstdDecoderPool.Get().(*zstd.Decoder)
+	defer zstdDecoderPool.Put(d)
+	out, err := d.DecodeAll(src, dst[:0])
+	if err != nil {
+		panic(err) // as arrow's codec does: recovering reports it
+	}
+	return out
+}
 
 var zstdEncoders sync.Map // level → *zstd.Encoder
 
@@ -59,7 +84,7 @@ func init() {
 			continue // not built into this arrow
 		}
 		if typ == compress.Codecs.Zstd {
-			c = zstdLevels{c}
+			c = zstdLevels{zstdDecoders{c}}
 		}
 		compress.RegisterCodec(typ, recovering{c})
 	}
