@@ -29,8 +29,8 @@ import (
 // Several row groups are decoded at once: a window of up to inFlight row
 // groups, each on a goroutine of its own (rowGroupRead) that decodes its
 // columns in parallel, one batch ahead of the consumer; batches are
-// delivered strictly in file order, so memory holds at most inFlight+1
-// decoded batches and the compressed chunks of inFlight row groups.
+// delivered strictly in file order, and memory holds at most inFlight+1
+// decoded batches (and a page buffer per column of each row group).
 //
 // It proves it read every row the footer promises: each column must return
 // exactly the rows its row group holds (pqarrow's readers end a row group
