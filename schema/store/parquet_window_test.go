@@ -139,8 +139,9 @@ func TestParquetRowGroupsInFlight(t *testing.T) {
 	}
 }
 
-// TestParquetStopMidRead: a read stopped mid-file, by its context or by
-// Close, leaves no decoding goroutine behind and every buffer released.
+// TestParquetStopMidRead: a read decodes no more row groups at once than
+// it may, and stopped mid-file, by its context or by Close, leaves no
+// decoding goroutine behind and every buffer released.
 func TestParquetStopMidRead(t *testing.T) {
 	path := windowStore(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
@@ -160,6 +161,9 @@ func TestParquetStopMidRead(t *testing.T) {
 			for i := 0; i < 4; i++ {
 				if _, err := s.Next(); err != nil {
 					t.Fatal(err)
+				}
+				if ps := s.(*parquetSource); len(ps.ahead)+1 > 4 {
+					t.Fatalf("%d row groups decoded at once, want at most 4", len(ps.ahead)+1)
 				}
 			}
 			if cancel {
