@@ -24,8 +24,8 @@ import (
 //
 // Decoding zstd: arrow's codec shares one decoder that runs at most 4
 // decodes at once (klauspost's default), whatever the cores: zstdLevels
-// decodes with one that runs GOMAXPROCS, as many as the columns and pages
-// decoded concurrently can use.
+// decodes with a pool of single-stream decoders, as many as the columns,
+// pages and row groups decoded concurrently use.
 
 type recovering struct{ compress.Codec }
 
@@ -57,19 +57,21 @@ func (z zstdLevels) EncodeLevel(dst, src []byte, level int) []byte {
 	return e.(*zstd.Encoder).EncodeAll(src, dst[:0])
 }
 
-var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
-	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+// zstdDecoders holds the decoders not in use.
+var zstdDecoders = sync.Pool{New: func() any {
+	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
 	return d // nil for options it does not take: arrow's decodes
-})
+}}
 
 // Decode decodes src into dst, whose length is the page's uncompressed
 // size; corrupt input gives a short result, which arrow's page reader
 // reports.
 func (z zstdLevels) Decode(dst, src []byte) []byte {
-	d := zstdDecoder()
+	d, _ := zstdDecoders.Get().(*zstd.Decoder)
 	if d == nil {
 		return z.Codec.Decode(dst, src)
 	}
+	defer zstdDecoders.Put(d)
 	out, err := d.DecodeAll(src, dst[:0])
 	if err != nil {
 		return dst[:0]

@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -18,22 +20,28 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 )
 
-// parquetSource reads the wanted columns of one Parquet file batch by batch,
-// each column on its own goroutine. It drives pqarrow's column readers itself
-// (rather than pqarrow's record reader) so that a decoder panic on a corrupt
-// file — which pqarrow raises on its own goroutines — is recovered and
-// reported as bad input instead of killing the process.
+// parquetSource reads the wanted columns of one Parquet file batch by batch.
+// It drives pqarrow's column readers itself (rather than pqarrow's record
+// reader) so that a decoder panic on a corrupt file — which pqarrow raises
+// on its own goroutines — is recovered and reported as bad input instead of
+// killing the process.
 //
-// It reads one row group at a time and proves it read every row the footer
-// promises: each column must return exactly the rows its row group holds
-// (pqarrow's readers end a row group early, silently, when its pages are cut
-// or overwritten), and the file must not change while it is read.
+// Several row groups are decoded at once: a window of up to inFlight row
+// groups, each on a goroutine of its own (rowGroupRead) that decodes its
+// columns in parallel, one batch ahead of the consumer; batches are
+// delivered strictly in file order, and memory holds at most inFlight+1
+// decoded batches (and a page buffer per column of each row group).
+//
+// It proves it read every row the footer promises: each column must return
+// exactly the rows its row group holds (pqarrow's readers end a row group
+// early, silently, when its pages are cut or overwritten), and the file
+// must not change while it is read. A damaged row group's error is reported
+// when the reader reaches it, after every batch before it.
 type parquetSource struct {
 	path    string
 	fr      *pqarrow.FileReader
 	pf      *file.Reader
-	plans   []fieldPlan  // per field of sc
-	readers []leafReader // of row group rg
+	plans   []fieldPlan // per field of sc
 	sc      *arrow.Schema
 	batch   int64
 	rg      int   // the row group being read (-1 before the first)
@@ -43,6 +51,16 @@ type parquetSource struct {
 	cur     arrow.Record
 	skip    rowGroupSkipper
 	skipped int64 // rows of the row groups skipped (SkipRowGroups)
+	// The row groups being decoded: reading is row group rg's, ahead are the
+	// next ones to read, in file order; next is the row group after the last
+	// one started.
+	inFlight int
+	reading  *rowGroupRead
+	ahead    []*rowGroupRead
+	next     int
+	ctx      context.Context
+	done     chan struct{} // closed by Close: the goroutines stop
+	wg       sync.WaitGroup
 	// A deferred read (Deferred): the other columns' leaves and schema, the
 	// file, its size, and the last batch's Rest.
 	restLeaves []int
@@ -51,6 +69,25 @@ type parquetSource struct {
 	size       int64
 	rest       *Rest
 }
+
+// rowGroupRead is one row group decoded on a goroutine of its own, batch by
+// batch: out yields its batches in order, then closes.
+type rowGroupRead struct {
+	rg  int
+	out chan decodedBatch
+}
+
+// decodedBatch is one batch of a row group's columns as read (errs per
+// column), or err when the row group could not be read at all.
+type decodedBatch struct {
+	cols []arrow.Array
+	errs []error
+	err  error
+}
+
+// rowGroupsInFlight is the number of row groups a Parquet reader decodes at
+// once: one per core, up to 4 (each decodes its columns in parallel too).
+func rowGroupsInFlight() int { return min(runtime.GOMAXPROCS(0), 4) }
 
 func openParquet(path string, cfg readConfig) (source, error) {
 	fh, err := os.Open(path)
@@ -64,7 +101,11 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		return nil, fileError(path, err, "cannot open")
 	}
 	in := newInputFile(fh, cfg.bytes)
-	pf, err := file.NewParquetReader(in)
+	// Pages are read as they are decoded, through a buffer per column
+	// (rather than each column chunk read whole, and copied, up front).
+	props := parquet.NewReaderProperties(cfg.mem)
+	props.BufferedStreamEnabled = true
+	pf, err := file.NewParquetReader(in, file.WithReadProps(props))
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
@@ -114,7 +155,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		return nil, err
 	}
 	p := &parquetSource{path: path, fr: fr, pf: pf, plans: plans, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
-		skip: newRowGroupSkipper(pf, cfg)}
+		skip: newRowGroupSkipper(pf, cfg), inFlight: max(cfg.rowGroupsInFlight, 1), ctx: cfg.ctx, done: make(chan struct{})}
 	if cfg.deferred {
 		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group
 		if p.restLeaves, p.restSc, err = restColumns(path, fr, full, leaves); err == nil {
@@ -150,29 +191,99 @@ func (p *parquetSource) Schema() *arrow.Schema { return p.sc }
 // skippedRows implements skipper.
 func (p *parquetSource) skippedRows() int64 { return p.skipped }
 
-// nextRowGroup opens the column readers of the next row group that has rows;
-// false at the end of the file.
-func (p *parquetSource) nextRowGroup() (bool, error) {
-	p.releaseReaders()
-	for p.rg+1 < p.pf.NumRowGroups() {
-		p.rg++
-		p.left = p.pf.MetaData().RowGroup(p.rg).NumRows()
-		if p.left == 0 {
+// wanted reports whether row group rg is read: it has rows and its
+// statistics do not rule it out (SkipRowGroups).
+func (p *parquetSource) wanted(rg int) bool {
+	return p.pf.MetaData().RowGroup(rg).NumRows() > 0 && !p.skip.skips(rg)
+}
+
+// fill starts decoding the next wanted row groups until inFlight are
+// (the one being read included).
+func (p *parquetSource) fill() {
+	for p.next < p.pf.NumRowGroups() {
+		n := len(p.ahead)
+		if p.reading != nil {
+			n++
+		}
+		if n >= p.inFlight {
+			return
+		}
+		rg := p.next
+		p.next++
+		if !p.wanted(rg) {
 			continue
 		}
-		if p.skip.skips(p.rg) {
-			p.skipped += p.left
-			p.left = 0
-			continue
-		}
-		readers, err := fieldReaders(p.pf, p.fr, p.plans, p.rg)
-		if err != nil {
-			return false, fileError(p.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", p.rg)
-		}
-		p.readers = readers
-		return true, nil
+		g := &rowGroupRead{rg: rg, out: make(chan decodedBatch)}
+		p.ahead = append(p.ahead, g)
+		p.wg.Add(1)
+		go p.decode(g)
 	}
-	return false, nil
+}
+
+// decode reads row group g.rg batch by batch into g.out, until its end, a
+// damaged batch, Close or the context's end.
+func (p *parquetSource) decode(g *rowGroupRead) {
+	defer p.wg.Done()
+	defer close(g.out)
+	defer func() {
+		if r := recover(); r != nil {
+			p.send(g, decodedBatch{err: fileError(p.path, fmt.Errorf("%v", r), "row group %d: unreadable data (file cut, overwritten or corrupt)", g.rg)})
+		}
+	}()
+	readers, err := fieldReaders(p.pf, p.fr, p.plans, g.rg)
+	if err != nil {
+		p.send(g, decodedBatch{err: fileError(p.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", g.rg)})
+		return
+	}
+	defer releaseReaders(readers)
+	for left := p.pf.MetaData().RowGroup(g.rg).NumRows(); left > 0; {
+		n := min(p.batch, left)
+		cols, errs := readColumns(readers, n)
+		whole := true // checked before the consumer owns cols
+		for i, err := range errs {
+			whole = whole && err == nil && cols[i] != nil && int64(cols[i].Len()) == n
+		}
+		if !p.send(g, decodedBatch{cols: cols, errs: errs}) || !whole {
+			return // a damaged batch: the consumer reports it
+		}
+		left -= n
+	}
+}
+
+// send hands b to the consumer; false (b released) once the source is
+// closed or its context done.
+func (p *parquetSource) send(g *rowGroupRead, b decodedBatch) bool {
+	select {
+	case g.out <- b:
+		return true
+	case <-p.done:
+	case <-p.ctx.Done():
+	}
+	releaseAll(b.cols)
+	return false
+}
+
+// nextRowGroup moves to the next row group read, counting the rows of
+// those skipped on the way; false at the end of the file.
+func (p *parquetSource) nextRowGroup() bool {
+	p.reading = nil
+	p.fill()
+	end := p.pf.NumRowGroups()
+	if len(p.ahead) > 0 {
+		end = p.ahead[0].rg
+	}
+	for p.rg+1 < end { // empty or skipped
+		p.rg++
+		p.skipped += p.pf.MetaData().RowGroup(p.rg).NumRows()
+	}
+	if len(p.ahead) == 0 {
+		return false
+	}
+	p.reading, p.ahead = p.ahead[0], p.ahead[1:]
+	p.rg = p.reading.rg
+	p.left = p.pf.MetaData().RowGroup(p.rg).NumRows()
+	p.fill()
+	return true
 }
 
 func (p *parquetSource) Next() (arrow.Record, error) {
@@ -180,17 +291,21 @@ func (p *parquetSource) Next() (arrow.Record, error) {
 		p.cur.Release()
 		p.cur = nil
 	}
-	if p.left == 0 {
-		more, err := p.nextRowGroup()
-		if err != nil {
+	if p.left == 0 && !p.nextRowGroup() {
+		return nil, p.end()
+	}
+	b, ok := <-p.reading.out
+	if !ok { // the goroutine stopped early: the context is done
+		if err := p.ctx.Err(); err != nil {
 			return nil, err
 		}
-		if !more {
-			return nil, p.end()
-		}
+		return nil, fileError(p.path, errors.New("decoding stopped"), "row group %d: unreadable", p.rg)
+	}
+	if b.err != nil {
+		return nil, b.err
 	}
 	n := min(p.batch, p.left)
-	cols, errs := readColumns(p.readers, n)
+	cols, errs := b.cols, b.errs
 	release := func() { releaseAll(cols) }
 	for i, err := range errs {
 		got := int64(0)
@@ -291,17 +406,21 @@ func readBatch(rd *pqarrow.ColumnReader, n int64) (arrow.Array, error) {
 	return array.Concatenate(ch.Chunks(), memory.DefaultAllocator)
 }
 
-func (p *parquetSource) releaseReaders() {
-	releaseReaders(p.readers)
-	p.readers = nil
-}
-
+// Close stops the row groups' goroutines, waits for them, and closes the
+// file.
 func (p *parquetSource) Close() error {
 	if p.cur != nil {
 		p.cur.Release()
 		p.cur = nil
 	}
-	p.releaseReaders()
+	select {
+	case <-p.done:
+		return nil // closed already
+	default:
+	}
+	close(p.done)
+	p.wg.Wait()
+	p.reading, p.ahead = nil, nil
 	return p.pf.Close()
 }
 

@@ -39,10 +39,13 @@ type readConfig struct {
 	bytes      *atomic.Int64
 	deferred   bool // Deferred: undecoded columns as raw chunks
 	ctx        context.Context
+	// Parquet row groups decoded at once (rowGroupsInFlight)
+	rowGroupsInFlight int
 }
 
-// Context makes connecting to a buffer's database and reading its table
-// stop when ctx is done (a signal).
+// Context makes connecting to a buffer's database and reading its table,
+// and decoding a Parquet file's row groups, stop when ctx is done (a
+// signal): Next then returns ctx.Err().
 func Context(ctx context.Context) ReadOption {
 	return func(c *readConfig) { c.ctx = ctx }
 }
@@ -212,7 +215,8 @@ func firstStoreFile(dir string) (string, bool) {
 // Open opens a store for streaming. Every file of a multi-file store must have
 // the same schema as the first.
 func Open(path string, opts ...ReadOption) (*Reader, error) {
-	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64), ctx: context.Background()}
+	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64), ctx: context.Background(),
+		rowGroupsInFlight: rowGroupsInFlight()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -385,7 +389,7 @@ func (r *Reader) next() (rec arrow.Record, err error) {
 		}
 	}()
 	rec, err = r.cur.Next()
-	if err != nil && err != io.EOF {
+	if err != nil && err != io.EOF && err != r.cfg.ctx.Err() {
 		err = sourceError(file, err, r.nextFile)
 	}
 	return rec, err
