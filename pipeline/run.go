@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -69,7 +70,10 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		}
 		gn.NoInfo = !has(schema.Info)
 		gn.Operator.NoMetrics, gn.Operator.NoTruncateStatus = !has(schema.Metrics), !has(schema.TruncateStatus)
-		if g, err = groupPass(ctx, job.In, r.Files(), gn, job.Shard, tmp); err != nil {
+		pprof.Do(ctx, pprof.Labels("step", "group"), func(ctx context.Context) {
+			g, err = groupPass(ctx, job.In, r.Files(), gn, job.Shard, tmp)
+		})
+		if err != nil {
 			return nil, err
 		}
 		switch {
@@ -240,7 +244,8 @@ func observe(ctx context.Context, job *Job, p int, all *columns, g *Grouping, re
 	// Reading (decoding) and observing overlap: one batch is read ahead.
 	ahead := make(chan *Batch, 1)
 	eg, ectx := errgroup.WithContext(ctx)
-	eg.Go(func() error {
+	step := labelled(ectx, eg)
+	step("observe-read", func() error {
 		defer close(ahead)
 		return r.ForEach(ectx, func(rec arrow.Record) error {
 			file, fileRow, _ := r.Pos()
@@ -258,7 +263,7 @@ func observe(ctx context.Context, job *Job, p int, all *columns, g *Grouping, re
 		})
 	})
 	var rows int64
-	eg.Go(func() error {
+	step("observe", func() error {
 		for b := range ahead {
 			n, err := observeBatch(job, p, b)
 			rows += n
@@ -422,7 +427,8 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 	bt := newBatcher(s.job, cols, r.Schema())
 	applied := make(chan *Batch, 1)
 	outs := make(chan out, 2)
-	eg.Go(func() error { // read
+	step := labelled(ctx, eg)
+	step("read", func() error {
 		defer close(in)
 		for {
 			rec, err := r.Next()
@@ -451,7 +457,7 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 			}
 		}
 	})
-	eg.Go(func() error { // write
+	step("write", func() error {
 		for o := range outs {
 			err := s.write(o)
 			o.rec.Release()
@@ -470,7 +476,7 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 		}
 		return nil
 	})
-	eg.Go(func() error { // shape
+	step("shape", func() error {
 		defer close(outs)
 		for b := range applied {
 			if err := s.finish(ctx, b, outs); err != nil {
@@ -482,7 +488,7 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 		}
 		return nil
 	})
-	eg.Go(func() error { // stages
+	step("stages", func() error {
 		defer close(applied)
 		// send passes a batch whose stages are done to the shaper.
 		send := func(b *Batch) error {
@@ -539,6 +545,19 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 		return err
 	})
 	return eg.Wait()
+}
+
+// labelled returns a func that runs f on a goroutine of eg under the
+// profiler label step=name, so that a CPU profile (RFTPIPE_CPUPROFILE;
+// go tool pprof -tagfocus, -tags) tells the steps apart, the goroutines
+// they start included.
+func labelled(ctx context.Context, eg *errgroup.Group) func(name string, f func() error) {
+	return func(name string, f func() error) {
+		eg.Go(func() (err error) {
+			pprof.Do(ctx, pprof.Labels("step", name), func(context.Context) { err = f() })
+			return err
+		})
+	}
 }
 
 // discard releases a batch that will not be written.

@@ -2,10 +2,12 @@ package pipeline
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
@@ -192,7 +194,8 @@ func (s *shaper) copies(b *Batch, all arrow.Record) (arrow.Record, error) {
 // takeRows returns the rows idx of rec, in that order: each run of
 // consecutive rows is a zero-copy slice, and the slices of every column are
 // concatenated (linear; arrow's compute.Take regrows its list buffers for
-// every row it adds, quadratic in the batch's token count).
+// every row it adds, quadratic in the batch's token count), the columns
+// concurrently (up to GOMAXPROCS at once).
 func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
 	type run struct{ lo, hi int64 }
 	var runs []run
@@ -214,23 +217,31 @@ func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
 			}
 		}
 	}()
-	parts := make([]arrow.Array, len(runs))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, c := range rec.Columns() {
-		for k, r := range runs {
-			parts[k] = array.NewSlice(c, r.lo, r.hi)
-		}
-		var err error
-		if len(parts) == 1 {
-			cols[i] = parts[0]
-		} else {
+		g.Go(func() error {
+			parts := make([]arrow.Array, len(runs))
+			for k, r := range runs {
+				parts[k] = array.NewSlice(c, r.lo, r.hi)
+			}
+			if len(parts) == 1 {
+				cols[i] = parts[0]
+				return nil
+			}
+			var err error
 			cols[i], err = array.Concatenate(parts, memory.DefaultAllocator)
 			for _, p := range parts {
 				p.Release()
 			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
-		}
+			if err != nil {
+				return fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return array.NewRecord(rec.Schema(), cols, int64(len(idx))), nil
 }
