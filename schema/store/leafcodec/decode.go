@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -57,6 +58,9 @@ func Decodes(encs []parquet.Encoding) bool {
 // its pages.
 func NewDecoder(s Shape, pr file.PageReader, rows, values int64) *Decoder {
 	d := &Decoder{s: s, pr: pr, left: min(values, maxChunkValues)}
+	if lv, ok := levelBufs.Get().(*levelBuf); ok {
+		d.rep, d.def = lv.rep, lv.def
+	}
 	if rows > 0 {
 		d.perRow = float64(values) * max(float64(s.width), 0.125) / float64(rows)
 	}
@@ -171,17 +175,28 @@ func (d *Decoder) fetch() (rawPage, bool, error) {
 	return f.p, f.ok, f.err
 }
 
-// Close stops reading ahead, and returns once the pages in flight are
-// dropped. The Decoder reads no more after it.
+// Close stops reading ahead, returns once the pages in flight are dropped,
+// and hands the level buffers on to the next Decoder: the Decoder reads no
+// more after it.
 func (d *Decoder) Close() {
-	if d.stop == nil {
-		return
+	if d.stop != nil {
+		close(d.stop)
+		for range d.ahead {
+		}
+		d.stop = nil // d.ahead, closed, reads as the end of the chunk
 	}
-	close(d.stop)
-	for range d.ahead {
+	if d.rep != nil || d.def != nil {
+		levelBufs.Put(&levelBuf{d.rep[:0], d.def[:0]})
+		d.rep, d.def, d.pos = nil, nil, 0
 	}
-	d.stop = nil // d.ahead, closed, reads as the end of the chunk
 }
+
+// levelBuf holds a closed decoder's level buffers, for the next decoder:
+// a page's levels are up to a few MiB, and a fresh buffer per column chunk
+// costs its clearing.
+type levelBuf struct{ rep, def []int16 }
+
+var levelBufs sync.Pool
 
 // load decodes a data page of n levels (see rawPage), then values.
 func (d *Decoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding) error {
@@ -543,10 +558,7 @@ func decodeHybrid[T int16 | int32](dst []T, src []byte, width int) error {
 			}
 			src = src[nb:]
 			n := min(int(h>>1), len(dst)-i)
-			run := dst[i : i+n]
-			for j := range run {
-				run[j] = v
-			}
+			fill(dst[i:i+n], v)
 			i += n
 			continue
 		}
@@ -557,9 +569,31 @@ func decodeHybrid[T int16 | int32](dst []T, src []byte, width int) error {
 		}
 		packed := src[:int(groups)*width]
 		src = src[len(packed):]
+		n := min(int(groups)*8, len(dst)-i)
+		p := 0
+		if width <= 8 {
+			// Whole groups: a group's 8 values are its width bytes, one
+			// little-endian word.
+			for ; n >= 8; n -= 8 {
+				var acc uint64
+				if p+8 <= len(packed) {
+					acc = binary.LittleEndian.Uint64(packed[p:])
+				} else {
+					for b, x := range packed[p : p+width] {
+						acc |= uint64(x) << (8 * b)
+					}
+				}
+				p += width
+				out := dst[i : i+8 : i+8]
+				for j := range out {
+					out[j] = T(acc >> (j * width) & mask)
+				}
+				i += 8
+			}
+		}
 		var acc uint64
-		have, p := 0, 0
-		for n := min(int(groups)*8, len(dst)-i); n > 0; n-- {
+		have := 0
+		for ; n > 0; n-- {
 			for have < width {
 				acc |= uint64(packed[p]) << have
 				p++
@@ -572,6 +606,21 @@ func decodeHybrid[T int16 | int32](dst []T, src []byte, width int) error {
 		}
 	}
 	return nil
+}
+
+// fill sets every element of run to v: a long run by doubling copies
+// (memmove), far faster than a store per element.
+func fill[T int16 | int32](run []T, v T) {
+	if len(run) < 16 {
+		for j := range run {
+			run[j] = v
+		}
+		return
+	}
+	run[0] = v
+	for k := 1; k < len(run); k *= 2 {
+		copy(run[k:], run[:k])
+	}
 }
 
 var errEarly = errors.New("levels or indices end before the page's values")

@@ -1,6 +1,8 @@
 package leafcodec
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -43,5 +45,47 @@ func TestDecodeHybrid(t *testing.T) {
 				t.Fatalf("got %v, %v; want %v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecodeHybridPacked: bit-packed runs of many groups, at every width 1
+// to 32, with the values wanted ending inside a group or before the run's
+// last group, against a bit-by-bit reading of the same bytes.
+func TestDecodeHybridPacked(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for width := 1; width <= 32; width++ {
+		for _, groups := range []int{1, 2, 7, 33} {
+			packed := make([]byte, groups*width)
+			for i := range packed {
+				packed[i] = byte(rng.Uint32())
+			}
+			src := append(binary.AppendUvarint(nil, uint64(groups)<<1|1), packed...)
+			for _, n := range []int{groups * 8, groups*8 - 3, max(groups*8-9, 1)} {
+				want := make([]int32, n)
+				for i := range want {
+					var v uint64
+					for b := 0; b < width; b++ {
+						bit := i*width + b
+						v |= uint64(packed[bit/8]>>(bit%8)&1) << b
+					}
+					want[i] = int32(v)
+				}
+				got := make([]int32, n)
+				if err := decodeHybrid(got, src, width); err != nil || !slices.Equal(got, want) {
+					t.Fatalf("width %d, %d groups, %d values: got %v, %v; want %v", width, groups, n, got, err, want)
+				}
+				if width <= 15 {
+					got16 := make([]int16, n)
+					if err := decodeHybrid(got16, src, width); err != nil {
+						t.Fatal(err)
+					}
+					for i := range got16 {
+						if int32(got16[i]) != want[i] {
+							t.Fatalf("int16, width %d, %d groups: value %d is %d, want %d", width, groups, i, got16[i], want[i])
+						}
+					}
+				}
+			}
+		}
 	}
 }
