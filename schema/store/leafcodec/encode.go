@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"runtime"
+	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -66,7 +67,18 @@ func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 	w := min(pagesInFlight(), n)
 	// Page i is encoded into slot i%w, which page i+w reuses once page i is
 	// written.
-	slots := make([]pageSlot, w)
+	slots := make([]*pageSlot, w)
+	for i := range slots {
+		slots[i], _ = pageSlots.Get().(*pageSlot)
+		if slots[i] == nil {
+			slots[i] = new(pageSlot)
+		}
+	}
+	defer func() {
+		for _, sl := range slots {
+			pageSlots.Put(sl)
+		}
+	}()
 	done := make([]chan struct{}, n)
 	start := func(i int) {
 		done[i] = make(chan struct{})
@@ -79,7 +91,7 @@ func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 		start(i)
 	}
 	for i := 0; i < n; i++ {
-		sl := &slots[i%w]
+		sl := slots[i%w]
 		if w > 1 {
 			<-done[i]
 		} else {
@@ -132,13 +144,17 @@ func pageCuts(s Shape, l *array.List, pageSize int) []int {
 }
 
 // pageSlot holds one page being encoded: its bytes as encoded (page) and
-// as written (data: compressed into packed, or page's).
+// as written (data: compressed into packed, or page's). Slots go back to
+// pageSlots when a chunk is written, their buffers grown to a page's size,
+// for the next chunk.
 type pageSlot struct {
 	page, packed bytes.Buffer
 	rep, def     runWriter
 	data         []byte
 	levels       int
 }
+
+var pageSlots sync.Pool
 
 // encode encodes rows [r0, r1) of l as a page's levels and values, and
 // compresses them with pager's codec.
