@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -223,13 +224,7 @@ func (d *Decoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding)
 			d.def[i] = 0
 		}
 	}
-	present := 0
-	for _, l := range d.def {
-		if l == d.s.maxDef {
-			present++
-		}
-	}
-	return d.values(data, present, enc)
+	return d.values(data, countEqual(d.def, d.s.maxDef), enc)
 }
 
 // levels decodes len(dst) levels from data and returns the bytes after them.
@@ -380,16 +375,10 @@ func (d *Decoder) listRun(b *batch) error {
 	} else if !d.open {
 		return errLevels
 	}
-	end := i + 1
-	for end < len(d.rep) && d.rep[end] == 1 {
-		end++
-	}
+	end := runEnd(d.rep, i+1, len(d.rep), 1)
 	// The row's elements: a run of present values is copied at once.
 	for i < end {
-		j := i
-		for j < end && d.def[j] == s.maxDef {
-			j++
-		}
+		j := runEnd(d.def, i, end, s.maxDef)
 		if j > i {
 			if err := d.take(b, j-i); err != nil {
 				return err
@@ -606,6 +595,43 @@ func decodeHybrid[T int16 | int32](dst []T, src []byte, width int) error {
 		}
 	}
 	return nil
+}
+
+// runEnd returns the first index from i on, before end, where levels
+// differ from v (end if none): levels compared four at once, as one word,
+// four words at a time.
+func runEnd(levels []int16, i, end int, v int16) int {
+	if i >= end {
+		return i
+	}
+	words := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(levels))), 2*end)
+	four := uint64(uint16(v)) * 0x0001_0001_0001_0001
+	for i+16 <= end {
+		w := words[2*i : 2*i+32]
+		if (binary.LittleEndian.Uint64(w)^four)|(binary.LittleEndian.Uint64(w[8:])^four)|
+			(binary.LittleEndian.Uint64(w[16:])^four)|(binary.LittleEndian.Uint64(w[24:])^four) != 0 {
+			break
+		}
+		i += 16
+	}
+	for i+4 <= end && binary.LittleEndian.Uint64(words[2*i:]) == four {
+		i += 4
+	}
+	for i < end && levels[i] == v {
+		i++
+	}
+	return i
+}
+
+// countEqual returns how many levels equal v.
+func countEqual(levels []int16, v int16) int {
+	n := 0
+	for i := 0; i < len(levels); i++ {
+		j := runEnd(levels, i, len(levels), v)
+		n += j - i
+		i = j // levels[j] differs (or j is the end)
+	}
+	return n
 }
 
 // fill sets every element of run to v: a long run by doubling copies

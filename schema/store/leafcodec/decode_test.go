@@ -89,3 +89,40 @@ func TestDecodeHybridPacked(t *testing.T) {
 		}
 	}
 }
+
+// TestRunEndCountEqual: the word-at-a-time scans agree with a level-by-level
+// one on runs of every length and alignment.
+func TestRunEndCountEqual(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 500; trial++ {
+		levels := make([]int16, rng.IntN(40))
+		for i := range levels {
+			if rng.IntN(6) == 0 {
+				levels[i] = int16(rng.IntN(3))
+			} else {
+				levels[i] = 1
+			}
+		}
+		for _, v := range []int16{0, 1, 2} {
+			want := 0
+			for _, l := range levels {
+				if l == v {
+					want++
+				}
+			}
+			if got := countEqual(levels, v); got != want {
+				t.Fatalf("countEqual(%v, %d) = %d, want %d", levels, v, got, want)
+			}
+			for i := 0; i <= len(levels); i++ {
+				end := i + rng.IntN(len(levels)-i+1)
+				want := i
+				for want < end && levels[want] == v {
+					want++
+				}
+				if got := runEnd(levels, i, end, v); got != want {
+					t.Fatalf("runEnd(%v, %d, %d, %d) = %d, want %d", levels, i, end, v, got, want)
+				}
+			}
+		}
+	}
+}
