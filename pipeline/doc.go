@@ -21,7 +21,9 @@
 // The files of this package, in the order Run uses them:
 //
 //	job.go        Job, Stage and its hooks, Result; Job.check
-//	run.go        Run: the passes, top to bottom
+//	run.go        Run: the passes, top to bottom; the statistics passes
+//	stream.go     the streaming pass: read, stages, shaping and writing,
+//	              each on goroutines of its own
 //	groups.go     the group pass (DuckDB; sql/pipeline/*.sql) → Grouping
 //	sharded.go    the group pass and reads of one shard's batches
 //	batch.go      Batch: a record batch as the stages see it
@@ -62,7 +64,9 @@
 // suffix and duplicate_of = the store row they copy. The output is written
 // atomically (a temp file renamed into place, never over an input); copies
 // wait in a spill store until the originals are written. Reading, the
-// stages and encoding run on three goroutines, so they overlap. Batches of
+// stages, shaping and encoding run on goroutines of their own, so they
+// overlap; the reader decodes several row groups at once and the writer
+// encodes several ahead, both in the store's order. Batches of
 // 8192 rows stream through: memory does not grow with the store, apart from
 // a few bytes per row of group statistics.
 //

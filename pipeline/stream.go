@@ -1,0 +1,499 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+// streamer is the streaming pass: it reads batches on one goroutine, runs
+// the stages on a second, shapes their output records on a third (the
+// shaper's seeded suffixes are drawn in batch order there) and writes on a
+// fourth, so reading, computing, shaping and encoding overlap.
+type streamer struct {
+	job       *Job
+	cols      *columns
+	g         *Grouping
+	sh        *shaper
+	w         *store.Writer // nil: the job writes no store
+	spill     *store.Writer
+	spillPath string
+	rej       *store.Writer // the rejected rows (Job.Rejected)
+	rejSchema *arrow.Schema
+	// rejInfo: the rejected store is a Trinity buffer, which holds no
+	// columns of its own: the reason and dropper go into each row's info.
+	rejInfo bool
+	// deferred: the streaming pass's reader and its columns, when the
+	// columns no stage reads pass through undecoded (defer.go).
+	deferred *store.Reader
+	dcols    *columns
+
+	// hold is the index of the first stage that defers its work on a batch
+	// (Completer): a batch is begun up to it, held, and completed after the
+	// next one is begun; -1: none.
+	hold int
+
+	rows, written, copied, rejectedRows int64
+}
+
+// out is one output record, for the store or the spill, with the rest of
+// its columns when they pass through undecoded.
+type out struct {
+	rec      arrow.Record
+	rest     *store.Rest
+	spill    bool
+	rejected bool
+}
+
+func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp string) (*streamer, error) {
+	var writes []string
+	dup := fieldIndex(r.Schema(), schema.DuplicateOf) >= 0 && job.Keep == nil
+	for _, st := range job.Stages {
+		n := st.Needs()
+		for _, w := range n.Writes {
+			if !slices.Contains(writes, w) {
+				writes = append(writes, w)
+			}
+		}
+		dup = dup || n.Duplicates
+	}
+	for _, st := range job.Stages { // needs known only after the group pass
+		if err := cols.require(st.Needs().Columns...); err != nil {
+			return nil, err
+		}
+	}
+	s := &streamer{job: job, cols: cols, g: g, hold: -1}
+	for i, st := range job.Stages {
+		if c, ok := st.(Completer); ok && c.Deferred() {
+			s.hold = i
+			break
+		}
+	}
+	s.sh = newShaper(r.Schema(), cols, job.Keep, writes, dup, job.Seed)
+	if job.Out == "" {
+		return s, nil
+	}
+	var err error
+	if s.w, err = store.Create(job.Out, s.sh.out, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
+		return nil, err
+	}
+	if s.deferred, s.dcols, err = deferredReader(job, r, cols); err != nil {
+		s.w.Abort()
+		return nil, err
+	}
+	if job.Rejected != "" {
+		fields := append(slices.Clone(r.Schema().Fields()),
+			arrow.Field{Name: DropReason, Type: arrow.BinaryTypes.String},
+			arrow.Field{Name: DroppedBy, Type: arrow.BinaryTypes.String})
+		s.rejSchema = arrow.NewSchema(fields, nil)
+		if f, _ := store.FormatOf(job.Rejected); f == store.TrinityBuffer {
+			if s.rejInfo = fieldIndex(r.Schema(), schema.Info) >= 0; !s.rejInfo {
+				return nil, schema.Errorf(job.In, -1, schema.Info, "missing: a rejected-rows Trinity buffer records drop_reason and dropped_by in info")
+			}
+		}
+		if s.rej, err = store.Create(job.Rejected, s.rejSchema, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
+			s.abort()
+			return nil, err
+		}
+	}
+	if dup {
+		s.spillPath = filepath.Join(tmp, "copies.arrows")
+		if s.spill, err = store.Create(s.spillPath, s.sh.out); err != nil {
+			s.abort()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *streamer) abort() {
+	if s.deferred != nil {
+		s.deferred.Close()
+	}
+	if s.w != nil {
+		s.w.Abort()
+	}
+	if s.spill != nil {
+		s.spill.Abort()
+	}
+	if s.rej != nil {
+		s.rej.Abort()
+	}
+}
+
+func (s *streamer) run(ctx context.Context, r *store.Reader) error {
+	cols := s.cols
+	if s.deferred != nil {
+		r, cols = s.deferred, s.dcols
+	}
+	eg, ctx := errgroup.WithContext(ctx)
+	in := make(chan *Batch, 1)
+	bt := newBatcher(s.job, cols, r.Schema())
+	applied := make(chan *Batch, 1)
+	outs := make(chan out, 2)
+	step := labelled(ctx, eg)
+	step("read", func() error {
+		defer close(in)
+		for {
+			rec, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if s.job.Progress != nil {
+				s.job.Progress(rec.NumRows())
+			}
+			file, fileRow, _ := r.Pos()
+			b, err := bt.batch(rec, r.Rest(), file, fileRow)
+			if err != nil {
+				return err
+			}
+			if b == nil {
+				continue
+			}
+			select {
+			case in <- b:
+			case <-ctx.Done():
+				b.rec.Release()
+				return ctx.Err()
+			}
+		}
+	})
+	step("write", func() error {
+		for o := range outs {
+			err := s.write(o)
+			o.rec.Release()
+			if o.rest != nil {
+				o.rest.Release()
+			}
+			if err != nil {
+				for o := range outs {
+					o.rec.Release()
+					if o.rest != nil {
+						o.rest.Release()
+					}
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	step("shape", func() error {
+		defer close(outs)
+		for b := range applied {
+			if err := s.finish(ctx, b, outs); err != nil {
+				for b := range applied {
+					discard(b)
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	step("stages", func() error {
+		defer close(applied)
+		// send passes a batch whose stages are done to the shaper.
+		send := func(b *Batch) error {
+			if err := s.apply(b); err != nil {
+				discard(b)
+				return err
+			}
+			select {
+			case applied <- b:
+				return nil
+			case <-ctx.Done():
+				discard(b)
+				return ctx.Err()
+			}
+		}
+		// held: a batch a deferring stage (Completer) has not completed,
+		// applied again after the next batch is begun.
+		var held *Batch
+		err := func() error {
+			for b := range in {
+				if err := s.begin(b); err != nil {
+					discard(b)
+					return err
+				}
+				if held != nil {
+					h := held
+					held = nil
+					if err := send(h); err != nil {
+						discard(b)
+						return err
+					}
+				}
+				if s.hold >= 0 {
+					held = b
+				} else if err := send(b); err != nil {
+					return err
+				}
+			}
+			if held != nil {
+				h := held
+				held = nil
+				return send(h)
+			}
+			return nil
+		}()
+		if err != nil {
+			if held != nil {
+				discard(held)
+			}
+			for b := range in {
+				discard(b)
+			}
+		}
+		return err
+	})
+	return eg.Wait()
+}
+
+// labelled returns a func that runs f on a goroutine of eg under the
+// profiler label step=name, so that a CPU profile (RFTPIPE_CPUPROFILE;
+// go tool pprof -tagfocus, -tags) tells the steps apart, the goroutines
+// they start included.
+func labelled(ctx context.Context, eg *errgroup.Group) func(name string, f func() error) {
+	return func(name string, f func() error) {
+		eg.Go(func() (err error) {
+			pprof.Do(ctx, pprof.Labels("step", name), func(context.Context) { err = f() })
+			return err
+		})
+	}
+}
+
+// discard releases a batch that will not be written.
+func discard(b *Batch) {
+	b.release()
+	b.rec.Release()
+	if b.rest != nil {
+		b.rest.Release()
+	}
+}
+
+// finish shapes the output records of a batch the stages are done with,
+// sends them to outs and releases the batch.
+func (s *streamer) finish(ctx context.Context, b *Batch, outs chan<- out) error {
+	var kept, copies, rejected arrow.Record
+	var rest *store.Rest
+	var err error
+	if s.w != nil {
+		kept, copies, rest, err = s.sh.shape(b)
+	}
+	if err == nil && s.rej != nil && b.dropped > 0 {
+		rejected, err = s.rejected(b)
+	}
+	b.release()
+	b.rec.Release()
+	if b.rest != nil && rest == nil {
+		b.rest.Release()
+	}
+	for _, o := range []out{{rec: kept, rest: rest}, {rec: copies, spill: true}, {rec: rejected, rejected: true}} {
+		if o.rec == nil {
+			continue
+		}
+		select {
+		case outs <- o:
+		case <-ctx.Done():
+			o.rec.Release()
+			err = ctx.Err()
+		}
+	}
+	return err
+}
+
+// begin validates one batch and runs it through the stages up to the
+// first whose work on it may still be in flight (s.hold), all of them when
+// none defers.
+func (s *streamer) begin(b *Batch) error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	if err := b.validateRest(); err != nil { // deferred columns (defer.go)
+		return err
+	}
+	if s.g != nil && b.Row+int64(b.Len()) > s.g.Rows {
+		return schema.Errorf(s.job.In, -1, "", "the store changed while it was read: more than the %d rows the group pass counted", s.g.Rows)
+	}
+	s.rows += int64(b.Len())
+	if s.hold < 0 {
+		return nil // apply runs every stage
+	}
+	for _, st := range s.job.Stages[:s.hold] {
+		if err := applyNow(st, b); err != nil {
+			return err
+		}
+	}
+	return s.job.Stages[s.hold].(Applier).Apply(b)
+}
+
+// apply runs a begun batch through the rest of the stages, completing it
+// at the deferring stage first.
+func (s *streamer) apply(b *Batch) error {
+	rem := s.job.Stages
+	if s.hold >= 0 {
+		if err := s.job.Stages[s.hold].(Completer).Complete(b); err != nil {
+			return err
+		}
+		rem = rem[s.hold+1:]
+	}
+	for _, st := range rem {
+		if err := applyNow(st, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyNow runs stage st over b, its work done when it returns.
+func applyNow(st Stage, b *Batch) error {
+	a, ok := st.(Applier)
+	if !ok {
+		return nil
+	}
+	if err := a.Apply(b); err != nil {
+		return err
+	}
+	if c, ok := st.(Completer); ok && c.Deferred() {
+		return c.Complete(b)
+	}
+	return nil
+}
+
+func (s *streamer) write(o out) error {
+	if o.rejected {
+		return s.rej.Write(o.rec)
+	}
+	if o.spill {
+		s.copied += o.rec.NumRows()
+		return s.spill.Write(o.rec)
+	}
+	return s.w.WriteWith(o.rec, o.rest)
+}
+
+// commit appends the spilled copies, in the order they were set aside (the
+// order of the rows they copy), and commits the output store.
+func (s *streamer) commit(ctx context.Context) error {
+	if s.w == nil {
+		return nil
+	}
+	if s.spill != nil {
+		if err := s.spill.Commit(); err != nil {
+			return err
+		}
+		s.spill = nil
+		if s.copied == 0 {
+			return s.commitOut()
+		}
+		r, err := store.Open(s.spillPath, store.BatchRows(s.job.BatchRows))
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		if err := r.ForEach(ctx, s.w.Write); err != nil {
+			return err
+		}
+	}
+	return s.commitOut()
+}
+
+func (s *streamer) commitOut() error {
+	if s.rej != nil {
+		if err := s.rej.Commit(); err != nil {
+			return err
+		}
+		s.rejectedRows, s.rej = s.rej.Rows(), nil
+	}
+	if err := s.w.Commit(); err != nil {
+		return err
+	}
+	s.written = s.w.Rows()
+	return nil
+}
+
+// Columns a rejected-rows store adds to the input's (Job.Rejected).
+const (
+	DropReason = schema.DropReason
+	DroppedBy  = schema.DroppedBy
+)
+
+// withDropInfo returns the info column (JSON text) with the keys
+// drop_reason and dropped_by added to every row's object (a null info
+// becomes one); the other keys keep their values, in sorted order.
+func withDropInfo(mem memory.Allocator, col arrow.Array, reason, by *array.String) (arrow.Array, error) {
+	info, ok := col.(*array.String)
+	if !ok {
+		return nil, schema.BadInputf("column %s: want JSON text, have %s", schema.Info, col.DataType())
+	}
+	bld := array.NewStringBuilder(mem)
+	defer bld.Release()
+	for i := 0; i < info.Len(); i++ {
+		m := map[string]any{}
+		if info.IsValid(i) && info.Value(i) != "" {
+			if err := json.Unmarshal([]byte(info.Value(i)), &m); err != nil {
+				return nil, schema.BadInputf("column %s: rejected row %d: info is not a JSON object: %v", schema.Info, i, err)
+			}
+		}
+		m[DropReason], m[DroppedBy] = reason.Value(i), by.Value(i)
+		text, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		bld.Append(string(text))
+	}
+	return bld.NewArray(), nil
+}
+
+// rejected returns the rows of b the stages dropped, as read, with their
+// drop reason and the stage that dropped them.
+func (s *streamer) rejected(b *Batch) (arrow.Record, error) {
+	idx := make([]int64, 0, b.dropped)
+	reason := array.NewStringBuilder(b.mem)
+	defer reason.Release()
+	by := array.NewStringBuilder(b.mem)
+	defer by.Release()
+	for i, d := range b.drop {
+		if d {
+			idx = append(idx, int64(i))
+			reason.Append(b.why[i].reason)
+			by.Append(b.why[i].by)
+		}
+	}
+	if int(b.rec.NumCols()) != s.rejSchema.NumFields()-2 {
+		return nil, schema.Errorf(s.job.In, -1, "", "rejected rows: the batch has %d columns, the store %d", b.rec.NumCols(), s.rejSchema.NumFields()-2)
+	}
+	rows, err := takeRows(b.rec, idx)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Release()
+	cols := append(slices.Clone(rows.Columns()), reason.NewArray(), by.NewArray())
+	if s.rejInfo {
+		i := fieldIndex(rows.Schema(), schema.Info)
+		info, err := withDropInfo(b.mem, rows.Column(i), cols[len(cols)-2].(*array.String), cols[len(cols)-1].(*array.String))
+		if err != nil {
+			cols[len(cols)-1].Release()
+			cols[len(cols)-2].Release()
+			return nil, err
+		}
+		defer info.Release()
+		cols[i] = info
+	}
+	defer cols[len(cols)-1].Release()
+	defer cols[len(cols)-2].Release()
+	return array.NewRecord(s.rejSchema, cols, rows.NumRows()), nil
+}
