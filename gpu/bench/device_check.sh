@@ -6,7 +6,7 @@
 #   mkdir -p bin
 #   go build -ldflags="-s -w" -o bin/rftpipe ./cmd/rftpipe
 #   CGO_ENABLED=0 go test -c -ldflags="-s -w" -o bin/gpu.test ./gpu/
-#   tar cJf carry.tar.xz bin gpu/bench fixtures/conformance
+#   tar cJf carry.tar.xz bin gpu/bench pipeline/bench fixtures/conformance
 #
 # then on the GPU machine, from the unpacked directory:
 #
@@ -72,4 +72,10 @@ a,b=num(sys.argv[1]),num(sys.argv[2])
 print("max rel diff %.1e over %d numbers" % (max([abs(x-y)/max(abs(y),1e-300) for x,y in zip(a,b)] or [0]), len(a)) if len(a)==len(b) else "outputs differ in shape")' "$out/loss_cuda.txt" "$out/loss_cpu.txt")"
 rm -f "$store" "$out"/grad_*.parquet
 
+# 5. The machine's CPUs: every job at GOMAXPROCS 1, 2, 4, 8, 16 (the
+# scaling table of the README's "Scaling with cores"), 100k experiences.
+RFTPIPE=$rf timeout 150 bash pipeline/bench/scaling.sh >"$out/scaling.md" 2>&1
+row "scaling table (pipeline/bench/scaling.sh)" "exit $?: $out/scaling.md"
+
 cat "$table"
+cat "$out/scaling.md"
