@@ -56,7 +56,9 @@
 //   - Applier, in the streaming pass: each record batch (a Batch) goes
 //     through every stage in order; a stage reads input columns (decoded
 //     token lists with Batch.Tokens), sets output columns (Batch.Set,
-//     SetList), drops rows (Drop) or copies them (Copy);
+//     SetList), drops rows (Drop) or copies them (Copy); a Completer
+//     (the loss on a device) may leave its work on a batch in flight until
+//     the next batch has been applied up to it, completing batches in order;
 //   - Finisher, at the end: metrics and counts into the Result.
 //
 // Rows keep input order; dropped rows are left out; copied rows come after
