@@ -195,16 +195,25 @@ func (b *Batch) Tokens(name string) ([]float64, error) {
 		// One loop per value type: this runs for every token of the store.
 		switch v := vals.(type) {
 		case *array.Float32:
-			for k, x := range v.Float32Values()[lo:hi] {
+			src := v.Float32Values()[lo:hi]
+			dst := dst[:len(src)] // one bounds check, not one per token
+			for k, x := range src {
 				dst[k] = float64(x)
 			}
 		case *array.Float64:
 			copy(dst, v.Float64Values()[lo:hi])
 		case *array.Boolean:
-			// the bits straight from the bitmap, without a branch per token
+			// the bits straight from the bitmap, without a branch per token:
+			// a whole byte of them at once where the bits are byte-aligned
 			bits, off := bitmap(v)
-			j := off + int(lo)
-			for k := range dst {
+			j, k := off+int(lo), 0
+			for ; k < len(dst) && (j+k)&7 != 0; k++ {
+				dst[k] = float64(bits[(j+k)>>3] >> ((j + k) & 7) & 1)
+			}
+			for ; k+8 <= len(dst); k += 8 {
+				copy(dst[k:k+8], byteBits[bits[(j+k)>>3]][:])
+			}
+			for ; k < len(dst); k++ {
 				dst[k] = float64(bits[(j+k)>>3] >> ((j + k) & 7) & 1)
 			}
 		}
@@ -279,6 +288,16 @@ func (b *Batch) release() {
 	}
 	b.set = nil
 }
+
+// byteBits[b] is the byte b as eight 0/1 values, least significant bit first.
+var byteBits = func() (t [256][8]float64) {
+	for b := range t {
+		for i := range t[b] {
+			t[b][i] = float64(b >> i & 1)
+		}
+	}
+	return t
+}()
 
 // bitmap returns the values bitmap of a and the bit offset of its first
 // value (value i is bit off+i).

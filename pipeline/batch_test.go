@@ -1,0 +1,60 @@
+package pipeline
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// TestTokensBits: a mask column's bits become 0/1 tokens whatever their
+// offset in the bitmap (a sliced record, rows of every length), as a bit by
+// bit reading gives them.
+func TestTokensBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	sc := arrow.NewSchema([]arrow.Field{{Name: schema.ActionMask, Type: arrow.ListOf(arrow.FixedWidthTypes.Boolean)}}, nil)
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer bld.Release()
+	lb := bld.Field(0).(*array.ListBuilder)
+	vb := lb.ValueBuilder().(*array.BooleanBuilder)
+	var want [][]float64
+	for i := 0; i < 200; i++ {
+		lb.Append(true)
+		row := make([]float64, rng.IntN(30))
+		for k := range row {
+			v := rng.IntN(2) == 1
+			vb.Append(v)
+			if v {
+				row[k] = 1
+			}
+		}
+		want = append(want, row)
+	}
+	rec := bld.NewRecord()
+	defer rec.Release()
+	for _, off := range []int64{0, 1, 3, 7, 8, 13} {
+		part := rec.NewSlice(off, rec.NumRows())
+		b := &Batch{rec: part, cols: newColumns("mem", sc, nil)}
+		got, err := b.Tokens(schema.ActionMask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 0
+		for i, row := range want[off:] {
+			for j, w := range row {
+				if got[k] != w {
+					t.Fatalf("offset %d: row %d token %d is %v, want %v", off, i, j, got[k], w)
+				}
+				k++
+			}
+		}
+		if k != len(got) {
+			t.Fatalf("offset %d: %d tokens, want %d", off, len(got), k)
+		}
+		part.Release()
+	}
+}
