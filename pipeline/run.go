@@ -117,7 +117,8 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, err
 	}
 	streamTime := time.Since(streamStart)
-	if err := s.commit(ctx); err != nil {
+	pprof.Do(ctx, pprof.Labels("step", "commit"), func(ctx context.Context) { err = s.commit(ctx) })
+	if err != nil {
 		return nil, err
 	}
 	res.In, res.Out, res.Duplicated, res.Rejected = s.rows, s.written, s.copied, s.rejectedRows
