@@ -99,6 +99,32 @@ func unpickle(b []byte) (any, error) {
 		pos += n
 		return s, nil
 	}
+	// uarg reads the opcode's n-byte little-endian unsigned argument.
+	uarg := func(n int) (uint64, error) {
+		s, err := need(n)
+		if err != nil {
+			return 0, err
+		}
+		var v uint64
+		for i := n - 1; i >= 0; i-- {
+			v = v<<8 | uint64(s[i])
+		}
+		return v, nil
+	}
+	// width is the size of an integer-argument opcode's argument: one byte
+	// for the short forms, 2 for BININT2, 4 for the long forms and BININT,
+	// 8 for BINUNICODE8.
+	width := func(op byte) int {
+		switch op {
+		case opBinInt2:
+			return 2
+		case opBinInt, opLong4, opBinUnicode, opLongBinPut, opLongBinGet:
+			return 4
+		case opBinUnicode8:
+			return 8
+		}
+		return 1
+	}
 	pop := func() (any, error) {
 		if len(stack) == 0 {
 			return nil, fmt.Errorf("pickle stack underflow at byte %d", pos)
@@ -192,38 +218,24 @@ func unpickle(b []byte) (any, error) {
 			stack = append(stack, true)
 		case opNewFalse:
 			stack = append(stack, false)
-		case opBinInt1:
-			s, err := need(1)
+		case opBinInt1, opBinInt2, opBinInt:
+			v, err := uarg(width(op))
 			if err != nil {
 				return nil, err
 			}
-			stack = append(stack, int64(s[0]))
-		case opBinInt2:
-			s, err := need(2)
-			if err != nil {
-				return nil, err
-			}
-			stack = append(stack, int64(binary.LittleEndian.Uint16(s)))
-		case opBinInt:
-			s, err := need(4)
-			if err != nil {
-				return nil, err
-			}
-			stack = append(stack, int64(int32(binary.LittleEndian.Uint32(s))))
-		case opLong1, opLong4:
-			var n int
-			if op == opLong1 {
-				s, err := need(1)
-				if err != nil {
-					return nil, err
-				}
-				n = int(s[0])
+			if op == opBinInt { // the only signed one
+				stack = append(stack, int64(int32(v)))
 			} else {
-				s, err := need(4)
-				if err != nil {
-					return nil, err
-				}
-				n = int(int32(binary.LittleEndian.Uint32(s)))
+				stack = append(stack, int64(v))
+			}
+		case opLong1, opLong4:
+			v, err := uarg(width(op))
+			if err != nil {
+				return nil, err
+			}
+			n := int(v)
+			if op == opLong4 {
+				n = int(int32(v)) // signed: a negative size is refused by need
 			}
 			s, err := need(n)
 			if err != nil {
@@ -237,26 +249,9 @@ func unpickle(b []byte) (any, error) {
 			}
 			stack = append(stack, math.Float64frombits(binary.BigEndian.Uint64(s)))
 		case opShortBinUnicode, opBinUnicode, opBinUnicode8:
-			var n uint64
-			switch op {
-			case opShortBinUnicode:
-				s, err := need(1)
-				if err != nil {
-					return nil, err
-				}
-				n = uint64(s[0])
-			case opBinUnicode:
-				s, err := need(4)
-				if err != nil {
-					return nil, err
-				}
-				n = uint64(binary.LittleEndian.Uint32(s))
-			default:
-				s, err := need(8)
-				if err != nil {
-					return nil, err
-				}
-				n = binary.LittleEndian.Uint64(s)
+			n, err := uarg(width(op))
+			if err != nil {
+				return nil, err
 			}
 			if n > uint64(len(b)) {
 				return nil, fmt.Errorf("pickle truncated at byte %d", pos)
@@ -354,36 +349,20 @@ func unpickle(b []byte) (any, error) {
 			if err := putMemo(uint64(len(memo))); err != nil {
 				return nil, err
 			}
-		case opBinPut:
-			s, err := need(1)
+		case opBinPut, opLongBinPut:
+			i, err := uarg(width(op))
 			if err != nil {
 				return nil, err
 			}
-			if err := putMemo(uint64(s[0])); err != nil {
+			if err := putMemo(i); err != nil {
 				return nil, err
 			}
-		case opLongBinPut:
-			s, err := need(4)
+		case opBinGet, opLongBinGet:
+			i, err := uarg(width(op))
 			if err != nil {
 				return nil, err
 			}
-			if err := putMemo(uint64(binary.LittleEndian.Uint32(s))); err != nil {
-				return nil, err
-			}
-		case opBinGet:
-			s, err := need(1)
-			if err != nil {
-				return nil, err
-			}
-			if err := getMemo(uint64(s[0])); err != nil {
-				return nil, err
-			}
-		case opLongBinGet:
-			s, err := need(4)
-			if err != nil {
-				return nil, err
-			}
-			if err := getMemo(uint64(binary.LittleEndian.Uint32(s))); err != nil {
+			if err := getMemo(i); err != nil {
 				return nil, err
 			}
 		default:
