@@ -77,12 +77,8 @@ func appendValue(b []byte, arr arrow.Array, r int, rawJSON bool) []byte {
 		return append(b, "null"...)
 	}
 	switch a := arr.(type) {
-	case *array.Int64:
-		return strconv.AppendInt(b, a.Value(r), 10)
-	case *array.Int32:
-		return strconv.AppendInt(b, int64(a.Value(r)), 10)
-	case *array.Int16:
-		return strconv.AppendInt(b, int64(a.Value(r)), 10)
+	case *array.Int64, *array.Int32, *array.Int16:
+		return schema.AppendID(b, a, r) // decimal, as ids render
 	case *array.Float64:
 		return appendFloat(b, a.Value(r), 64)
 	case *array.Float32:
