@@ -56,7 +56,7 @@
 //   - Applier, in the streaming pass: each record batch (a Batch) goes
 //     through every stage in order; a stage reads input columns (decoded
 //     token lists with Batch.Tokens), sets output columns (Batch.Set,
-//     SetList), drops rows (Drop) or copies them (Copy); a Completer
+//     SetList), drops rows (DropFor) or copies them (Copy); a Completer
 //     (the loss on a device) may leave its work on a batch in flight until
 //     the next batch has been applied up to it, completing batches in order;
 //   - Finisher, at the end: metrics and counts into the Result.
@@ -78,7 +78,7 @@
 // PipelineSide(fn): a plan stage (Grouper: the fn's Plan over the group
 // pass's Input gives each row's keep flag and score and the duplicate
 // blocks) and three steps that carry the plan out batch by batch: filter
-// (Drop), advantage (advantages = returns = score × action_mask) and
+// (DropFor), advantage (advantages = returns = score × action_mask) and
 // duplicate (Copy). Passes: the group pass, then the streaming pass.
 //
 // A trainer-side job — `rftpipe run --algorithm rloo` — is TrainerSide(fn,

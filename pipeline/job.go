@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,7 +26,11 @@ type Job struct {
 	In string
 	// Out is the output store, its format taken from the extension; empty
 	// for a job that writes no store (a loss without a gradient file).
-	Out string
+	// OutFlag names it in messages (default --out).
+	Out, OutFlag string
+	// Also are the other files the job's command writes (a sharded run's
+	// plan and part metrics): checked with the job's outputs.
+	Also []store.Output
 	// Rejected, when set, is a store of every row a stage dropped, as read
 	// (all input columns, unchanged), with the columns drop_reason (why)
 	// and dropped_by (the operator or fn that dropped it). The output store
@@ -88,7 +93,8 @@ type Job struct {
 // monitoring files (empty paths left out).
 func (j *Job) Outputs() []store.Output {
 	var outs []store.Output
-	for _, o := range []store.Output{{Path: j.Out}, {Flag: "--rejected", Path: j.Rejected}, {Flag: "--metrics", Path: j.Metrics}, {Flag: "--prom", Path: j.Prom}} {
+	outFlag := cmp.Or(j.OutFlag, "--out")
+	for _, o := range append([]store.Output{{Flag: outFlag, Path: j.Out}, {Flag: "--rejected", Path: j.Rejected}, {Flag: "--metrics", Path: j.Metrics}, {Flag: "--prom", Path: j.Prom}}, j.Also...) {
 		if o.Path != "" {
 			outs = append(outs, o)
 		}
@@ -231,7 +237,7 @@ type Observer interface {
 }
 
 // Applier is a stage of the streaming pass: it reads the batch's columns
-// and sets its own (Batch.Set), drops rows (Batch.Drop) or copies them
+// and sets its own (Batch.Set), drops rows (Batch.DropFor) or copies them
 // (Batch.Copy).
 type Applier interface {
 	Stage

@@ -100,6 +100,7 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 		s.rejSchema = arrow.NewSchema(fields, nil)
 		if f, _ := store.FormatOf(job.Rejected); f == store.TrinityBuffer {
 			if s.rejInfo = fieldIndex(r.Schema(), schema.Info) >= 0; !s.rejInfo {
+				s.abort()
 				return nil, schema.Errorf(job.In, -1, schema.Info, "missing: a rejected-rows Trinity buffer records drop_reason and dropped_by in info")
 			}
 		}

@@ -328,3 +328,55 @@ func TestShardPlan(t *testing.T) {
 		t.Errorf("a failed first shard left %s (%v)", bad, err)
 	}
 }
+
+// TestShardSideFiles: a sharded run's plan and part metrics are outputs
+// like any other (another output naming them is refused, nothing written),
+// and --rejected is a directory of parts, each shard writing its own.
+func TestShardSideFiles(t *testing.T) {
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "parts")
+	run := func(extra ...string) (string, int) {
+		args := append([]string{"run", "--advantage-fn", "grpo", "--arg", "std_threshold=0", "--in", "../../fixtures/stores/demo.parquet",
+			"--out", parts, "--shards", "2", "--progress", "never"}, extra...)
+		_, stderr, code := runCLI(t, args...)
+		return stderr, code
+	}
+	for _, side := range []string{filepath.Join(parts, "_plan.json"), filepath.Join(parts, "_metrics", "part-0.json")} {
+		stderr, code := run("--shard", "0", "--metrics", side)
+		if code != 2 || !strings.Contains(stderr, "--metrics") {
+			t.Fatalf("--metrics %s: exit %d, %q; want 2, refused", side, code, stderr)
+		}
+		if _, err := os.Stat(parts); err == nil {
+			t.Fatalf("a refused run made %s", parts)
+		}
+	}
+	if stderr, code := run("--shard", "0", "--rejected", filepath.Join(dir, "rej.parquet")); code != 2 || !strings.Contains(stderr, "directory of parts") {
+		t.Fatalf("--rejected FILE with --shards: exit %d, %q; want 2", code, stderr)
+	}
+	rej := filepath.Join(dir, "rej")
+	total := 0
+	for i := 0; i < 2; i++ {
+		if stderr, code := run("--shard", fmt.Sprint(i), "--rejected", rej); code != 0 {
+			t.Fatalf("shard %d: exit %d: %s", i, code, stderr)
+		}
+		n := len(storeRows(t, filepath.Join(rej, fmt.Sprintf("part-%d.parquet", i))))
+		if n == 0 {
+			t.Fatalf("shard %d rejected no row (std_threshold=0 drops the zero-variance groups)", i)
+		}
+		total += n
+	}
+	_, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--arg", "std_threshold=0", "--in", "../../fixtures/stores/demo.parquet",
+		"--out", filepath.Join(dir, "whole.parquet"), "--rejected", filepath.Join(dir, "whole_rej.parquet"), "--progress", "never")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	if want := len(storeRows(t, filepath.Join(dir, "whole_rej.parquet"))); total != want {
+		t.Fatalf("the shards rejected %d rows, the whole run %d", total, want)
+	}
+	// The output store's flag is named when another output repeats it.
+	_, stderr, code = runCLI(t, "run", "--advantage-fn", "grpo", "--in", "../../fixtures/stores/demo.parquet",
+		"--out", filepath.Join(dir, "o.parquet"), "--metrics", filepath.Join(dir, "o.parquet"), "--progress", "never")
+	if code != 2 || !strings.Contains(stderr, "file of --out") {
+		t.Fatalf("--metrics = --out: exit %d, %q", code, stderr)
+	}
+}

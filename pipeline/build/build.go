@@ -345,7 +345,7 @@ func prepareFile(o *Options) (*plan, error) {
 
 // prepareLoss is `loss --fn NAME` or `loss --config FILE`/`--algorithm NAME`.
 func prepareLoss(o *Options) (*plan, error) {
-	j := &pipeline.Job{In: o.In, Out: o.GradOut, Keep: idColumns, Metrics: o.Metrics, Prom: o.Prom}
+	j := &pipeline.Job{In: o.In, Out: o.GradOut, OutFlag: "--grad-out", Keep: idColumns, Metrics: o.Metrics, Prom: o.Prom}
 	obj, err := lossObjective(o, j)
 	if err != nil {
 		return nil, err
@@ -431,6 +431,16 @@ func (p *plan) shardOut(o *Options) error {
 	}
 	p.parts, p.shard = out, &s
 	p.job.Shard, p.job.Out = &s, shard.PartPath(out, s.I)
+	p.job.Also = append(p.job.Also, store.Output{Flag: "the shard plan", Path: shard.PlanPath(out)},
+		store.Output{Flag: "the shard's metrics", Path: shard.MetricsPath(out, s.I)})
+	// Each shard writes its own rejected rows: --rejected is a directory
+	// of parts too (REJ/part-I.parquet).
+	if rej := p.job.Rejected; rej != "" {
+		if f, err := store.FormatOf(rej); err == nil && (f == store.TrinityBuffer || filepath.Ext(rej) != "") {
+			return usagef("with --shards, --rejected is a directory of parts (REJ/part-I.parquet), not the store %s", schema.Redact(rej))
+		}
+		p.job.Rejected = shard.PartPath(rej, s.I)
+	}
 	return nil
 }
 
