@@ -85,6 +85,9 @@ func TestOutputsNeverOnInputs(t *testing.T) {
 		{"report --out in", []string{"report", in, "--out", link}, "--out would overwrite the input"},
 		{"merge-metrics --metrics onto a part", []string{"merge-metrics", sharded, "--metrics", part}, "--metrics would overwrite the input"},
 		{"merge-metrics --prom onto a new part", []string{"merge-metrics", sharded, "--prom", filepath.Join(sharded, "_metrics", "part-9.json")}, "--prom matches the input store"},
+		{"run --metrics onto the buffer written", append(run, "--out", "sqlite:///"+filepath.Join(dir, "b.db")+"?table=t", "--metrics", filepath.Join(dir, "b.db")), "--metrics is also the file of --out"},
+		{"run --rejected buffer in the file of --out", append(run, "--arg", "std_threshold=0", "--out", filepath.Join(dir, "b2.db"), "--rejected", "sqlite:///"+filepath.Join(dir, "b2.db")+"?table=t"), "--rejected is in the file of --out"},
+		{"convert into a buffer in the input file", []string{"convert", in, "sqlite:///" + in + "?table=t"}, "would overwrite the input"},
 		{"merge-metrics --prom = --metrics", []string{"merge-metrics", sharded, "--metrics", filepath.Join(dir, "mm"), "--prom", filepath.Join(dir, "mm")}, "--prom is also the file of"},
 	}
 	inputs := []string{in, full, cfg, filepath.Join(pdir, "part-0.parquet"), part}

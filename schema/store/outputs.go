@@ -30,11 +30,15 @@ type Output struct {
 //     (insideOK, --allow-inside-input, allows this one);
 //   - name the same file as another output.
 //
+// An SQLite buffer output's database is a file too: it may not be a file
+// read as a file (an input store, a job file) nor another output's file.
+//
 // A buffer URL output is compared with the URL inputs as a table
 // (trinity.SameTable, connecting under ctx). Empty inputs and outputs are skipped. Every refusal
 // wraps schema.ErrBadInput and names the output.
 func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK bool) error {
-	var files []string // every file read, resolved
+	var files []string // every file read
+	var plain []string // those read as files (not an SQLite buffer's database)
 	type tree struct{ spec, dir, glob string }
 	var trees []tree
 	for _, in := range inputs {
@@ -42,8 +46,8 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 		case in == "":
 			continue
 		case trinity.IsURL(in):
-			if l, err := trinity.ParseURL(in); err == nil && l.Driver == "sqlite" {
-				files = append(files, l.DSN)
+			if db, ok := sqliteFile(in); ok {
+				files = append(files, db)
 			}
 			continue
 		}
@@ -58,6 +62,7 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 			ex = []string{in}
 		}
 		files = append(files, ex...)
+		plain = append(plain, ex...)
 	}
 	for i, o := range outs {
 		if o.Path == "" {
@@ -74,6 +79,22 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 				}
 				if same {
 					return refuse(o, "would write into the table being read, %s", schema.Redact(in))
+				}
+			}
+			// An SQLite buffer's database is a file: no file read, and no
+			// other output, may be it.
+			db, ok := sqliteFile(o.Path)
+			if !ok {
+				continue
+			}
+			for _, f := range plain {
+				if sameFile(db, f) {
+					return refuse(o, "would overwrite the input %s", f)
+				}
+			}
+			for _, p := range outs[:i] {
+				if p.Path != "" && !trinity.IsURL(p.Path) && sameFile(db, p.Path) {
+					return refuse(o, "is in the file of %s; give each output its own file", p.Flag)
 				}
 			}
 			continue
@@ -95,12 +116,25 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 			}
 		}
 		for _, p := range outs[:i] {
-			if p.Path != "" && !trinity.IsURL(p.Path) && sameFile(o.Path, p.Path) {
+			other, ok := p.Path, !trinity.IsURL(p.Path)
+			if !ok {
+				other, ok = sqliteFile(p.Path)
+			}
+			if p.Path != "" && ok && sameFile(o.Path, other) {
 				return refuse(o, "is also the file of %s; give each output its own file", p.Flag)
 			}
 		}
 	}
 	return nil
+}
+
+// sqliteFile returns the database file of an SQLite buffer URL.
+func sqliteFile(url string) (string, bool) {
+	l, err := trinity.ParseURL(url)
+	if err != nil || l.Driver != "sqlite" {
+		return "", false
+	}
+	return l.DSN, true
 }
 
 func refuse(o Output, format string, args ...any) error {
