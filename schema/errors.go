@@ -30,7 +30,7 @@ type InputError struct {
 func (e *InputError) Error() string {
 	var b strings.Builder
 	if e.File != "" {
-		b.WriteString(e.File)
+		b.WriteString(RedactURL(e.File)) // one name: quotes and spaces in it too
 		b.WriteString(": ")
 	}
 	if e.Row >= 0 {

@@ -33,6 +33,16 @@ func Redact(s string) string {
 	}
 }
 
+// RedactURL returns the single URL u with its password replaced by
+// Redacted, the whole of u taken as the URL: a quote or space in it (a
+// password may hold one) does not end it, as it does in Redact's free text.
+func RedactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		return u[:i+3] + redactURL(u[i+3:])
+	}
+	return u
+}
+
 // redactURL redacts what follows a scheme's "://" up to the URL's end.
 func redactURL(u string) string {
 	// The userinfo ends at the URL's last @ (a password may hold an

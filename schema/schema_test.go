@@ -116,6 +116,17 @@ func TestRedact(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("InputError shows the password: %q", err)
 	}
+	// A store's URL is one name: a quote or space in its password does not
+	// end it.
+	for _, pw := range []string{`pa'ss`, `pa"ss`, "pa ss", "pa`ss"} {
+		u := "postgresql://u:" + pw + "@h/db?table=t"
+		if got := RedactURL(u); got != "postgresql://u:xxxxx@h/db?table=t" {
+			t.Errorf("RedactURL(%q) = %q", u, got)
+		}
+		if err := Errorf(u, -1, "", "bad URL"); strings.Contains(err.Error(), "pa") {
+			t.Errorf("InputError shows the password: %q", err)
+		}
+	}
 }
 
 func FuzzRedact(f *testing.F) {

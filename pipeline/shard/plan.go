@@ -41,8 +41,8 @@ type Plan struct {
 // ("KEY=VALUE" each).
 func NewPlan(n int, input string, job []string) (*Plan, error) {
 	p := &Plan{Format: PlanFormat, Shards: n, Input: input, Job: job}
-	if strings.Contains(input, "://") {
-		p.Input = withoutUser(input)
+	if strings.Contains(input, "://") { // a database URL: its password is never recorded
+		p.Input = schema.RedactURL(input)
 		return p, nil
 	}
 	abs, err := filepath.Abs(input)
@@ -67,16 +67,6 @@ func NewPlan(n int, input string, job []string) (*Plan, error) {
 		p.InputFiles = append(p.InputFiles, fmt.Sprintf("%s %d", rel, st.Size()))
 	}
 	return p, nil
-}
-
-// withoutUser drops the user information (and so any password) of a URL.
-func withoutUser(u string) string {
-	scheme, rest, _ := strings.Cut(u, "://")
-	host, path, _ := strings.Cut(rest, "/")
-	if at := strings.LastIndex(host, "@"); at >= 0 {
-		host = host[at+1:]
-	}
-	return scheme + "://" + host + "/" + path
 }
 
 // ID is the SHA-256 of the plan's JSON: each part's metrics record it.

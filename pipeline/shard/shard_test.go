@@ -137,3 +137,17 @@ func TestWriteAndMergeDir(t *testing.T) {
 		t.Fatal("an empty directory merged")
 	}
 }
+
+// TestPlanHidesPasswords: a plan over a database URL records no password,
+// whatever it holds (a / or a quote, a password parameter).
+func TestPlanHidesPasswords(t *testing.T) {
+	for _, in := range []string{"postgresql://u:se/cret@db/x?table=t", "postgresql://u:se'cret@db/x?table=t", "postgresql://u@db/x?table=t&password=secret"} {
+		p, err := NewPlan(2, in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(p.Input, "secret") || strings.Contains(p.Input, "cret") {
+			t.Errorf("plan of %q records %q", in, p.Input)
+		}
+	}
+}

@@ -150,8 +150,8 @@ func ParseURL(s string) (Location, error) {
 	return loc, nil
 }
 
-// String returns the URL with any password redacted (schema.Redact).
-func (l Location) String() string { return schema.Redact(l.URL) }
+// String returns the URL with any password redacted (schema.RedactURL).
+func (l Location) String() string { return schema.RedactURL(l.URL) }
 
 // isSeconds reports whether s is a whole number of seconds, as libpq's
 // connect_timeout is.
