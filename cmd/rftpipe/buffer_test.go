@@ -182,3 +182,21 @@ func TestBufferSchemes(t *testing.T) {
 		t.Errorf("SQLITE://: exit %d: %s", code, stderr)
 	}
 }
+
+// TestConvertDPOAndSFTBuffers: DPO and SFT tables, whose rows carry no
+// reward (null in every row), convert whole, both layouts.
+func TestConvertDPOAndSFTBuffers(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"", "v0.6/"} {
+		for _, k := range []string{"dpo", "sft"} {
+			db, _ := filepath.Abs("../../fixtures/trinity/" + v + k + ".db")
+			out := filepath.Join(dir, strings.TrimSuffix(v, "/")+k+".parquet")
+			if _, stderr, code := runCLI(t, "convert", "sqlite:///"+db+"?table="+k+"_buffer", out); code != 0 {
+				t.Fatalf("%s%s: exit %d: %s", v, k, code, stderr)
+			}
+			if n := len(storeRows(t, out)); n != 16 {
+				t.Errorf("%s%s: %d rows, the table holds 16", v, k, n)
+			}
+		}
+	}
+}

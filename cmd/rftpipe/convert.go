@@ -8,12 +8,13 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 func convertCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "convert",
-		Usage:     "convert a store between jsonl, parquet and arrow (format from the file names)",
+		Usage:     "convert a store between JSONL, Parquet, Arrow and Trinity-RFT buffers (format from the file names; a buffer is a sqlite:// or postgresql:// URL with ?table=, see the README's \"Using rftpipe with Trinity-RFT\")",
 		ArgsUsage: "IN OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
@@ -56,6 +57,10 @@ func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt sche
 		return 0, nil, err
 	}
 	defer r.Close()
+	switch k, _ := r.Schema().Metadata().GetValue(trinity.MetaSchemaType); trinity.Kind(k) {
+	case trinity.KindDPO, trinity.KindSFT:
+		opt.RequireReward = false // their rows carry no reward: a null one is theirs
+	}
 	bar := newProgress(c, "convert", -1)
 	defer bar.Done()
 	n, err := store.Copy(c.Context, r, out, func(rec arrow.Record) error {
