@@ -58,3 +58,33 @@ func TestTokensBits(t *testing.T) {
 		part.Release()
 	}
 }
+
+// TestWithDropInfo: the rejected rows' info gets drop_reason and
+// dropped_by; its other keys keep their values as written.
+func TestWithDropInfo(t *testing.T) {
+	mem := memory.DefaultAllocator
+	str := func(vals []string, valid []bool) *array.String {
+		b := array.NewStringBuilder(mem)
+		defer b.Release()
+		b.AppendValues(vals, valid)
+		return b.NewStringArray()
+	}
+	info := str([]string{`{"b":12345678901234567890,"a":1.0,"c":{"x":[1,2]}}`, ""}, []bool{true, false})
+	reason, by := str([]string{"zero_std", "zero_std"}, nil), str([]string{"grpo", "grpo"}, nil)
+	defer info.Release()
+	defer reason.Release()
+	defer by.Release()
+	out, err := withDropInfo(mem, info, reason, by)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Release()
+	got := out.(*array.String)
+	want := []string{`{"a":1.0,"b":12345678901234567890,"c":{"x":[1,2]},"drop_reason":"zero_std","dropped_by":"grpo"}`,
+		`{"drop_reason":"zero_std","dropped_by":"grpo"}`}
+	for i, w := range want {
+		if got.Value(i) != w {
+			t.Errorf("row %d: %s, want %s", i, got.Value(i), w)
+		}
+	}
+}

@@ -217,6 +217,12 @@ func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
 			}
 		}
 	}()
+	if len(runs) == 1 { // one zero-copy slice a column: nothing to spread
+		for i, c := range rec.Columns() {
+			cols[i] = array.NewSlice(c, runs[0].lo, runs[0].hi)
+		}
+		return array.NewRecord(rec.Schema(), cols, int64(len(idx))), nil
+	}
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, c := range rec.Columns() {
@@ -224,10 +230,6 @@ func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
 			parts := make([]arrow.Array, len(runs))
 			for k, r := range runs {
 				parts[k] = array.NewSlice(c, r.lo, r.hi)
-			}
-			if len(parts) == 1 {
-				cols[i] = parts[0]
-				return nil
 			}
 			var err error
 			cols[i], err = array.Concatenate(parts, memory.DefaultAllocator)

@@ -434,7 +434,8 @@ const (
 
 // withDropInfo returns the info column (JSON text) with the keys
 // drop_reason and dropped_by added to every row's object (a null info
-// becomes one); the other keys keep their values, in sorted order.
+// becomes one); the other keys keep their values as written (numbers
+// digit for digit), in sorted order.
 func withDropInfo(mem memory.Allocator, col arrow.Array, reason, by *array.String) (arrow.Array, error) {
 	info, ok := col.(*array.String)
 	if !ok {
@@ -443,13 +444,15 @@ func withDropInfo(mem memory.Allocator, col arrow.Array, reason, by *array.Strin
 	bld := array.NewStringBuilder(mem)
 	defer bld.Release()
 	for i := 0; i < info.Len(); i++ {
-		m := map[string]any{}
+		m := map[string]json.RawMessage{}
 		if info.IsValid(i) && info.Value(i) != "" {
 			if err := json.Unmarshal([]byte(info.Value(i)), &m); err != nil {
 				return nil, schema.BadInputf("column %s: rejected row %d: info is not a JSON object: %v", schema.Info, i, err)
 			}
 		}
-		m[DropReason], m[DroppedBy] = reason.Value(i), by.Value(i)
+		r, _ := json.Marshal(reason.Value(i))
+		d, _ := json.Marshal(by.Value(i))
+		m[DropReason], m[DroppedBy] = r, d
 		text, err := json.Marshal(m)
 		if err != nil {
 			return nil, err

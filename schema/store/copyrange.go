@@ -24,8 +24,7 @@ type fileBuffer struct {
 	slots chan struct{} // holds the copy in flight
 	wg    sync.WaitGroup
 	mu    sync.Mutex
-	err   error // the failed copy's error, of the lowest output offset
-	errAt int64
+	err   error // the first failed copy's error (copies run in turn)
 }
 
 func newFileBuffer(f *os.File) *fileBuffer {
@@ -63,7 +62,7 @@ func (b *fileBuffer) copyRange(in *inputFile, off, n int64) error {
 			return // the file is lost anyway
 		}
 		if err := copyAt(b.f, in.File, off, n, at); err != nil {
-			b.fail(at, err)
+			b.fail(err)
 			return
 		}
 		in.n.Add(n)
@@ -83,11 +82,11 @@ func (b *fileBuffer) failure() error {
 	return b.err
 }
 
-func (b *fileBuffer) fail(at int64, err error) {
+func (b *fileBuffer) fail(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err == nil || at < b.errAt {
-		b.err, b.errAt = err, at
+	if b.err == nil {
+		b.err = err
 	}
 }
 

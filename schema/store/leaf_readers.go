@@ -76,11 +76,11 @@ func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg
 		if p.codec(pf, rg) {
 			pr, err := pf.RowGroup(rg).GetColumnPageReader(p.leaves[0])
 			if err != nil {
-				return nil, err
+				return out, err
 			}
 			cc, err := rgm.ColumnChunk(p.leaves[0])
 			if err != nil {
-				return nil, err
+				return out, err
 			}
 			out[i] = decoderReader{leafcodec.NewDecoder(*p.shape, pr, rgm.NumRows(), cc.NumValues())}
 			continue
@@ -95,7 +95,7 @@ func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg
 		}
 		rd, err := fr.GetFieldReader(context.Background(), fields[0], leaves, []int{rg})
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		out[i] = pqarrowReader{rd}
 	}

@@ -102,8 +102,11 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	}
 	in := newInputFile(fh, cfg.bytes)
 	// Pages are read as they are decoded, through a buffer per column
-	// (rather than each column chunk read whole, and copied, up front).
-	props := parquet.NewReaderProperties(cfg.mem)
+	// (rather than each column chunk read whole, and copied, up front). The
+	// page buffers come from Go's heap whatever cfg.mem is: the leaf codec
+	// reads pages ahead, and keeps them after the reader has moved on,
+	// which only a garbage-collected buffer outlives.
+	props := parquet.NewReaderProperties(memory.NewGoAllocator())
 	props.BufferedStreamEnabled = true
 	pf, err := file.NewParquetReader(in, file.WithReadProps(props))
 	if err != nil {

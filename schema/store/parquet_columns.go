@@ -43,8 +43,8 @@ import (
 // arrow-go's metadata builders), so that a row group may also take column
 // chunks as they lie in an input file: those of a deferred read's Rest and
 // of the columns it decoded that the batch passes on as read (WriteWith),
-// copied in the kernel into ranges of the output reserved for them, several
-// at once (fileBuffer); and a column that is the very array of an earlier
+// copied in the kernel into ranges of the output reserved for them, in the
+// background, one at a time (fileBuffer); and a column that is the very array of an earlier
 // column of the batch (returns written as advantages) is encoded once and
 // its bytes written twice.
 //
