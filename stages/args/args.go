@@ -12,6 +12,7 @@ package args
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -51,8 +52,9 @@ type Param struct {
 	InDefaults bool
 	// Choices, when set, are the valid values of a String argument.
 	Choices []string
-	// Range is the valid interval of a Float or Int argument (the empty
-	// Range: every finite number), checked by Resolve.
+	// Range is the valid interval of a Float or Int argument, or of each
+	// element of a Floats one (the empty Range: every finite number),
+	// checked by Resolve.
 	Range Range
 	// Doc is a one-line description for help texts.
 	Doc string
@@ -180,7 +182,16 @@ func (p Param) coerce(v any) (any, error) {
 			return x, nil
 		}
 	case Floats:
-		return coerceFloats(p, v)
+		xs, err := coerceFloats(p, v)
+		if err != nil {
+			return nil, err
+		}
+		for i, x := range xs {
+			if err := p.Range.Check(fmt.Sprintf("argument %s: element %d", p.Name, i), x); err != nil {
+				return nil, err
+			}
+		}
+		return xs, nil
 	case String:
 		x, ok := v.(string)
 		if !ok {
@@ -195,7 +206,7 @@ func (p Param) coerce(v any) (any, error) {
 }
 
 // coerceFloats converts a list argument (JSON array or []float64).
-func coerceFloats(p Param, v any) (any, error) {
+func coerceFloats(p Param, v any) ([]float64, error) {
 	switch x := v.(type) {
 	case []float64:
 		return x, nil

@@ -30,9 +30,9 @@ func mathDAPORewardSpec() Spec {
 		Doc:  "DAPO reward: ±1 accuracy plus the overlong penalty of the response length",
 		Params: args.Schema{
 			param("enable_overlong_penalty", args.Bool, nil, "shape the reward by the response length"),
-			param("penalty_factor", args.Float, nil, "penalty at max_response_length"),
-			param("max_response_length", args.Int, nil, "response length of the full penalty"),
-			param("cache_length", args.Int, nil, "length of the linear penalty window before max_response_length"),
+			param("penalty_factor", args.Float, nil, "penalty at max_response_length").In(args.NonNeg),
+			param("max_response_length", args.Int, nil, "response length of the full penalty").In(args.AtLeast1),
+			param("cache_length", args.Int, nil, "length of the linear penalty window before max_response_length").In(args.NonNeg),
 			param("score_key", args.String, "accuracy", "metrics key of the checker's score (else the reward)"),
 		},
 		New: func(a args.Values) (Operator, error) {
