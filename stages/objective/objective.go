@@ -39,11 +39,12 @@ type Objective struct {
 	Mode agg.Mode
 }
 
-// Reads reports whether some term of an objective reads input (a tokens
-// input name) when a batch has it. The teacher's log-probs and the critic's
-// values are inputs of advantage fns (on-policy distillation, GAE), never
-// of a loss term; a loss step leaves them unread, so a store whose rows
-// lack them (a Trinity buffer's multi-step rows) still evaluates.
+// Reads reports whether a loss step reads input (a tokens input name) when
+// a batch has it: every input but the teacher's log-probs and the critic's
+// values, which are inputs of advantage fns (on-policy distillation, GAE)
+// and never of a loss term. A loss step leaves those two unread, so a store
+// whose rows lack them (a Trinity buffer's multi-step rows) still
+// evaluates.
 func Reads(input string) bool {
 	return input != tokens.TeacherLogProb && input != tokens.Values
 }
@@ -259,13 +260,22 @@ func (o *Objective) Eval(ev tokens.Evaluator, b *tokens.Batch, grad []float64) (
 }
 
 // buf returns a gradient buffer of n values, reused from e.free when one
-// there is large enough (a window returns its buffers at Wait).
+// there is large enough (a window returns its buffers at Wait). A miss
+// drops the smallest free buffer, so the list never holds more buffers
+// than are in use at once, however the windows' sizes grow.
 func (e *Eval) buf(n int) []float64 {
+	small := -1
 	for i, b := range e.free {
 		if cap(b) >= n {
 			e.free = slices.Delete(e.free, i, i+1)
 			return b[:n]
 		}
+		if small < 0 || cap(b) < cap(e.free[small]) {
+			small = i
+		}
+	}
+	if small >= 0 {
+		e.free = slices.Delete(e.free, small, small+1)
 	}
 	return make([]float64, n)
 }
