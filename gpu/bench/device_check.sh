@@ -1,6 +1,8 @@
 #!/bin/sh
-# device_check.sh — every GPU check and benchmark of rftpipe in one run of
-# under 5 minutes, on a GPU machine without Go. Build the carry on a machine
+# device_check.sh — every GPU check and benchmark of rftpipe in one run on a
+# GPU machine without Go: a few minutes when every step passes; each step
+# has its own timeout, about 17 minutes in all at worst, so give the run
+# 20. Build the carry on a machine
 # with Go (gpu/NOTES.md, "Running the device checks"):
 #
 #   mkdir -p bin
@@ -62,7 +64,7 @@ for dev in cpu cuda; do
 	timeout 60 $rf loss --fn ppo --kl-loss-fn low_var_kl --in "$store" --device $dev --grad-out "$out/grad_$dev.parquet" >"$out/loss_$dev.txt" 2>&1
 	rc=$?
 	e=$(date +%s.%N)
-	row "loss ppo 20k x 1024 --device $dev" "exit $rc: $(echo "$e - $s" | bc) s"
+	row "loss ppo 20k x 1024 --device $dev" "exit $rc: $(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e - s }') s"
 done
 kill $mon 2>/dev/null
 row "loss --device cuda: device memory" "peak $(sort -n "$out/mem_cuda.txt" | tail -1) MiB used (lowest sample $(sort -n "$out/mem_cuda.txt" | head -1)); store $(du -m "$store" | cut -f1) MB"
