@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -39,7 +40,8 @@ type Evaluator struct {
 	d        *Device
 	opt      Options
 	slots    [2]*slot
-	next     int // the slot the next chunk goes to
+	next     int  // the slot the next chunk goes to
+	closed   bool // by Close
 	kernelMs float64
 	bytes    int64
 }
@@ -215,6 +217,9 @@ func (e *Evaluator) Start(b *tokens.Batch, grad []float64, terms ...tokens.Term)
 	}
 	var r *run
 	err = e.d.locked(func() error {
+		if e.closed {
+			return errClosed
+		}
 		var err error
 		r, err = e.start(b, grad, p)
 		return err
@@ -235,6 +240,9 @@ func (p *pending) Wait() ([]tokens.TermResult, error) {
 	r := p.r
 	e := r.e
 	err := e.d.locked(func() error {
+		if e.closed { // Close failed what r had in flight
+			return nil
+		}
 		// In chunk order: the slot holding the earlier chunk first.
 		first, second := e.slots[0], e.slots[1]
 		if second.owner == r && (first.owner != r || second.pending.r0 < first.pending.r0) {
@@ -396,9 +404,15 @@ func (e *Evaluator) hostbuf(s *slot, name string, n int) (unsafe.Pointer, error)
 	return p, nil
 }
 
-// Close releases the evaluator's buffers and streams.
+// errClosed is the error of an evaluation started on, or not collected
+// from, a closed Evaluator.
+var errClosed = errors.New("gpu: evaluator closed before the evaluation's results were collected")
+
+// Close releases the evaluator's buffers and streams; an evaluation still
+// in flight then fails (errClosed).
 func (e *Evaluator) Close() error {
 	return e.d.locked(func() error {
+		e.closed = true
 		drv := e.d.drv
 		for i, s := range e.slots {
 			if s == nil {
@@ -407,6 +421,9 @@ func (e *Evaluator) Close() error {
 			// Results not yet collected are dropped.
 			if err := drv.sync(s.stream); err != nil {
 				return err
+			}
+			if s.owner != nil && s.owner.err == nil {
+				s.owner.err = errClosed
 			}
 			s.pending, s.owner = nil, nil
 			for _, b := range s.dev {

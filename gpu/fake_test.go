@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -493,5 +494,35 @@ func TestFakeFaultInFlight(t *testing.T) {
 		if live, _ := fakeDeviceBytes(t); live != live0 {
 			t.Fatalf("after Close %d device bytes allocated, %d before", live, live0)
 		}
+	}
+}
+
+// TestFakeClosedInFlight: closing the evaluator with an evaluation in
+// flight makes that evaluation's Wait fail (no panic, no partial sums), and
+// an evaluation started after Close fails at once.
+func TestFakeClosedInFlight(t *testing.T) {
+	d := fakeDevice(t)
+	l, err := loss.Default().New("ppo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tokens.Synthetic(6, 400, 1)
+	p, err := l.Plan(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := d.NewEvaluator(Options{Float64: true, ChunkTokens: 500})
+	pending, err := ev.Start(b, make([]float64, b.Rows.Tokens()), p.Terms...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := pending.Wait(); !errors.Is(err, errClosed) || res != nil {
+		t.Fatalf("Wait after Close: %v, %v; want errClosed", res, err)
+	}
+	if _, err := ev.Start(b, make([]float64, b.Rows.Tokens()), p.Terms...); !errors.Is(err, errClosed) {
+		t.Fatalf("Start after Close: %v; want errClosed", err)
 	}
 }
