@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -46,11 +47,12 @@ func AppendKey(dst []byte, i int, cols ...arrow.Array) []byte {
 		if k == len(cols)-1 {
 			return AppendID(dst, c, i)
 		}
+		// The rendering, then its length and ':' moved in before it.
 		start := len(dst)
 		dst = AppendID(dst, c, i)
-		part := append([]byte(nil), dst[start:]...)
-		dst = strconv.AppendInt(dst[:start], int64(len(part)), 10)
-		dst = append(append(append(dst, ':'), part...), '/')
+		var n [24]byte
+		head := append(strconv.AppendInt(n[:0], int64(len(dst)-start), 10), ':')
+		dst = append(slices.Insert(dst, start, head...), '/')
 	}
 	return dst
 }
