@@ -142,7 +142,7 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 			}
 			if idx.Valid {
 				i, err := strconv.ParseFloat(idx.String, 64)
-				if err != nil || i != math.Trunc(i) {
+				if err != nil || i != math.Trunc(i) || math.Abs(i) > 1<<53 { // Trunc(±Inf) is ±Inf
 					return schema.BadInputf("column %s: row %d: info task_idx/hint_idx %q is not an integer", schema.Info, row, idx.String)
 				}
 				c.Idx = int64(i)
