@@ -126,6 +126,24 @@ func TestOrphansLossMetrics(t *testing.T) {
 			t.Errorf("prom lacks %q:\n%s", line, b)
 		}
 	}
+	// Without skip, the refusal names the table, not a row; with skip and
+	// every blob gone, the refusal says they were all skipped.
+	_, stderr, code = runCLI(t, "convert", url, filepath.Join(dir, "x.parquet"))
+	if code != 2 || strings.Contains(stderr, ": row ") || !strings.Contains(stderr, "2 metadata row(s) without a blob row in eb_blob: id 3, 5") {
+		t.Errorf("convert without skip: exit %d: %s", code, stderr)
+	}
+	conn, err = sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec("DELETE FROM eb_blob"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	_, stderr, code = runCLI(t, "convert", url+"&on_missing_blob=skip", filepath.Join(dir, "x.parquet"))
+	if code != 2 || !strings.Contains(stderr, "lacks its blob row (on_missing_blob=skip skipped them all)") {
+		t.Errorf("convert with every blob gone: exit %d: %s", code, stderr)
+	}
 }
 
 // TestLossOnBufferSamples: a loss step over Trinity's multi-step buffers,

@@ -189,6 +189,9 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		return nil, err
 	}
 	if !more {
+		if r.missing.n > 0 {
+			return nil, badTable(loc, "no experiences: every one of its %d metadata row(s) lacks its blob row (on_missing_blob=skip skipped them all): id %s", r.missing.n, r.missing)
+		}
 		return nil, badTable(loc, "empty table: no experiences")
 	}
 	r.pending = true
@@ -416,7 +419,7 @@ func (r *Reader) decodeNext() (bool, error) {
 
 // missingBlobErr stops the read and names every metadata id without a blob.
 func (r *Reader) missingBlobErr() error {
-	row, id := r.row, r.id
+	id := r.id
 	r.stopScan()
 	q := "SELECT m.id FROM " + quoteIdent(r.loc.Table) + " m LEFT JOIN " + quoteIdent(blobTable(r.loc)) + " b ON b.id = m.id WHERE b.id IS NULL"
 	if r.layout == LayoutMixed {
@@ -427,7 +430,7 @@ func (r *Reader) missingBlobErr() error {
 		ids = idList{}
 		ids.add(id)
 	}
-	return schema.Errorf(r.loc.String(), row, "", "table %s: %d metadata row(s) without a blob row in %s: id %s (Trinity's reader skips them with a log line only; add &on_missing_blob=skip to the URL to read the rest)",
+	return schema.Errorf(r.loc.String(), -1, "", "table %s: %d metadata row(s) without a blob row in %s: id %s (Trinity's reader skips them with a log line only; add &on_missing_blob=skip to the URL to read the rest)",
 		r.loc.Table, ids.n, blobTable(r.loc), ids)
 }
 
