@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -402,7 +403,17 @@ func (s *operatorStage) Apply(b *Batch) error {
 	}
 	var mask []float64
 	var rows agg.Rows
-	if s.maskZero != nil {
+	zero := s.maskZero != nil
+	if zero && !s.masks(b) {
+		// No row of this batch is masked: the input's mask goes through
+		// as read when it has the written column's type.
+		if in := b.Column(schema.ActionMask); in != nil && arrow.TypeEqual(in.DataType(), schema.Field(schema.ActionMask).Type) {
+			in.Retain()
+			b.Set(schema.ActionMask, in)
+			zero = false
+		}
+	}
+	if zero {
 		m, err := b.Tokens(schema.ActionMask)
 		if err != nil {
 			return err
@@ -443,6 +454,16 @@ func (s *operatorStage) Apply(b *Batch) error {
 		return b.SetList(schema.ActionMask, mask)
 	}
 	return nil
+}
+
+// masks reports whether the chain zeroed the mask of a row of b.
+func (s *operatorStage) masks(b *Batch) bool {
+	for i := 0; i < b.Len(); i++ {
+		if r := s.g0.Row(b.Row + int64(i)); r >= 0 && s.maskZero[r] {
+			return true
+		}
+	}
+	return false
 }
 
 // Finish reports the operators' metrics under experience_pipeline/NAME/.
