@@ -188,6 +188,18 @@ func unpickle(b []byte) (any, error) {
 		}
 		return nil
 	}
+	appendItems := func(items ...any) error {
+		l, err := top()
+		if err != nil {
+			return err
+		}
+		list, ok := l.(*List)
+		if !ok {
+			return fmt.Errorf("pickle: APPEND to %T", l)
+		}
+		list.Items = append(list.Items, items...)
+		return nil
+	}
 	for {
 		if pos >= len(b) {
 			return nil, errors.New("pickle ends without STOP")
@@ -274,29 +286,17 @@ func unpickle(b []byte) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			l, err := top()
-			if err != nil {
+			if err := appendItems(v); err != nil {
 				return nil, err
 			}
-			list, ok := l.(*List)
-			if !ok {
-				return nil, fmt.Errorf("pickle: APPEND to %T", l)
-			}
-			list.Items = append(list.Items, v)
 		case opAppends:
 			items, err := popMark()
 			if err != nil {
 				return nil, err
 			}
-			l, err := top()
-			if err != nil {
+			if err := appendItems(items...); err != nil {
 				return nil, err
 			}
-			list, ok := l.(*List)
-			if !ok {
-				return nil, fmt.Errorf("pickle: APPENDS to %T", l)
-			}
-			list.Items = append(list.Items, items...)
 		case opSetItem:
 			v, err := pop()
 			if err != nil {
