@@ -40,6 +40,7 @@ type Reader struct {
 	kind    Kind
 	layout  Layout
 	db      *sql.DB
+	ctx     context.Context    // the read's: a signal stops its queries
 	cancel  context.CancelFunc // stops the query
 	ch      <-chan chunk       // rows scanned ahead
 	free    chan chunk         // decoded chunks, for the scanner to reuse
@@ -148,7 +149,7 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		cancel()
 		return nil, err
 	}
-	r := &Reader{loc: loc, db: db, cancel: cancel, batch: opt.BatchRows}
+	r := &Reader{loc: loc, db: db, ctx: ctx, cancel: cancel, batch: opt.BatchRows}
 	if r.batch <= 0 {
 		r.batch = 8192
 	}
@@ -453,8 +454,11 @@ func (r *Reader) atEnd() error {
 
 // ids adds the ids a query returns to l.
 func (r *Reader) ids(q string, l *idList) error {
-	rows, err := r.db.Query(q)
+	rows, err := r.db.QueryContext(r.ctx, q)
 	if err != nil {
+		if r.ctx.Err() != nil {
+			return context.Cause(r.ctx)
+		}
 		return locErr(r.loc, "cannot read table %s: %v", blobTable(r.loc), err)
 	}
 	defer rows.Close()
