@@ -94,8 +94,10 @@ const suffixSalt = 0x5eed5f1f
 // rest for the writer (passThrough).
 func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, rest *store.Rest, err error) {
 	if b.rest != nil && b.dropped == 0 && len(b.copies) == 0 {
-		kept, err = s.passThrough(b)
-		return kept, nil, b.rest, err
+		if kept, err = s.passThrough(b); err != nil {
+			return nil, nil, nil, err // the batch's rest is released with it
+		}
+		return kept, nil, b.rest, nil
 	}
 	n := b.Len()
 	cols := make([]arrow.Array, len(s.src))

@@ -169,7 +169,7 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 			select {
 			case in <- b:
 			case <-ctx.Done():
-				b.rec.Release()
+				discard(b)
 				return ctx.Err()
 			}
 		}
@@ -311,6 +311,9 @@ func (s *streamer) finish(ctx context.Context, b *Batch, outs chan<- out) error 
 		case outs <- o:
 		case <-ctx.Done():
 			o.rec.Release()
+			if o.rest != nil {
+				o.rest.Release()
+			}
 			err = ctx.Err()
 		}
 	}
