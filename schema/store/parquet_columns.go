@@ -363,8 +363,9 @@ func (c *columnSink) plan(rec arrow.Record, rest *Rest) (*rowGroup, error) {
 }
 
 // encode encodes the row group's new columns, each on its own goroutine
-// into its own buffer (up to GOMAXPROCS columns at once, the earlier row
-// groups' first), and closes rg.encoded when they are done.
+// into its own buffer (up to GOMAXPROCS columns at once, in whatever order
+// the goroutines get a slot: the bytes do not depend on it), and closes
+// rg.encoded when they are done.
 func (c *columnSink) encode(rg *rowGroup) {
 	var wg sync.WaitGroup
 	for i, p := range rg.plans {
