@@ -29,28 +29,15 @@ func (s M2POStats) Metrics() agg.Metrics {
 // threshold (stable ascending sort, float32 running means). keep is flat
 // over b's tokens. A non-finite log-ratio at a valid token is an error.
 func M2POMask(b *tokens.Batch, threshold float64) (keep []bool, st M2POStats, err error) {
-	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
-		return nil, st, err
-	}
-	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
-	keep = make([]bool, len(lp))
+	keep = make([]bool, b.Rows.Tokens())
 	var idx []int
 	var v []float32
 	valid := 0
-	for t := range lp {
-		if m[t] == 0 {
-			continue
-		}
-		valid++
-		keep[t] = true
-		lr := lp[t] - old[t]
-		if math.IsNaN(lr) || math.IsInf(lr, 0) {
-			return nil, st, schema.BadInputf("M2PO received non-finite log-probability ratios.")
-		}
-		if a := adv[t]; a > 0 && lr > 0 || a < 0 && lr < 0 {
-			f := float32(lr)
-			idx, v = append(idx, t), append(v, f*f)
-		}
+	err = trust(b, func(t int) { valid++; keep[t] = true }, func(t int, bits uint32) {
+		idx, v = append(idx, t), append(v, math.Float32frombits(bits))
+	})
+	if err != nil {
+		return nil, st, err
 	}
 	n := len(v)
 	mean32 := func(x []float32) float64 {
@@ -243,10 +230,11 @@ type m2poBin struct {
 
 func (s *m2poStream) passes() int { return 2 }
 
-// trust calls f for every valid trust-region token of b with its float32
-// second moment's bits, in store order; a non-finite log-ratio at a valid
-// token is an error.
-func trust(b *tokens.Batch, valid func(), f func(t int, bits uint32)) error {
+// trust calls valid (when not nil) for every valid token of b (action_mask
+// ≠ 0) and f for every valid trust-region token with its float32 second
+// moment's bits, in store order; a non-finite log-ratio at a valid token is
+// an error.
+func trust(b *tokens.Batch, valid func(t int), f func(t int, bits uint32)) error {
 	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
 		return err
 	}
@@ -260,7 +248,7 @@ func trust(b *tokens.Batch, valid func(), f func(t int, bits uint32)) error {
 			return schema.BadInputf("M2PO received non-finite log-probability ratios.")
 		}
 		if valid != nil {
-			valid()
+			valid(t)
 		}
 		if a := adv[t]; a > 0 && lr > 0 || a < 0 && lr < 0 {
 			x := float32(lr)
@@ -275,7 +263,7 @@ func (s *m2poStream) observe(pass int, b *tokens.Batch) error {
 		if s.hi == nil {
 			s.hi = make([]m2poBin, 1<<16)
 		}
-		return trust(b, func() { s.valid++ }, func(_ int, bits uint32) {
+		return trust(b, func(int) { s.valid++ }, func(_ int, bits uint32) {
 			v := float64(math.Float32frombits(bits))
 			h := &s.hi[bits>>16]
 			h.n++
