@@ -52,56 +52,7 @@ func TestM2POStreamEqualsWhole(t *testing.T) {
 		if thr < 0.04 && whole.Metrics["m2po/masked_fraction"] == 0 {
 			t.Fatalf("threshold %v: nothing masked", thr)
 		}
-		s, sl := l.Stream()
-		var wins [][2]int
-		for lo := 0; lo < b.Rows.N(); lo += 7 {
-			wins = append(wins, [2]int{lo, min(lo+7, b.Rows.N())})
-		}
-		tot := tokens.TotalsOf(b)
-		window := func(w [2]int) *tokens.Batch {
-			win := b.Slice(w[0], w[1])
-			if err := win.SetWindow(w[0], tot); err != nil {
-				t.Fatal(err)
-			}
-			return win
-		}
-		for pass := 0; pass < s.Passes(); pass++ {
-			for _, w := range wins {
-				if err := s.Observe(pass, window(w)); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		grad := make([]float64, b.Rows.Tokens())
-		var p *Plan
-		var sums []float64
-		for _, w := range wins {
-			win := window(w)
-			if err := s.Window(win); err != nil {
-				t.Fatal(err)
-			}
-			if p == nil {
-				if p, err = sl.Plan(win); err != nil {
-					t.Fatal(err)
-				}
-			}
-			lo, _ := b.Rows.Span(w[0])
-			_, hi := b.Rows.Span(w[1] - 1)
-			res, err := win.Eval(grad[lo:hi], p.Terms...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sums == nil {
-				sums = make([]float64, len(res[0].Sums))
-			}
-			for i, v := range res[0].Sums {
-				sums[i] += v
-			}
-		}
-		out, err := p.Finish([]tokens.TermResult{{Sums: sums, Stats: tokens.Stats{Rows: tot.Rows[0], NonEmpty: tot.NonEmpty[0], Total: tot.Mask[0], Width: tot.Width}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		out, grad := evalInWindows(t, l, b, 7)
 		close := func(x, y, tol float64) bool { return x == y || math.Abs(x-y) <= tol*math.Max(1, math.Abs(y)) }
 		if !close(out.Loss, whole.Loss, 1e-12) {
 			t.Errorf("threshold %v: loss in windows %v, whole %v", thr, out.Loss, whole.Loss)

@@ -159,54 +159,7 @@ func TestBypassStreamEqualsWhole(t *testing.T) {
 		if whole.Metrics["rollout_corr/rollout_rs_masked_fraction"] == 0 || whole.Metrics["rollout_corr/rollout_rs_seq_mean_k3_masked_fraction"] == 0 {
 			t.Fatalf("%v: nothing rejected", a)
 		}
-		s, sl := l.Stream()
-		var wins [][2]int
-		for lo := 0; lo < b.Rows.N(); lo += 7 {
-			wins = append(wins, [2]int{lo, min(lo+7, b.Rows.N())})
-		}
-		tot := tokens.TotalsOf(b)
-		window := func(w [2]int) *tokens.Batch {
-			win := b.Slice(w[0], w[1])
-			if err := win.SetWindow(w[0], tot); err != nil {
-				t.Fatal(err)
-			}
-			return win
-		}
-		for _, w := range wins {
-			if err := s.Observe(0, window(w)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		grad := make([]float64, b.Rows.Tokens())
-		var p *Plan
-		var sums []float64
-		for _, w := range wins {
-			win := window(w)
-			if err := s.Window(win); err != nil {
-				t.Fatal(err)
-			}
-			if p == nil {
-				if p, err = sl.Plan(win); err != nil {
-					t.Fatal(err)
-				}
-			}
-			lo, _ := b.Rows.Span(w[0])
-			_, hi := b.Rows.Span(w[1] - 1)
-			res, err := win.Eval(grad[lo:hi], p.Terms...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sums == nil {
-				sums = make([]float64, len(res[0].Sums))
-			}
-			for i, v := range res[0].Sums {
-				sums[i] += v
-			}
-		}
-		out, err := p.Finish([]tokens.TermResult{{Sums: sums}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		out, grad := evalInWindows(t, l, b, 7)
 		close := func(x, y float64) bool { return x == y || math.Abs(x-y) <= 1e-12*math.Max(1, math.Abs(y)) }
 		if !close(out.Loss, whole.Loss) {
 			t.Errorf("%v: loss in windows %v, whole %v", a, out.Loss, whole.Loss)
