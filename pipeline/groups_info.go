@@ -88,11 +88,12 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 		err = query(ctx, db, rsql.Pipeline("step_rewards", with("path", path)), func(r *dbsql.Rows) error {
 			var has dbsql.NullBool
 			var v dbsql.NullFloat64
-			if err := r.Scan(&has, &v); err != nil {
+			var at int64 // the row in the store
+			if err := r.Scan(&has, &v, &at); err != nil {
 				return err
 			}
 			if has.Bool && !v.Valid {
-				return schema.BadInputf("column %s: row %d: info.%s is not a number", schema.Info, len(in.StepReward), n.StepReward)
+				return schema.BadInputf("column %s: row %d: info.%s is not a number", schema.Info, at, n.StepReward)
 			}
 			in.StepReward, in.HasStepReward = append(in.StepReward, nullNaN(v)), append(in.HasStepReward, has.Bool)
 			return nil
@@ -129,11 +130,11 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 			var (
 				task, expType, taskIdx, hintIdx, rewards, taskset, judge, judgeTraj dbsql.NullString
 				run, respLen                                                        dbsql.NullInt64
+				row                                                                 int64 // in the store
 			)
-			if err := r.Scan(&task, &run, &respLen, &expType, &taskIdx, &hintIdx, &rewards, &taskset, &judge, &judgeTraj); err != nil {
+			if err := r.Scan(&task, &run, &respLen, &expType, &taskIdx, &hintIdx, &rewards, &taskset, &judge, &judgeTraj, &row); err != nil {
 				return err
 			}
-			row := len(in.CoD)
 			c := advantage.CoDInfo{Task: task.String, Run: run.Int64, RespLen: float64(respLen.Int64), Type: expType.String,
 				TasksetID: taskset.String, Judge: truthy(judge.String) || truthy(judgeTraj.String)}
 			idx := taskIdx

@@ -87,18 +87,19 @@ func scanOperators(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds,
 			var mv, rn dbsql.NullFloat64
 			var rl int64
 			var ver dbsql.NullInt64
-			if err := r.Scan(&hm, &mv, &tr, &rl, &hrn, &rn, &ver); err != nil {
+			var at int64 // the row in the store
+			if err := r.Scan(&hm, &mv, &tr, &rl, &hrn, &rn, &ver, &at); err != nil {
 				return err
 			}
 			if hm && !mv.Valid {
-				return schema.BadInputf("column %s: row %d: metrics.%s is not a number", schema.Metrics, len(m), key)
+				return schema.BadInputf("column %s: row %d: metrics.%s is not a number", schema.Metrics, at, key)
 			}
 			m, has = append(m, nullNaN(mv)), append(has, hm)
 			if first {
 				s.truncated = append(s.truncated, tr)
 				s.respLen = append(s.respLen, rl)
 				if hrn && !rn.Valid {
-					return schema.BadInputf("column %s: row %d: info.returns_norm is not a number", schema.Info, len(s.returnsNorm))
+					return schema.BadInputf("column %s: row %d: info.returns_norm is not a number", schema.Info, at)
 				}
 				s.returnsNorm, s.hasReturnsNorm = append(s.returnsNorm, nullNaN(rn)), append(s.hasReturnsNorm, hrn)
 				if !ver.Valid {

@@ -190,3 +190,27 @@ func TestRejectedCoDJudgeFlagged(t *testing.T) {
 		t.Errorf("%d rows kept, want 4 (the rows the judge did not flag)", n)
 	}
 }
+
+// TestOperatorBadMetricRow: a metrics value that is not a number is refused
+// naming its row in the store, not its place among the grouped rows (a row
+// with a null reward before it is not grouped).
+func TestOperatorBadMetricRow(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	var b strings.Builder
+	for i, m := range []string{"1", "1", "0", "0", `"x"`} {
+		reward := "1"
+		if i == 0 {
+			reward = "null"
+		}
+		fmt.Fprintf(&b, `{"eid":{"batch":0,"task":"t","run":%d,"step":0},"reward":%s,"prompt_length":2,"tokens":[1,2,3,4],"logprobs":[-0.5,-0.25],"action_mask":[true,true],"metrics":{"accuracy":%s}}`+"\n", i, reward, m)
+	}
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runCLI(t, "run", "--in", in, "--operator", "dapo_dynamic_sampling", "--arg", "dapo_dynamic_sampling.metric_key=accuracy",
+		"--advantage-fn", "grpo", "--on-invalid-reward", "drop", "--out", filepath.Join(dir, "o.parquet"), "--progress", "never")
+	if code != 2 || !strings.Contains(stderr, "row 4: metrics.accuracy is not a number") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}

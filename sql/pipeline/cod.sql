@@ -11,7 +11,8 @@ SELECT CAST(task AS VARCHAR) AS task,
        CAST(json_extract(info, '$.task_rewards') AS VARCHAR) AS task_rewards,
        json_extract_string(info, '$.taskset_id') AS taskset_id,
        CAST(json_extract(info, '$.judge_format_error') AS VARCHAR) AS judge,
-       CAST(json_extract(info, '$.judge_format_error_in_trajectory') AS VARCHAR) AS judge_traj
+       CAST(json_extract(info, '$.judge_format_error_in_trajectory') AS VARCHAR) AS judge_traj,
+       row_idx
 FROM (SELECT *, reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward) AS valid FROM exps)
 WHERE {{grouped}}
 ORDER BY row_idx;

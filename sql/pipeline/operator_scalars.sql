@@ -7,14 +7,15 @@
 -- the column), the response length (placeholder resp_len: the number of
 -- action_mask positions, else 0), and info.returns_norm (placeholder info:
 -- the info column, NULL without it) and the model version (placeholder
--- model_version: the column, else NULL).
+-- model_version: the column, else NULL); row_idx locates a bad value.
 SELECT coalesce({{has_metric}}, FALSE) AS has_m,
        {{metric}} AS m,
        coalesce({{truncated}}, FALSE) AS truncated,
        {{resp_len}} AS resp_len,
        coalesce(json_exists({{info}}, '$.returns_norm'), FALSE) AS has_rn,
        TRY_CAST(json_extract_string({{info}}, '$.returns_norm') AS DOUBLE) AS rn,
-       CAST({{model_version}} AS BIGINT) AS mv
+       CAST({{model_version}} AS BIGINT) AS mv,
+       row_idx
 FROM (SELECT *, reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward) AS valid FROM exps)
 WHERE {{grouped}}
 ORDER BY row_idx;

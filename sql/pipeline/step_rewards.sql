@@ -2,9 +2,10 @@
 -- in store order, whether its info JSON has the key of placeholder path (a
 -- JSON path literal, '$."key"') and the value there as a number: gigpo's
 -- per-step reward. A present key whose value is not a number gives has =
--- true and a NULL value, which the pass reports.
+-- true and a NULL value, which the pass reports at row_idx.
 SELECT json_exists(info, {{path}}) AS has,
-       TRY_CAST(json_extract_string(info, {{path}}) AS DOUBLE) AS v
+       TRY_CAST(json_extract_string(info, {{path}}) AS DOUBLE) AS v,
+       row_idx
 FROM (SELECT *, reward IS NOT NULL AND NOT isnan(reward) AND NOT isinf(reward) AS valid FROM exps)
 WHERE {{grouped}}
 ORDER BY row_idx;
