@@ -415,7 +415,17 @@ func (s *streamer) commit(ctx context.Context) error {
 	return s.commitOut()
 }
 
+// commitOut commits the rejected rows and the output store: both are
+// finished first, so a failed write leaves neither behind.
 func (s *streamer) commitOut() error {
+	if s.rej != nil {
+		if err := s.rej.Prepare(); err != nil {
+			return err
+		}
+	}
+	if err := s.w.Prepare(); err != nil {
+		return err
+	}
 	if s.rej != nil {
 		if err := s.rej.Commit(); err != nil {
 			return err

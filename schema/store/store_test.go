@@ -169,6 +169,57 @@ func TestWriterIsAtomic(t *testing.T) {
 	}
 }
 
+// TestWriterPrepare: Prepare finishes the file without renaming it; a write
+// after it is refused, Abort then leaves nothing, Commit renames it.
+func TestWriterPrepare(t *testing.T) {
+	s := schema.New(schema.Task)
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues([]int64{1, 2, 3}, nil)
+	rec := array.NewRecord(s, []arrow.Array{b.NewArray()}, 3)
+	for _, commit := range []bool{false, true} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out.parquet")
+		w, err := store.Create(out, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Prepare(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Fatal("target exists after Prepare")
+		}
+		if err := w.Write(rec); err == nil {
+			t.Fatal("Write after Prepare succeeded")
+		}
+		if !commit {
+			w.Abort()
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Fatalf("Abort after Prepare left %v behind", ents)
+			}
+			continue
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := store.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int64(0)
+		if err := r.ForEach(context.Background(), func(rec arrow.Record) error { n += rec.NumRows(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		if n != 3 {
+			t.Errorf("committed %d rows, want 3", n)
+		}
+	}
+}
+
 func TestWriterRefusesInputsAndMissingDirs(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.parquet")

@@ -59,7 +59,9 @@ type Writer struct {
 	table *trinity.Writer
 	sc    *arrow.Schema
 	rows  int64
-	done  bool
+	// prepared: the file is finished and closed, only the rename is left.
+	prepared bool
+	done     bool
 }
 
 // Create opens a writer for path. The target directory must exist.
@@ -112,6 +114,9 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 // when Write returns (it retains what it needs, so the caller may release
 // rec): an error then comes from a later Write or from Commit.
 func (w *Writer) Write(rec arrow.Record) error {
+	if w.prepared || w.done {
+		return fmt.Errorf("%s: write: the store is finished", w.path)
+	}
 	if err := w.sink.Write(rec); err != nil {
 		return fmt.Errorf("%s: write: %w", w.path, err)
 	}
@@ -125,7 +130,7 @@ func (w *Writer) Write(rec arrow.Record) error {
 // store decodes them. The output rows are rec's, in order. As with Write,
 // the caller may release rec and rest when it returns.
 func (w *Writer) WriteWith(rec arrow.Record, rest *Rest) error {
-	if rest == nil {
+	if rest == nil || w.prepared || w.done {
 		return w.Write(rec)
 	}
 	var err error
@@ -150,14 +155,17 @@ func (w *Writer) WriteWith(rec arrow.Record, rest *Rest) error {
 // Rows returns the number of rows written so far.
 func (w *Writer) Rows() int64 { return w.rows }
 
-// Commit finishes the file, fsyncs it and renames it over the target.
-func (w *Writer) Commit() error {
+// Prepare finishes the file and fsyncs it, everything Commit does but the
+// rename, so that a job with several outputs can have every one of them
+// whole before it renames the first: a write that fails then leaves none
+// of them behind. A failed Prepare discards the file. Commit prepares a
+// writer Prepare has not.
+func (w *Writer) Prepare() error {
 	if w.done {
 		return errors.New("store: writer already closed")
 	}
-	if w.table != nil {
-		w.done = true
-		return w.table.Commit()
+	if w.prepared || w.table != nil {
+		return nil // a table's transaction commits in one step
 	}
 	err := w.sink.Close()
 	if err != nil {
@@ -174,11 +182,29 @@ func (w *Writer) Commit() error {
 	if cerr := w.tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(w.tmp.Name(), w.path)
+	if err != nil {
+		w.done = true
+		os.Remove(w.tmp.Name())
+		return fmt.Errorf("%s: %w", w.path, err)
+	}
+	w.prepared = true
+	return nil
+}
+
+// Commit finishes the file, fsyncs it and renames it over the target.
+func (w *Writer) Commit() error {
+	if w.done {
+		return errors.New("store: writer already closed")
+	}
+	if w.table != nil {
+		w.done = true
+		return w.table.Commit()
+	}
+	if err := w.Prepare(); err != nil {
+		return err
 	}
 	w.done = true
-	if err != nil {
+	if err := os.Rename(w.tmp.Name(), w.path); err != nil {
 		os.Remove(w.tmp.Name())
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
@@ -196,6 +222,10 @@ func (w *Writer) Abort() {
 	w.done = true
 	if w.table != nil {
 		w.table.Abort()
+		return
+	}
+	if w.prepared {
+		os.Remove(w.tmp.Name()) // closed by Prepare
 		return
 	}
 	if a, ok := w.sink.(interface{ abort() }); ok {
