@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -184,18 +185,49 @@ func TestBufferSchemes(t *testing.T) {
 }
 
 // TestConvertDPOAndSFTBuffers: DPO and SFT tables, whose rows carry no
-// reward (null in every row), convert whole, both layouts.
+// reward (null in every row), convert whole, both layouts; and back: a
+// Parquet or Arrow file keeps the table's schema type and layout, so it
+// becomes the same kind of table, with the payloads a direct copy writes;
+// JSONL keeps neither, and converts with the URL's schema_type.
 func TestConvertDPOAndSFTBuffers(t *testing.T) {
 	dir := t.TempDir()
+	layouts := map[string]string{"": "0.5 layout", "v0.6/": "0.6 layout"}
 	for _, v := range []string{"", "v0.6/"} {
 		for _, k := range []string{"dpo", "sft"} {
 			db, _ := filepath.Abs("../../fixtures/trinity/" + v + k + ".db")
-			out := filepath.Join(dir, strings.TrimSuffix(v, "/")+k+".parquet")
-			if _, stderr, code := runCLI(t, "convert", "sqlite:///"+db+"?table="+k+"_buffer", out); code != 0 {
+			base := filepath.Join(dir, strings.TrimSuffix(v, "/")+k)
+			in := "sqlite:///" + db + "?table=" + k + "_buffer"
+			if _, stderr, code := runCLI(t, "convert", in, base+".parquet"); code != 0 {
 				t.Fatalf("%s%s: exit %d: %s", v, k, code, stderr)
 			}
-			if n := len(storeRows(t, out)); n != 16 {
+			if n := len(storeRows(t, base+".parquet")); n != 16 {
 				t.Errorf("%s%s: %d rows, the table holds 16", v, k, n)
+			}
+			direct := "sqlite:///" + base + "-direct.db?table=t"
+			if _, stderr, code := runCLI(t, "convert", in, direct); code != 0 {
+				t.Fatalf("%s%s to a buffer: exit %d: %s", v, k, code, stderr)
+			}
+			if _, stderr, code := runCLI(t, "convert", base+".parquet", base+".arrow"); code != 0 {
+				t.Fatalf("%s%s to Arrow: exit %d: %s", v, k, code, stderr)
+			}
+			if _, stderr, code := runCLI(t, "convert", base+".parquet", base+".jsonl"); code != 0 {
+				t.Fatalf("%s%s to JSONL: exit %d: %s", v, k, code, stderr)
+			}
+			for _, back := range []struct{ from, url string }{
+				{base + ".parquet", "sqlite:///" + base + "-p.db?table=t"},
+				{base + ".arrow", "sqlite:///" + base + "-a.db?table=t"},
+				{base + ".jsonl", "sqlite:///" + base + "-j.db?table=t&schema_type=" + k + "&layout=" + strings.Fields(layouts[v])[0]},
+			} {
+				if _, stderr, code := runCLI(t, "convert", back.from, back.url); code != 0 {
+					t.Fatalf("%s back to a buffer: exit %d: %s", back.from, code, stderr)
+				}
+				stdout, stderr, code := runCLI(t, "inspect", back.url)
+				if code != 0 || !strings.Contains(stdout, layouts[v]) || !strings.Contains(stdout, "schema_type "+k) {
+					t.Errorf("%s back to a buffer: inspect (exit %d) does not show a %s %s table:\n%s%s", back.from, code, layouts[v], k, stdout, stderr)
+				}
+				if a, b := storeRows(t, direct), storeRows(t, back.url); !reflect.DeepEqual(a, b) {
+					t.Errorf("%s back to a buffer: rows differ from a direct copy's", back.from)
+				}
 			}
 		}
 	}

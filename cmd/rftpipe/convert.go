@@ -57,9 +57,17 @@ func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt sche
 		return 0, nil, err
 	}
 	defer r.Close()
-	switch k, _ := r.Schema().Metadata().GetValue(trinity.MetaSchemaType); trinity.Kind(k) {
+	// DPO and SFT rows carry no reward: a null one is theirs, whether the
+	// input says it holds them or the output buffer is to.
+	kind, _ := r.Schema().Metadata().GetValue(trinity.MetaSchemaType)
+	if trinity.IsURL(out) {
+		if loc, err := trinity.ParseURL(out); err == nil && loc.Kind != "" {
+			kind = string(loc.Kind)
+		}
+	}
+	switch trinity.Kind(kind) {
 	case trinity.KindDPO, trinity.KindSFT:
-		opt.RequireReward = false // their rows carry no reward: a null one is theirs
+		opt.RequireReward = false
 	}
 	bar := newProgress(c, "convert", -1)
 	defer bar.Done()

@@ -80,7 +80,7 @@ func normalise(path string, s source, mem memory.Allocator) source {
 	if ident {
 		return s
 	}
-	return &normSource{source: s, path: path, sc: arrow.NewSchema(fields, nil), plan: plan, mem: mem}
+	return &normSource{source: s, path: path, sc: arrow.NewSchema(fields, storeMeta(in.Metadata())), plan: plan, mem: mem}
 }
 
 func (n *normSource) Schema() *arrow.Schema { return n.sc }

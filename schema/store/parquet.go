@@ -157,7 +157,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	if err := checkDecodable(path, pf, plans); err != nil {
 		return nil, err
 	}
-	p := &parquetSource{path: path, fr: fr, pf: pf, plans: plans, sc: rsc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
+	p := &parquetSource{path: path, fr: fr, pf: pf, plans: plans, sc: arrow.NewSchema(rsc.Fields(), storeMeta(full.Metadata())), batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
 		skip: newRowGroupSkipper(pf, cfg), inFlight: max(cfg.rowGroupsInFlight, 1), ctx: cfg.ctx, done: make(chan struct{})}
 	if cfg.deferred {
 		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group
