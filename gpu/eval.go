@@ -3,12 +3,11 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/rftpipe/rftpipe/gpu/internal/lower"
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -702,8 +701,9 @@ func convertTo(dst unsafe.Pointer, src []float64, elt int) {
 		return
 	}
 	d := unsafe.Slice((*float32)(dst), len(src))
-	parallel(len(src), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
+	const chunk = 1 << 16
+	parallel.For((len(src)+chunk-1)/chunk, func(_, k int) {
+		for i := k * chunk; i < min(len(src), (k+1)*chunk); i++ {
 			d[i] = float32(src[i])
 		}
 	})
@@ -719,20 +719,4 @@ func convertFrom(dst []float64, src unsafe.Pointer, elt int) {
 	for i, x := range s {
 		dst[i] = float64(x)
 	}
-}
-
-// parallel runs f over [0, n) split across GOMAXPROCS goroutines when n is
-// large enough to be worth it.
-func parallel(n int, f func(lo, hi int)) {
-	w := runtime.GOMAXPROCS(0)
-	if n < 1<<16 || w == 1 {
-		f(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	step := (n + w - 1) / w
-	for lo := 0; lo < n; lo += step {
-		wg.Go(func() { f(lo, min(lo+step, n)) })
-	}
-	wg.Wait()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 )
 
 // columns resolves names of rftpipe's vocabulary to the store's columns:
@@ -176,46 +177,21 @@ func (b *Batch) Tokens(name string) ([]float64, error) {
 		return nil, schema.Errorf(b.File, -1, name, "has type %s, want a list of float32, float64 or bool", a.DataType())
 	}
 	out := make([]float64, rows.Tokens())
-	for i := 0; i < b.Len(); i++ {
-		if l.IsNull(i) {
-			return nil, b.Errorf(i, name, "null list")
-		}
-		lo, hi := l.ValueOffsets(i)
-		dst := out[rows.Off[i]:rows.Off[i+1]]
-		if int(hi-lo) != len(dst) {
-			return nil, b.Errorf(i, name, "%d values, the row has %d response tokens", hi-lo, len(dst))
-		}
-		if vals.NullN() > 0 {
-			for k := range dst {
-				if vals.IsNull(int(lo) + k) {
-					return nil, b.Errorf(i, name, "null value at token %d", k)
-				}
+	// Rows convert in chunks of about tokenChunk tokens over the cores (on
+	// the stages' goroutine this pass would be the job's serial part); the
+	// error is the first in row order.
+	bounds := rowChunks(rows, tokenChunk)
+	errs := make([]error, len(bounds)-1)
+	parallel.For(len(bounds)-1, func(_, k int) {
+		for i := bounds[k]; i < bounds[k+1]; i++ {
+			if errs[k] = b.tokenRow(name, l, vals, i, out[rows.Off[i]:rows.Off[i+1]]); errs[k] != nil {
+				return
 			}
 		}
-		// One loop per value type: this runs for every token of the store.
-		switch v := vals.(type) {
-		case *array.Float32:
-			src := v.Float32Values()[lo:hi]
-			dst := dst[:len(src)] // one bounds check, not one per token
-			for k, x := range src {
-				dst[k] = float64(x)
-			}
-		case *array.Float64:
-			copy(dst, v.Float64Values()[lo:hi])
-		case *array.Boolean:
-			// the bits straight from the bitmap, without a branch per token:
-			// a whole byte of them at once where the bits are byte-aligned
-			bits, off := bitmap(v)
-			j, k := off+int(lo), 0
-			for ; k < len(dst) && (j+k)&7 != 0; k++ {
-				dst[k] = float64(bits[(j+k)>>3] >> ((j + k) & 7) & 1)
-			}
-			for ; k+8 <= len(dst); k += 8 {
-				copy(dst[k:k+8], byteBits[bits[(j+k)>>3]][:])
-			}
-			for ; k < len(dst); k++ {
-				dst[k] = float64(bits[(j+k)>>3] >> ((j + k) & 7) & 1)
-			}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
 		}
 	}
 	if b.tokens == nil {
@@ -223,6 +199,66 @@ func (b *Batch) Tokens(name string) ([]float64, error) {
 	}
 	b.tokens[name] = out
 	return out, nil
+}
+
+// tokenChunk is the number of tokens Tokens converts per chunk of rows.
+const tokenChunk = 1 << 16
+
+// rowChunks splits rows into runs of whole rows of at least n tokens (the
+// last may have fewer): the row boundaries, from 0 to rows.N().
+func rowChunks(rows agg.Rows, n int) []int {
+	bounds := []int{0}
+	for r := 0; r < rows.N(); r++ {
+		if rows.Off[r+1]-rows.Off[bounds[len(bounds)-1]] >= n || r == rows.N()-1 {
+			bounds = append(bounds, r+1)
+		}
+	}
+	return bounds
+}
+
+// tokenRow writes row i's values of list column name (l, with the values
+// vals) into dst, the row's span of the flat output.
+func (b *Batch) tokenRow(name string, l array.ListLike, vals arrow.Array, i int, dst []float64) error {
+	if l.IsNull(i) {
+		return b.Errorf(i, name, "null list")
+	}
+	lo, hi := l.ValueOffsets(i)
+	if int(hi-lo) != len(dst) {
+		return b.Errorf(i, name, "%d values, the row has %d response tokens", hi-lo, len(dst))
+	}
+	if vals.NullN() > 0 {
+		for k := range dst {
+			if vals.IsNull(int(lo) + k) {
+				return b.Errorf(i, name, "null value at token %d", k)
+			}
+		}
+	}
+	// One loop per value type: this runs for every token of the store.
+	switch v := vals.(type) {
+	case *array.Float32:
+		src := v.Float32Values()[lo:hi]
+		dst := dst[:len(src)] // one bounds check, not one per token
+		for k, x := range src {
+			dst[k] = float64(x)
+		}
+	case *array.Float64:
+		copy(dst, v.Float64Values()[lo:hi])
+	case *array.Boolean:
+		// the bits straight from the bitmap, without a branch per token:
+		// a whole byte of them at once where the bits are byte-aligned
+		bits, off := bitmap(v)
+		j, k := off+int(lo), 0
+		for ; k < len(dst) && (j+k)&7 != 0; k++ {
+			dst[k] = float64(bits[(j+k)>>3] >> ((j + k) & 7) & 1)
+		}
+		for ; k+8 <= len(dst); k += 8 {
+			copy(dst[k:k+8], byteBits[bits[(j+k)>>3]][:])
+		}
+		for ; k < len(dst); k++ {
+			dst[k] = float64(bits[(j+k)>>3] >> ((j + k) & 7) & 1)
+		}
+	}
+	return nil
 }
 
 // SetTokens replaces the per-token values of name (laid out by Rows) for

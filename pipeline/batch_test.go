@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -56,6 +58,74 @@ func TestTokensBits(t *testing.T) {
 			t.Fatalf("offset %d: %d tokens, want %d", off, len(got), k)
 		}
 		part.Release()
+	}
+}
+
+// TestTokensInChunks: a batch of several conversion chunks gives every row's
+// values in place at GOMAXPROCS 1 and 8, and of two bad rows in different
+// chunks the first in row order is the error.
+func TestTokensInChunks(t *testing.T) {
+	const rows, width = 700, 256 // 179,200 tokens: three chunks
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: schema.ActionMask, Type: arrow.ListOf(arrow.FixedWidthTypes.Boolean)},
+		{Name: schema.Logprobs, Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
+	}, nil)
+	build := func(short, null int) arrow.Record {
+		bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		defer bld.Release()
+		mb, lb := bld.Field(0).(*array.ListBuilder), bld.Field(1).(*array.ListBuilder)
+		mv, lv := mb.ValueBuilder().(*array.BooleanBuilder), lb.ValueBuilder().(*array.Float32Builder)
+		for i := 0; i < rows; i++ {
+			mb.Append(true)
+			for k := 0; k < width; k++ {
+				mv.Append(true)
+			}
+			switch {
+			case i == null:
+				lb.AppendNull()
+			case i == short:
+				lb.Append(true)
+				lv.Append(1)
+			default:
+				lb.Append(true)
+				for k := 0; k < width; k++ {
+					lv.Append(float32(i) + float32(k)/1024)
+				}
+			}
+		}
+		return bld.NewRecord()
+	}
+	good := build(-1, -1)
+	defer good.Release()
+	for _, procs := range []int{1, 8} {
+		prev := runtime.GOMAXPROCS(procs)
+		b := &Batch{rec: good, cols: newColumns("mem", sc, nil)}
+		got, err := b.Tokens(schema.Logprobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < rows; i++ {
+			for k := 0; k < width; k++ {
+				if w := float64(float32(i) + float32(k)/1024); got[i*width+k] != w {
+					t.Fatalf("GOMAXPROCS %d: row %d token %d is %v, want %v", procs, i, k, got[i*width+k], w)
+				}
+			}
+		}
+		for _, tc := range []struct {
+			short, null int
+			want        string
+		}{
+			{650, 100, `row 100: column "logprobs": null list`},
+			{90, 600, `row 90: column "logprobs": 1 values, the row has 256 response tokens`},
+		} {
+			bad := build(tc.short, tc.null)
+			_, err := (&Batch{rec: bad, cols: newColumns("mem", sc, nil)}).Tokens(schema.Logprobs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("GOMAXPROCS %d: error %v, want %q", procs, err, tc.want)
+			}
+			bad.Release()
+		}
+		runtime.GOMAXPROCS(prev)
 	}
 }
 

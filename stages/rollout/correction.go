@@ -2,12 +2,11 @@ package rollout
 
 import (
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 )
 
 const (
@@ -138,33 +137,11 @@ func (c *Corrector) mu(n *Norm) (float64, bool) {
 const chunkRows = 256
 
 // chunks runs fn over the rows of a batch in chunks of chunkRows, the
-// chunks spread over GOMAXPROCS workers: fn(w, k, lo, hi) evaluates chunk
-// k, rows lo..hi−1, on worker w (0 ≤ w < GOMAXPROCS; one chunk at a time
-// per worker). There are ceil(rows/chunkRows) chunks.
+// chunks spread over the workers of package parallel: fn(w, k, lo, hi)
+// evaluates chunk k, rows lo..hi−1, on worker w (0 ≤ w < GOMAXPROCS; one
+// chunk at a time per worker). There are ceil(rows/chunkRows) chunks.
 func chunks(rows int, fn func(w, k, lo, hi int)) {
-	nchunk := (rows + chunkRows - 1) / chunkRows
-	run := func(w, k int) { fn(w, k, k*chunkRows, min(rows, (k+1)*chunkRows)) }
-	workers := min(runtime.GOMAXPROCS(0), nchunk)
-	if workers <= 1 {
-		for k := range nchunk {
-			run(0, k)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	next := make(chan int, nchunk)
-	for k := range nchunk {
-		next <- k
-	}
-	close(next)
-	for w := range workers {
-		wg.Go(func() {
-			for k := range next {
-				run(w, k)
-			}
-		})
-	}
-	wg.Wait()
+	parallel.For((rows+chunkRows-1)/chunkRows, func(w, k int) { fn(w, k, k*chunkRows, min(rows, (k+1)*chunkRows)) })
 }
 
 // Observe is the first pass: it adds in's contribution to n. Only needed
@@ -274,7 +251,7 @@ func (c *Corrector) Apply(in Input, n *Norm, weights, mask []float64, acc *Acc) 
 	inv := c.factor(n)
 	rows := in.Rows.N()
 	parts := make([]Acc, (rows+chunkRows-1)/chunkRows)
-	scratches := make([]*scratch, runtime.GOMAXPROCS(0))
+	scratches := make([]*scratch, parallel.Workers(len(parts)))
 	chunks(rows, func(w, k, lo, hi int) {
 		p := &parts[k]
 		p.init(c)

@@ -1,12 +1,9 @@
 package tokens
 
 import (
-	"runtime"
-	"sync"
-	"sync/atomic"
-
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 )
 
 // RowSet selects the rows a term covers.
@@ -131,23 +128,7 @@ func (b *Batch) Eval(grad []float64, terms ...Term) ([]TermResult, error) {
 			t.Kernel.Row(&row, p[offs[ti]:offs[ti+1]])
 		}
 	}
-	workers := min(runtime.GOMAXPROCS(0), nchunk)
-	if workers <= 1 {
-		for c := 0; c < nchunk; c++ {
-			run(c)
-		}
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for w := 0; w < workers; w++ {
-			wg.Go(func() {
-				for c := int(next.Add(1) - 1); c < nchunk; c = int(next.Add(1) - 1) {
-					run(c)
-				}
-			})
-		}
-		wg.Wait()
-	}
+	parallel.For(nchunk, func(_, c int) { run(c) })
 	for i := range terms {
 		s := make([]float64, offs[i+1]-offs[i])
 		for c := 0; c < nchunk; c++ {
