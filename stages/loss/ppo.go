@@ -138,7 +138,12 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 		lo: 1 - k.Low, hi: 1 + k.High, c3: k.ClipC, gs: r.GradScale,
 		fallback: fallback, drop: drop,
 	}
-	sL, sClip, sLow, sKL := t.run(0, ppoSums{})
+	var sums ppoSums
+	from := 0
+	if vectorPPO && !fallback && !drop && t.w == nil {
+		from, sums = ppoVector(&t) // the first n&^3 tokens
+	}
+	sL, sClip, sLow, sKL := t.run(from, sums)
 	s[0] += r.Scale * sL
 	s[1] += sClip
 	s[2] += sLow
