@@ -54,7 +54,8 @@
 // 128-byte scratch frame.
 //
 // Registers: R11 args, R8 constants, R9 exp table, AX lp, BX old, CX adv,
-// DX mask, DI grad, SI 8n, R10 8t; X12-X15 the sums L, Clip, Low, KL.
+// DX mask, DI grad, SI 8n, R10 8t, R12-R13 lane masks; X12-X15 the sums
+// L, Clip, Low, KL.
 TEXT ·ppoAVX2(SB), NOSPLIT, $128-8
 	MOVQ a+0(FP), R11
 	MOVQ A_K(R11), R8
@@ -149,8 +150,8 @@ loop:
 	VANDNPD Y7, Y11, Y7
 
 	// The mask m (Y9), Y10 where m != 0 (NaN too): grad = g·(m·gs), the
-	// contributions l·m (Y4), m where clipped (Y8) and dual-clipped
-	// (Y11), d·m (Y0); all +0 where m == 0.
+	// contributions l·m (Y4), d·m (Y0), m where clipped (Y8, lanes in
+	// R12) and dual-clipped (Y11, lanes in R13); all +0 where m == 0.
 	VMOVUPD (DX)(R10*1), Y9
 	VCMPPD  $NEQ_UQ, Y5, Y9, Y10
 	VMULPD  A_GS(R11), Y9, Y2
@@ -159,34 +160,45 @@ loop:
 	VMOVUPD Y2, (DI)(R10*1)
 	VMULPD  Y9, Y4, Y4
 	VANDPD  Y10, Y4, Y4
-	VANDPD  Y10, Y9, Y9
-	VANDPD  Y9, Y8, Y8
-	VANDPD  Y9, Y11, Y11
 	VMULPD  Y9, Y0, Y0
 	VANDPD  Y10, Y0, Y0
+	VANDPD  Y10, Y8, Y8
+	VANDPD  Y10, Y11, Y11
+	VMOVMSKPD Y8, R12
+	VMOVMSKPD Y11, R13
+	VANDPD  Y9, Y8, Y8
+	VANDPD  Y9, Y11, Y11
 
-	// The sums, token by token.
+	// The sums, token by token. Clip and Low are left as they are where
+	// no token of the four adds to them (adding +0 changes no bit).
 	VMOVUPD Y4, 0(SP)
-	VMOVUPD Y8, 32(SP)
-	VMOVUPD Y11, 64(SP)
-	VMOVUPD Y0, 96(SP)
+	VMOVUPD Y0, 32(SP)
 	VADDSD  0(SP), X12, X12
-	VADDSD  32(SP), X13, X13
-	VADDSD  64(SP), X14, X14
-	VSUBSD  96(SP), X15, X15
+	VSUBSD  32(SP), X15, X15
 	VADDSD  8(SP), X12, X12
-	VADDSD  40(SP), X13, X13
-	VADDSD  72(SP), X14, X14
-	VSUBSD  104(SP), X15, X15
+	VSUBSD  40(SP), X15, X15
 	VADDSD  16(SP), X12, X12
-	VADDSD  48(SP), X13, X13
-	VADDSD  80(SP), X14, X14
-	VSUBSD  112(SP), X15, X15
+	VSUBSD  48(SP), X15, X15
 	VADDSD  24(SP), X12, X12
-	VADDSD  56(SP), X13, X13
-	VADDSD  88(SP), X14, X14
-	VSUBSD  120(SP), X15, X15
+	VSUBSD  56(SP), X15, X15
+	TESTQ   R12, R12
+	JZ      low
+	VMOVUPD Y8, 64(SP)
+	VADDSD  64(SP), X13, X13
+	VADDSD  72(SP), X13, X13
+	VADDSD  80(SP), X13, X13
+	VADDSD  88(SP), X13, X13
 
+low:
+	TESTQ   R13, R13
+	JZ      next
+	VMOVUPD Y11, 96(SP)
+	VADDSD  96(SP), X14, X14
+	VADDSD  104(SP), X14, X14
+	VADDSD  112(SP), X14, X14
+	VADDSD  120(SP), X14, X14
+
+next:
 	ADDQ $32, R10
 	CMPQ R10, SI
 	JB   loop
