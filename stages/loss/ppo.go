@@ -140,7 +140,7 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 	}
 	var sums ppoSums
 	from := 0
-	if vectorPPO && !fallback && !drop && t.w == nil {
+	if vectorPPO && !fallback && !drop {
 		from, sums = ppoVector(&t) // the first n&^3 tokens
 	}
 	sL, sClip, sLow, sKL := t.run(from, sums)

@@ -25,6 +25,8 @@ type ppoArgs struct {
 	sums                     ppoSums // continued in token order
 	lo, hi, c3, gs           [4]float64
 	k                        *ppoConsts
+	w                        *float64 // the weights, or ppoConsts.one
+	wStep                    int      // bytes from four weights to the next: 32, or 0 for ones
 }
 
 // ppoConsts are the constants of ppoAVX2, four copies each: fastexp.Core's
@@ -56,15 +58,16 @@ var negZero = math.Copysign(0, -1)
 func four(x float64) [4]float64 { return [4]float64{x, x, x, x} }
 
 // ppoAVX2 runs the token loop of ppoTokens.run over tokens [0, a.n) without
-// fallback, sequence-mask drop or weights, four tokens at a time, adding to
-// a.sums in token order.
+// fallback or sequence-mask drop, four tokens at a time, adding to a.sums in
+// token order. Without weights it reads weights of 1: l·1 and 1·x are l and
+// x, bit for bit (products, so no signalling NaN).
 //
 //go:noescape
 func ppoAVX2(a *ppoArgs)
 
 // ppoVector runs the token loop over the row's first n&^3 tokens with AVX2
 // and returns how many it ran and their sums. The caller has checked that
-// the row has no fallback, drop or weights.
+// the row has no fallback or drop.
 func ppoVector(p *ppoTokens) (int, ppoSums) {
 	n := len(p.lp) &^ 3
 	if n == 0 {
@@ -75,7 +78,10 @@ func ppoVector(p *ppoTokens) (int, ppoSums) {
 		lp: &p.lp[0], old: &old[0], adv: &adv[0], mask: &m[0], grad: &grad[0],
 		n:  n,
 		lo: four(p.lo), hi: four(p.hi), c3: four(p.c3), gs: four(p.gs),
-		k: ppoK,
+		k: ppoK, w: &ppoK.one[0],
+	}
+	if p.w != nil {
+		a.w, a.wStep = &p.w[:n][0], 32
 	}
 	ppoAVX2(&a)
 	return n, a.sums

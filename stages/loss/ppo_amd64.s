@@ -18,6 +18,8 @@
 #define A_C3 144
 #define A_GS 176
 #define A_K 208
+#define A_W 216
+#define A_WSTEP 224
 
 // Offsets in ppoConsts.
 #define K_INVSTEP 0
@@ -54,8 +56,8 @@
 // 128-byte scratch frame.
 //
 // Registers: R11 args, R8 constants, R9 exp table, AX lp, BX old, CX adv,
-// DX mask, DI grad, SI 8n, R10 8t, R12-R13 lane masks; X12-X15 the sums
-// L, Clip, Low, KL.
+// DX mask, DI grad, SI 8n, R10 8t, R14 the weights, R12-R13 lane masks;
+// X12-X15 the sums L, Clip, Low, KL.
 TEXT ·ppoAVX2(SB), NOSPLIT, $128-8
 	MOVQ a+0(FP), R11
 	MOVQ A_K(R11), R8
@@ -66,6 +68,7 @@ TEXT ·ppoAVX2(SB), NOSPLIT, $128-8
 	MOVQ A_MASK(R11), DX
 	MOVQ A_GRAD(R11), DI
 	MOVQ A_N(R11), SI
+	MOVQ A_W(R11), R14
 	SHLQ $3, SI
 	XORQ R10, R10
 	VMOVSD A_SL(R11), X12
@@ -149,15 +152,20 @@ loop:
 	VBLENDVPD Y2, Y9, Y7, Y7
 	VANDNPD Y7, Y11, Y7
 
-	// The mask m (Y9), Y10 where m != 0 (NaN too): grad = g·(m·gs), the
-	// contributions l·m (Y4), d·m (Y0), m where clipped (Y8, lanes in
-	// R12) and dual-clipped (Y11, lanes in R13); all +0 where m == 0.
+	// The mask m (Y9), Y10 where m != 0 (NaN too), the weights w (Y6):
+	// grad = w·(g·(m·gs)), the contributions (l·w)·m (Y4), d·m (Y0), m
+	// where clipped (Y8, lanes in R12) and dual-clipped (Y11, lanes in
+	// R13); all +0 where m == 0.
 	VMOVUPD (DX)(R10*1), Y9
 	VCMPPD  $NEQ_UQ, Y5, Y9, Y10
+	VMOVUPD (R14), Y6
+	ADDQ    A_WSTEP(R11), R14
 	VMULPD  A_GS(R11), Y9, Y2
 	VMULPD  Y2, Y7, Y2
+	VMULPD  Y2, Y6, Y2
 	VANDPD  Y10, Y2, Y2
 	VMOVUPD Y2, (DI)(R10*1)
+	VMULPD  Y6, Y4, Y4
 	VMULPD  Y9, Y4, Y4
 	VANDPD  Y10, Y4, Y4
 	VMULPD  Y9, Y0, Y0

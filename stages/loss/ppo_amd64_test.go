@@ -24,6 +24,7 @@ func TestPPOArgsLayout(t *testing.T) {
 		"A_SKL":   unsafe.Offsetof(a.sums) + unsafe.Offsetof(a.sums.KL),
 		"A_LO":    unsafe.Offsetof(a.lo), "A_HI": unsafe.Offsetof(a.hi), "A_C3": unsafe.Offsetof(a.c3),
 		"A_GS": unsafe.Offsetof(a.gs), "A_K": unsafe.Offsetof(a.k),
+		"A_W": unsafe.Offsetof(a.w), "A_WSTEP": unsafe.Offsetof(a.wStep),
 		"K_INVSTEP": unsafe.Offsetof(k.invStep), "K_ROUND": unsafe.Offsetof(k.round),
 		"K_LN2HI": unsafe.Offsetof(k.ln2Hi), "K_LN2LO": unsafe.Offsetof(k.ln2Lo),
 		"K_C5": unsafe.Offsetof(k.c5), "K_C4": unsafe.Offsetof(k.c4), "K_C3": unsafe.Offsetof(k.c3),

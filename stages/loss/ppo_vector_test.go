@@ -14,7 +14,8 @@ import (
 // the Go loop alone: every gradient and sum bit for bit, NaN payloads
 // included, over random rows of every length 0..37 and a few long ones,
 // with NaN, ±Inf, log-ratios beyond ±20, ratios exactly at 1-Low, 1+High
-// and ClipC (ties of the dual clip), zero, fractional and NaN masks.
+// and ClipC (ties of the dual clip), zero, fractional and NaN masks, with
+// and without weights.
 func TestPPOVectorBits(t *testing.T) {
 	if !vectorPPO {
 		t.Skip("no vector PPO loop in this build or on this CPU")
@@ -99,7 +100,10 @@ func TestPPOVectorBits(t *testing.T) {
 			}
 			r.Count += r.Mask[t]
 			if weighted {
-				r.Weights[t] = rng.Float64() * 2
+				r.Weights[t] = []float64{0, 1, rng.Float64() * 2, rng.Float64() * 2}[rng.IntN(4)]
+				if rng.IntN(8) == 0 {
+					r.Weights[t] = special(r.Weights[t])
+				}
 			}
 			r.Grad[t] = nan() // overwritten at every position
 		}
@@ -137,7 +141,7 @@ func TestPPOVectorBits(t *testing.T) {
 							r.LP[i], r.Old[i], r.Adv[i], r.Mask[i])
 					}
 				}
-				if n >= 4 && r.Weights == nil && !k.Fallback && !(k.SeqMask && k.Delta < 0) {
+				if n >= 4 && !k.Fallback && !(k.SeqMask && k.Delta < 0) {
 					vectorRows++
 				}
 			}
@@ -149,21 +153,27 @@ func TestPPOVectorBits(t *testing.T) {
 }
 
 // TestPPOVectorRange checks that ppoVector runs the first n&^3 tokens and
-// only them, with the sums of the Go loop over them.
+// only them, with the sums of the Go loop over them, weighted or not.
 func TestPPOVectorRange(t *testing.T) {
 	if !vectorPPO {
 		t.Skip("no vector PPO loop in this build or on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, n := range []int{0, 3, 4, 7, 8, 33, 4099} {
+	for i, n := range []int{0, 3, 4, 7, 8, 33, 4099, 4, 33, 4099} {
 		p := ppoTokens{
 			lp: make([]float64, n), old: make([]float64, n), adv: make([]float64, n),
 			m: make([]float64, n), grad: make([]float64, n), lo: 0.8, hi: 1.2, c3: 3, gs: 0.5,
+		}
+		if i >= 7 {
+			p.w = make([]float64, n)
 		}
 		for i := range n {
 			p.lp[i], p.old[i], p.adv[i] = rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()
 			p.m[i] = float64(rng.IntN(2))
 			p.grad[i] = -7
+			if p.w != nil {
+				p.w[i] = 2 * rng.Float64()
+			}
 		}
 		from, s := ppoVector(&p)
 		if from != n&^3 {
@@ -176,6 +186,9 @@ func TestPPOVectorRange(t *testing.T) {
 		}
 		want := p
 		want.lp, want.grad = p.lp[:from], make([]float64, from)
+		if p.w != nil {
+			want.w = p.w[:from]
+		}
 		var w ppoSums
 		w.L, w.Clip, w.Low, w.KL = want.run(0, ppoSums{})
 		if s != w {
