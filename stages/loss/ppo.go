@@ -101,8 +101,9 @@ type PPO struct {
 // Sums implements tokens.Kernel.
 func (k *PPO) Sums() int { return 6 }
 
-// Row implements tokens.Kernel. The token loop calls nothing: settings are
-// read once per row, and the dropped-token count is a separate pass run
+// Row implements tokens.Kernel. The token loop (ppoTokens.run, after
+// ppoVector's first n&^3 tokens where vectorPPO) calls nothing: settings
+// are read once per row, and the dropped-token count is a separate pass run
 // only in dropped rows.
 func (k *PPO) Row(r *tokens.Row, s []float64) {
 	lp := r.LP
