@@ -101,8 +101,9 @@ type PPO struct {
 // Sums implements tokens.Kernel.
 func (k *PPO) Sums() int { return 6 }
 
-// Row implements tokens.Kernel. The token loop calls nothing: settings are
-// read once per row, and the dropped-token count is a separate pass run
+// Row implements tokens.Kernel. The token loop (ppoTokens.run, after
+// ppoVector's first n&^3 tokens where vectorPPO) calls nothing: settings
+// are read once per row, and the dropped-token count is a separate pass run
 // only in dropped rows.
 func (k *PPO) Row(r *tokens.Row, s []float64) {
 	lp := r.LP
@@ -133,15 +134,72 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 			}
 		}
 	}
-	w := r.Weights
+	t := ppoTokens{
+		lp: lp, old: old, adv: adv, m: m, grad: grad, w: r.Weights,
+		lo: 1 - k.Low, hi: 1 + k.High, c3: k.ClipC, gs: r.GradScale,
+		fallback: fallback, drop: drop,
+	}
+	var sums ppoSums
+	from := 0
+	if vectorPPO && !fallback && !drop {
+		from, sums = ppoVector(&t) // the first n&^3 tokens
+	}
+	sL, sClip, sLow, sKL := t.run(from, sums)
+	s[0] += r.Scale * sL
+	s[1] += sClip
+	s[2] += sLow
+	s[3] += sKL
+	s[4] += sDrop
+}
+
+// Summary implements Kernel: pg_clipfrac, pg_clipfrac_lower, ppo_kl, pg_loss
+// and, with sequence masking, seq_mask/masked_tokens and
+// seq_mask/mean_sequence_kl.
+func (k *PPO) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics) {
+	s, st := r.Sums, r.Stats
+	loss := agg.Total(mode, st.Rows, s[0])
+	m := agg.Metrics{
+		"pg_clipfrac":       st.MaskedMean(s[1]),
+		"pg_clipfrac_lower": st.MaskedMean(s[2]),
+		"ppo_kl":            st.MaskedMean(s[3]),
+		"pg_loss":           loss,
+	}
+	if k.SeqMask {
+		m["seq_mask/masked_tokens"] = s[4] / (st.Total + 1e-10)
+		m["seq_mask/mean_sequence_kl"] = s[5] / float64(st.Rows)
+	}
+	return loss, m
+}
+
+// ppoTokens is the token loop of (*PPO).Row: a row's columns and the
+// settings read once per row.
+type ppoTokens struct {
+	lp, old, adv, m, grad []float64
+	w                     []float64 // rollout_is_weights, nil when absent
+	lo, hi, c3, gs        float64
+	fallback, drop        bool
+}
+
+// ppoSums are the token loop's sums: loss, clipped, dual-clipped, KL.
+type ppoSums struct{ L, Clip, Low, KL float64 }
+
+// run evaluates tokens [from, n) of the row, continuing the sums s (those
+// of tokens [0, from)): each sum is added to in token order. The loop
+// calls nothing.
+func (p *ppoTokens) run(from int, s ppoSums) (sL, sClip, sLow, sKL float64) {
+	lp, fallback, drop := p.lp, p.fallback, p.drop
+	n := len(lp)
+	old, adv, m, grad := p.old[:n], p.adv[:n], p.m[:n], p.grad[:n]
+	w := p.w
 	weighted := w != nil
 	if !weighted {
 		w = grad // never read: a slice of length n for the bounds check
 	}
 	w = w[:n]
-	lo, hi, c3, gs := 1-k.Low, 1+k.High, k.ClipC, r.GradScale
-	var sL, sClip, sLow, sKL float64
-	for t, x := range lp {
+	lo, hi, c3, gs := p.lo, p.hi, p.c3, p.gs
+	sL, sClip, sLow, sKL = s.L, s.Clip, s.Low, s.KL
+	for t := from; t < n; t++ {
+		x := lp[t]
 		mt := m[t]
 		if mt == 0 {
 			grad[t] = 0
@@ -200,28 +258,5 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 			grad[t] = gs * mt * g
 		}
 	}
-	s[0] += r.Scale * sL
-	s[1] += sClip
-	s[2] += sLow
-	s[3] += sKL
-	s[4] += sDrop
-}
-
-// Summary implements Kernel: pg_clipfrac, pg_clipfrac_lower, ppo_kl, pg_loss
-// and, with sequence masking, seq_mask/masked_tokens and
-// seq_mask/mean_sequence_kl.
-func (k *PPO) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics) {
-	s, st := r.Sums, r.Stats
-	loss := agg.Total(mode, st.Rows, s[0])
-	m := agg.Metrics{
-		"pg_clipfrac":       st.MaskedMean(s[1]),
-		"pg_clipfrac_lower": st.MaskedMean(s[2]),
-		"ppo_kl":            st.MaskedMean(s[3]),
-		"pg_loss":           loss,
-	}
-	if k.SeqMask {
-		m["seq_mask/masked_tokens"] = s[4] / (st.Total + 1e-10)
-		m["seq_mask/mean_sequence_kl"] = s[5] / float64(st.Rows)
-	}
-	return loss, m
+	return sL, sClip, sLow, sKL
 }

@@ -1,0 +1,235 @@
+package loss
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// TestPPOVectorBits compares (*PPO).Row with its vector token loop against
+// the Go loop alone: every gradient and sum bit for bit, NaN payloads
+// included, over random rows of every length 0..37 and a few long ones,
+// with NaN, ±Inf, log-ratios beyond ±20, ratios exactly at 1-Low, 1+High
+// and ClipC (ties of the dual clip), zero, fractional and NaN masks, with
+// and without weights.
+func TestPPOVectorBits(t *testing.T) {
+	if !vectorPPO {
+		t.Skip("no vector PPO loop in this build or on this CPU")
+	}
+	defer func(v bool) { vectorPPO = v }(vectorPPO)
+	rng := rand.New(rand.NewPCG(25, 6))
+	// Log-ratios whose ratios are the clip bounds and the dual-clip bound:
+	// 1-(1-r) and (r-1)+1 are exact for r in [0.5, 2].
+	dLo, dHi, dC := -0.17, 0.23, 1.3
+	rLo, rHi, rC := fastexp.Core(dLo), fastexp.Core(dHi), fastexp.Core(dC)
+	kernels := []PPO{
+		{Low: 0.2, High: 0.2, ClipC: 3},
+		{Low: 1 - rLo, High: rHi - 1, ClipC: rC},
+		{Low: 0.1, High: 0.28, ClipC: rC, SeqMask: true, Delta: 1e300}, // never dropped
+		{Low: 0.2, High: 0.2, ClipC: 3, SeqMask: true, Delta: -1e300},  // always dropped
+		{Low: 0.2, High: 0.2, ClipC: 3, Fallback: true},
+		{Low: 0, High: 0, ClipC: 1.5},
+	}
+	if 1-kernels[1].Low != rLo || 1+kernels[1].High != rHi {
+		t.Fatal("the clip bounds are not the ratios")
+	}
+	nan := func() float64 { // quiet or signalling, either sign, any payload
+		b := uint64(0x7ff0000000000000) | rng.Uint64()&(1<<52-1) | 1
+		if rng.IntN(2) == 0 {
+			b |= 1 << 63
+		}
+		return math.Float64frombits(b)
+	}
+	special := func(d float64) float64 {
+		switch rng.IntN(6) {
+		case 0:
+			return nan()
+		case 1:
+			return math.Inf(1)
+		case 2:
+			return math.Inf(-1)
+		}
+		return d
+	}
+	logRatio := func() float64 {
+		switch rng.IntN(10) {
+		case 0:
+			return []float64{dLo, dHi, dC}[rng.IntN(3)]
+		case 1:
+			return []float64{-20, 20, -25, 25, -1e3, 1e3, 19.999}[rng.IntN(7)]
+		case 2:
+			return 2 * dC * rng.Float64()
+		}
+		return 0.6 * rng.NormFloat64()
+	}
+	row := func(n int, weighted bool) *tokens.Row {
+		r := &tokens.Row{
+			LP: make([]float64, n), Old: make([]float64, n), Adv: make([]float64, n),
+			Mask: make([]float64, n), Grad: make([]float64, n),
+			Scale:     []float64{1, 0.25, 1.0 / 3}[rng.IntN(3)],
+			GradScale: []float64{0, 1, 0.37, -1.25, 1.0 / 4096}[rng.IntN(5)],
+		}
+		if weighted {
+			r.Weights = make([]float64, n)
+		}
+		for t := range n {
+			d := logRatio()
+			if rng.IntN(4) == 0 { // exact d
+				r.Old[t], r.LP[t] = 0, d
+			} else {
+				r.Old[t] = -0.1 - 2*rng.Float64()
+				r.LP[t] = r.Old[t] + d
+			}
+			if rng.IntN(25) == 0 {
+				r.LP[t] = special(r.LP[t])
+			}
+			if rng.IntN(25) == 0 {
+				r.Old[t] = special(r.Old[t])
+			}
+			r.Adv[t] = []float64{-1, -0.5, 0, math.Copysign(0, -1), 0.7, 2, rng.NormFloat64(), rng.NormFloat64()}[rng.IntN(8)]
+			if rng.IntN(25) == 0 {
+				r.Adv[t] = special(r.Adv[t])
+			}
+			r.Mask[t] = []float64{1, 1, 1, 0, math.Copysign(0, -1), 0.3, 2.5, nan()}[rng.IntN(8)]
+			if rng.IntN(3) != 0 && r.Mask[t] != r.Mask[t] {
+				r.Mask[t] = 1 // NaN masks in one row of three or so
+			}
+			r.Count += r.Mask[t]
+			if weighted {
+				r.Weights[t] = []float64{0, 1, rng.Float64() * 2, rng.Float64() * 2}[rng.IntN(4)]
+				if rng.IntN(8) == 0 {
+					r.Weights[t] = special(r.Weights[t])
+				}
+			}
+			r.Grad[t] = nan() // overwritten at every position
+		}
+		return r
+	}
+	lengths := []int{1000, 4096, 4099}
+	for n := range 38 {
+		lengths = append(lengths, n)
+	}
+	vectorRows := 0
+	for ki := range kernels {
+		k := &kernels[ki]
+		for _, n := range lengths {
+			for rep := range 40 {
+				r := row(n, rep%10 == 9)
+				grad := append([]float64(nil), r.Grad...)
+				sVec, sGo := make([]float64, 6), make([]float64, 6)
+				vectorPPO = true
+				k.Row(r, sVec)
+				gVec := append([]float64(nil), r.Grad...)
+				copy(r.Grad, grad)
+				vectorPPO = false
+				k.Row(r, sGo)
+				name := fmt.Sprintf("kernel %d (%+v), length %d, row %d", ki, *k, n, rep)
+				for i := range sGo {
+					if math.Float64bits(sVec[i]) != math.Float64bits(sGo[i]) {
+						t.Fatalf("%s: sum %d %v (%#x) with the vector loop, %v (%#x) without",
+							name, i, sVec[i], math.Float64bits(sVec[i]), sGo[i], math.Float64bits(sGo[i]))
+					}
+				}
+				for i := range gVec {
+					if math.Float64bits(gVec[i]) != math.Float64bits(r.Grad[i]) {
+						t.Fatalf("%s: grad[%d] %v (%#x) with the vector loop, %v (%#x) without; lp %v old %v adv %v mask %v",
+							name, i, gVec[i], math.Float64bits(gVec[i]), r.Grad[i], math.Float64bits(r.Grad[i]),
+							r.LP[i], r.Old[i], r.Adv[i], r.Mask[i])
+					}
+				}
+				if n >= 4 && !k.Fallback && !(k.SeqMask && k.Delta < 0) {
+					vectorRows++
+				}
+			}
+		}
+	}
+	if vectorRows == 0 {
+		t.Fatal("no row took the vector loop")
+	}
+}
+
+// TestPPOVectorRange checks that ppoVector runs the first n&^3 tokens and
+// only them, with the sums of the Go loop over them, weighted or not.
+func TestPPOVectorRange(t *testing.T) {
+	if !vectorPPO {
+		t.Skip("no vector PPO loop in this build or on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i, n := range []int{0, 3, 4, 7, 8, 33, 4099, 4, 33, 4099} {
+		p := ppoTokens{
+			lp: make([]float64, n), old: make([]float64, n), adv: make([]float64, n),
+			m: make([]float64, n), grad: make([]float64, n), lo: 0.8, hi: 1.2, c3: 3, gs: 0.5,
+		}
+		if i >= 7 {
+			p.w = make([]float64, n)
+		}
+		for i := range n {
+			p.lp[i], p.old[i], p.adv[i] = rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()
+			p.m[i] = float64(rng.IntN(2))
+			p.grad[i] = -7
+			if p.w != nil {
+				p.w[i] = 2 * rng.Float64()
+			}
+		}
+		from, s := ppoVector(&p)
+		if from != n&^3 {
+			t.Fatalf("length %d: ran %d tokens, want %d", n, from, n&^3)
+		}
+		for i := from; i < n; i++ {
+			if p.grad[i] != -7 {
+				t.Fatalf("length %d: wrote grad[%d]", n, i)
+			}
+		}
+		want := p
+		want.lp, want.grad = p.lp[:from], make([]float64, from)
+		if p.w != nil {
+			want.w = p.w[:from]
+		}
+		var w ppoSums
+		w.L, w.Clip, w.Low, w.KL = want.run(0, ppoSums{})
+		if s != w {
+			t.Fatalf("length %d: sums %+v, the Go loop's %+v", n, s, w)
+		}
+		for i := range from {
+			if p.grad[i] != want.grad[i] {
+				t.Fatalf("length %d: grad[%d] %v, the Go loop's %v", n, i, p.grad[i], want.grad[i])
+			}
+		}
+	}
+}
+
+// BenchmarkPPOLoop measures ppo's forward + gradient (1024×4096 tokens)
+// with the vector token loop and with the Go loop alone:
+//
+//	go test -run '^$' -bench BenchmarkPPOLoop -count 5 ./stages/loss/
+func BenchmarkPPOLoop(b *testing.B) {
+	const rows, width = 1024, 4096
+	batch := tokens.Synthetic(rows, width, 1)
+	grad := make([]float64, batch.Rows.Tokens())
+	l, err := Default().New("ppo", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func(v bool) { vectorPPO = v }(vectorPPO)
+	for _, loop := range []struct {
+		name   string
+		vector bool
+	}{{"vector", true}, {"go", false}} {
+		b.Run(loop.name, func(b *testing.B) {
+			if loop.vector && !vectorPPO {
+				b.Skip("no vector PPO loop in this build or on this CPU")
+			}
+			vectorPPO = loop.vector
+			for b.Loop() {
+				if _, err := l.Eval(batch, grad); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(batch.Rows.Tokens())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mtok/s")
+		})
+	}
+}
