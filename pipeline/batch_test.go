@@ -158,3 +158,25 @@ func TestWithDropInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestPickBits: pickBits gives each token the value its bit picks, at every
+// bit offset and length, as a bit-by-bit reading does.
+func TestPickBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	bm := make([]byte, 16)
+	for i := range bm {
+		bm[i] = byte(rng.IntN(256))
+	}
+	pick := [2]float32{-0.5, 2}
+	for j := 0; j < 16; j++ {
+		for n := 0; n+j <= 8*len(bm); n += 1 + n/4 {
+			dst := make([]float32, n)
+			pickBits(dst, bm, j, pick)
+			for k := range dst {
+				if w := pick[bm[(j+k)/8]>>((j+k)%8)&1]; dst[k] != w {
+					t.Fatalf("offset %d length %d: token %d is %v, want %v", j, n, k, dst[k], w)
+				}
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 )
 
 // PipelineSide returns the stages of a pipeline-side advantage fn (or
@@ -180,25 +181,23 @@ func broadcast(maskCol arrow.Array, score []float32, masked bool) (arrow.Array, 
 		offsets[i+1] = offsets[i] + int32(hi-lo)
 	}
 	vals := make([]float32, offsets[n])
-	for i := 0; i < n; i++ {
-		lo, _ := mask.ValueOffsets(i)
-		dst := vals[offsets[i]:offsets[i+1]]
-		s := score[i]
-		if !masked {
-			for k := range dst {
-				dst[k] = s
+	bm, off := bitmap(bits)
+	const chunk = 256 // rows per chunk, spread over the cores
+	parallel.For((n+chunk-1)/chunk, func(_, c int) {
+		for i := c * chunk; i < min(n, (c+1)*chunk); i++ {
+			lo, _ := mask.ValueOffsets(i)
+			dst := vals[offsets[i]:offsets[i+1]]
+			s := score[i]
+			if !masked {
+				for k := range dst {
+					dst[k] = s
+				}
+				continue
 			}
-			continue
+			// -0 for a negative score (upstream's score × mask) or the score
+			pickBits(dst, bm, off+int(lo), [2]float32{s * 0, s})
 		}
-		z := s * 0 // -0 for a negative score, as upstream's score × mask
-		for k := range dst {
-			if bits.Value(int(lo) + k) {
-				dst[k] = s
-			} else {
-				dst[k] = z
-			}
-		}
-	}
+	})
 	var valid *memory.Buffer
 	nulls := mask.NullN()
 	if nulls > 0 {
@@ -218,6 +217,23 @@ func broadcast(maskCol arrow.Array, score []float32, masked bool) (arrow.Array, 
 		[]arrow.ArrayData{child}, nulls, 0)
 	defer data.Release()
 	return array.MakeFromData(data), nil
+}
+
+// pickBits sets dst[k] to pick[b], b bit j+k of the bitmap bm: without a
+// branch, a byte of bits at a time where they are byte-aligned.
+func pickBits(dst []float32, bm []byte, j int, pick [2]float32) {
+	k := 0
+	for ; k < len(dst) && (j+k)&7 != 0; k++ {
+		dst[k] = pick[bm[(j+k)>>3]>>((j+k)&7)&1]
+	}
+	for ; k+8 <= len(dst); k += 8 {
+		b, d := bm[(j+k)>>3], dst[k:k+8:k+8]
+		d[0], d[1], d[2], d[3] = pick[b&1], pick[b>>1&1], pick[b>>2&1], pick[b>>3&1]
+		d[4], d[5], d[6], d[7] = pick[b>>4&1], pick[b>>5&1], pick[b>>6&1], pick[b>>7]
+	}
+	for ; k < len(dst); k++ {
+		dst[k] = pick[bm[(j+k)>>3]>>((j+k)&7)&1]
+	}
 }
 
 // dupIndex lists, per plan row, the duplicate blocks that copy it (CSR).

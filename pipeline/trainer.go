@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/bitutil"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/advantage"
@@ -348,11 +349,7 @@ func rowInputs(b *Batch) (score, count []float64, err error) {
 		}
 		score[r] = rew.Value(r)
 		lo, hi := mask.ValueOffsets(r)
-		n := 0
-		for j := off + int(lo); j < off+int(hi); j++ {
-			n += int(raw[j>>3] >> (j & 7) & 1)
-		}
-		count[r] = float64(n)
+		count[r] = float64(bitutil.CountSetBits(raw, off+int(lo), int(hi-lo)))
 	}
 	return score, count, nil
 }
