@@ -16,11 +16,14 @@ import (
 // benchResult is one line of `rftpipe bench loss --format json`; scripts
 // rely on its keys.
 type benchResult struct {
-	Fn       string  `json:"fn"`
-	Shape    string  `json:"shape"`
-	Device   string  `json:"device"`
-	MedianMs float64 `json:"median_ms"`
-	MtokPerS float64 `json:"mtok_per_s"`
+	Fn           string  `json:"fn"`
+	Shape        string  `json:"shape"`
+	Device       string  `json:"device"`
+	MedianMs     float64 `json:"median_ms"`
+	MtokPerS     float64 `json:"mtok_per_s"`
+	GBPerS       float64 `json:"gb_per_s"`
+	CopyGBPerS   float64 `json:"copy_gb_per_s"`
+	CopyFraction float64 `json:"copy_fraction"`
 }
 
 func benchCommand() *cli.Command {
@@ -39,7 +42,7 @@ func benchLossCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "fn", Required: true, Usage: "policy loss `NAME`: " + strings.Join(build.Names(build.PolicyLosses), ", ")},
 			&cli.StringFlag{Name: "shape", Value: "1024x4096", Usage: "`BxT`: rows × tokens per row"},
-			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "device: cpu | cuda | auto (cuda reports the median kernel time by CUDA events and the bandwidth against a measured device-to-device copy)"},
+			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "device: cpu | cuda | auto (cuda reports the median kernel time by CUDA events and the bandwidth against a measured device-to-device copy; cpu, the wall time and the bandwidth against a copy on every core)"},
 			intFlag(&cli.IntFlag{Name: "runs", Value: 9, Usage: "timed runs after one warm-up; the median is reported"}, "[1,1000]"),
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the random inputs"},
 			&cli.BoolFlag{Name: "torch", Value: true, Usage: "on cuda: also time torch eager and torch.compile on the same device (gpu/bench/torch_bench.py, embedded; needs python3 with torch) and print the ratios"},
@@ -73,18 +76,20 @@ func benchLossCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			med, err := build.BenchLossCPU(o, rows, width, c.Int("runs"), c.Uint64("seed"))
+			b, err := build.BenchLossCPU(o, rows, width, c.Int("runs"), c.Uint64("seed"))
 			if err != nil {
 				return err
 			}
 			r := benchResult{Fn: o.Policy.Name(), Shape: fmt.Sprintf("%dx%d", rows, width), Device: "cpu",
-				MedianMs: med, MtokPerS: float64(rows*width) / med / 1e3}
+				MedianMs: b.MedianMs, MtokPerS: float64(rows*width) / b.MedianMs / 1e3,
+				GBPerS: b.GBPerS, CopyGBPerS: b.CopyGBPerS, CopyFraction: b.CopyFraction}
 			if format == "json" {
 				return json.NewEncoder(c.App.Writer).Encode(r)
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "FN\tSHAPE\tDEVICE\tMEDIAN_MS\tMTOK/S")
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\n", r.Fn, r.Shape, r.Device, r.MedianMs, r.MtokPerS)
+			fmt.Fprintln(tw, "FN\tSHAPE\tDEVICE\tMEDIAN_MS\tMTOK/S\tGB/S\tCOPY_GB/S\tOF_COPY")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.2f\n", r.Fn, r.Shape, r.Device, r.MedianMs, r.MtokPerS,
+				r.GBPerS, r.CopyGBPerS, r.CopyFraction)
 			return tw.Flush()
 		},
 	}
@@ -130,11 +135,11 @@ func benchCUDA(c *cli.Context, d *gpu.Device, fn string, rows, width int) error 
 	return tw.Flush()
 }
 
-// parseShape parses "BxT" with B, T >= 1.
 // maxBenchTokens bounds B×T of `bench loss --shape`: the inputs and the
 // gradient are held in memory, some 50 bytes a token.
 const maxBenchTokens = 1 << 26
 
+// parseShape parses "BxT" with B, T >= 1.
 func parseShape(s string) (rows, width int, err error) {
 	bs, ts, ok := strings.Cut(strings.ToLower(s), "x")
 	if ok {

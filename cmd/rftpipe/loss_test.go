@@ -189,13 +189,22 @@ func TestBenchLossCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"fn", "shape", "device", "median_ms", "mtok_per_s"} {
-		if _, ok := r[k]; !ok {
-			t.Errorf("JSON lacks %q: %s", k, stdout)
+	for _, k := range []string{"fn", "shape", "device", "median_ms", "mtok_per_s", "gb_per_s", "copy_gb_per_s", "copy_fraction"} {
+		if _, ok := r[k].(float64); !ok && k != "fn" && k != "shape" && k != "device" {
+			t.Errorf("JSON lacks the number %q: %s", k, stdout)
 		}
 	}
 	if r["fn"] != "ppo" || r["shape"] != "8x64" || r["device"] != "cpu" || !(r["mtok_per_s"].(float64) > 0) {
 		t.Errorf("bench JSON %s", stdout)
+	}
+	// PPO moves 40 bytes a token (logprob, old_logprob, action_mask,
+	// advantages read, the gradient written): its GB/s is its Mtok/s × 40
+	// / 1000, and the fraction that over the copy bandwidth.
+	if gb, want := r["gb_per_s"].(float64), r["mtok_per_s"].(float64)*40/1000; math.Abs(gb-want) > 1e-9*want {
+		t.Errorf("gb_per_s %v, want %v (40 bytes a token)", gb, want)
+	}
+	if f, want := r["copy_fraction"].(float64), r["gb_per_s"].(float64)/r["copy_gb_per_s"].(float64); !(r["copy_gb_per_s"].(float64) > 0) || math.Abs(f-want) > 1e-9*want {
+		t.Errorf("copy_fraction %v, want %v", f, want)
 	}
 	for _, args := range [][]string{
 		{"--fn", "ppo", "--shape", "8by64"},

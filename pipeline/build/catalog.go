@@ -114,10 +114,29 @@ func RunConformance(dir string, kinds []string, ev tokens.Evaluator, f32 bool) (
 	return golden.Run(dir, kinds, ev, f32)
 }
 
+// CPUBench is `bench loss` on the CPU: the median wall time of forward +
+// gradient, and its bandwidth against the machine's copy bandwidth.
+type CPUBench struct {
+	MedianMs float64
+	// GBPerS is the fewest bytes the driver must move
+	// (objective.CPUBytesPerToken) over MedianMs; CopyGBPerS the measured
+	// copy bandwidth (objective.CPUCopyBandwidth), and CopyFraction GBPerS
+	// over it.
+	GBPerS, CopyGBPerS, CopyFraction float64
+}
+
 // BenchLossCPU times forward + gradient of o on seeded random inputs of
-// rows × width tokens on the CPU: the median wall time of runs, in ms.
-func BenchLossCPU(o *objective.Objective, rows, width, runs int, seed uint64) (float64, error) {
-	return objective.Bench(tokens.CPU, o, rows, width, runs, seed, objective.Wall)
+// rows × width tokens on the CPU (the median of runs) and measures the
+// copy bandwidth it is held against.
+func BenchLossCPU(o *objective.Objective, rows, width, runs int, seed uint64) (CPUBench, error) {
+	med, err := objective.Bench(tokens.CPU, o, rows, width, runs, seed, objective.Wall)
+	if err != nil {
+		return CPUBench{}, err
+	}
+	r := CPUBench{MedianMs: med, GBPerS: float64(rows*width*o.CPUBytesPerToken()) / med / 1e6,
+		CopyGBPerS: objective.CPUCopyBandwidth(1 << 28)}
+	r.CopyFraction = r.GBPerS / r.CopyGBPerS
+	return r, nil
 }
 
 // AlgorithmDoc is one algorithm type as `rftpipe algorithms` shows it; its

@@ -3,9 +3,11 @@ package objective
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"time"
 
+	"github.com/rftpipe/rftpipe/stages/parallel"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -58,4 +60,41 @@ func Bench(ev tokens.Evaluator, o *Objective, rows, width, runs int, seed uint64
 // args, no KL or entropy term), as the benchmarks time it.
 func PolicyOnly(name string) (*Objective, error) {
 	return New(Config{PolicyLoss: name, KLLoss: "none", Entropy: "none"})
+}
+
+// CPUBytesPerToken is the fewest bytes the CPU driver moves per token for
+// o's policy loss: logprob and each per-token input it reads, and the
+// gradient written, as float64.
+func (o *Objective) CPUBytesPerToken() int {
+	n := 2 // logprob, the gradient
+	for _, in := range o.Policy.Def.Inputs {
+		if tokens.IsTokenInput(in) {
+			n++
+		}
+	}
+	return 8 * n
+}
+
+// CPUCopyBandwidth is the machine's memory copy bandwidth in GB/s (bytes
+// read plus bytes written), the ceiling of a kernel that streams its
+// columns: the fastest of five copies of an n-byte buffer, after a warm-up,
+// its parts copied by the workers of package parallel (one per core).
+func CPUCopyBandwidth(n int) float64 {
+	src, dst := make([]byte, n), make([]byte, n)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	parts := runtime.GOMAXPROCS(0)
+	best := math.Inf(1)
+	for i := 0; i <= 5; i++ {
+		start := time.Now()
+		parallel.For(parts, func(_, k int) {
+			lo, hi := k*n/parts, (k+1)*n/parts
+			copy(dst[lo:hi], src[lo:hi])
+		})
+		if d := time.Since(start).Seconds(); i > 0 && d < best {
+			best = d
+		}
+	}
+	return 2 * float64(n) / best / 1e9
 }
