@@ -415,28 +415,38 @@ func (s *streamer) commit(ctx context.Context) error {
 	return s.commitOut()
 }
 
-// commitOut commits the rejected rows and the output store: both are
-// finished first, so a failed write leaves neither behind.
+// commitOut commits the output store and the rejected rows. Both files are
+// finished first, and a buffer table's transaction, which can still fail
+// as it commits, commits before any file is renamed into place: a failed
+// write leaves neither output behind.
 func (s *streamer) commitOut() error {
+	outs := []*store.Writer{s.w}
 	if s.rej != nil {
-		if err := s.rej.Prepare(); err != nil {
+		outs = append(outs, s.rej)
+	}
+	for _, w := range outs {
+		if err := w.Prepare(); err != nil {
 			return err
 		}
 	}
-	if err := s.w.Prepare(); err != nil {
-		return err
-	}
-	if s.rej != nil {
-		if err := s.rej.Commit(); err != nil {
+	slices.SortStableFunc(outs, func(a, b *store.Writer) int { return boolOrder(b.IsTable()) - boolOrder(a.IsTable()) })
+	for _, w := range outs {
+		if err := w.Commit(); err != nil {
 			return err
 		}
+	}
+	if s.rej != nil {
 		s.rejectedRows, s.rej = s.rej.Rows(), nil
-	}
-	if err := s.w.Commit(); err != nil {
-		return err
 	}
 	s.written = s.w.Rows()
 	return nil
+}
+
+func boolOrder(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Columns a rejected-rows store adds to the input's (Job.Rejected).

@@ -58,14 +58,14 @@ func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt sche
 	}
 	defer r.Close()
 	// DPO and SFT rows carry no reward: a null one is theirs, whether the
-	// input says it holds them or the output buffer is to.
-	kind, _ := r.Schema().Metadata().GetValue(trinity.MetaSchemaType)
+	// input holds them or the output buffer is to.
+	kind := trinity.KindOf(r.Schema())
 	if trinity.IsURL(out) {
 		if loc, err := trinity.ParseURL(out); err == nil && loc.Kind != "" {
-			kind = string(loc.Kind)
+			kind = loc.Kind
 		}
 	}
-	switch trinity.Kind(kind) {
+	switch kind {
 	case trinity.KindDPO, trinity.KindSFT:
 		opt.RequireReward = false
 	}

@@ -36,23 +36,26 @@ func TestDiskFull(t *testing.T) {
 			return []string{"gen", "--tasks", "200", "--runs", "8", "--seed", "1", "--out", out + ".jsonl"}
 		}},
 	}
-	t.Run("run with rejected rows elsewhere", func(t *testing.T) {
-		// The output fails when it is finished; the rejected rows, bound for a
-		// disk with room, must not be renamed into place without it.
-		rej := filepath.Join(t.TempDir(), "rej.parquet")
-		_, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--arg", "std_threshold=0", "--in", in,
-			"--out", filepath.Join(dir, "out.jsonl"), "--rejected", rej, "--progress", "never")
-		if code != exitFailure {
-			t.Fatalf("exit %d, want 1: %s", code, stderr)
-		}
-		checkOneLine(t, stderr, filepath.Join(dir, "out"))
-		if ents, _ := os.ReadDir(filepath.Dir(rej)); len(ents) != 0 {
-			t.Errorf("left %v beside the rejected rows' target", ents)
-		}
-		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-			t.Errorf("left %v behind", ents)
-		}
-	})
+	// The output fails when it is finished (a file's last buffered write,
+	// a buffer's commit); the rejected rows, bound for a disk with room,
+	// must not be renamed into place without it.
+	for _, out := range []string{filepath.Join(dir, "out.jsonl"), "sqlite:///" + filepath.Join(dir, "out.db") + "?table=t"} {
+		t.Run("run with rejected rows elsewhere, out "+filepath.Base(out), func(t *testing.T) {
+			rej := filepath.Join(t.TempDir(), "rej.parquet")
+			_, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--arg", "std_threshold=0", "--in", in,
+				"--out", out, "--rejected", rej, "--progress", "never")
+			if code != exitFailure {
+				t.Fatalf("exit %d, want 1: %s", code, stderr)
+			}
+			checkOneLine(t, stderr, filepath.Join(dir, "out"))
+			if ents, _ := os.ReadDir(filepath.Dir(rej)); len(ents) != 0 {
+				t.Errorf("left %v beside the rejected rows' target", ents)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Errorf("left %v behind", ents)
+			}
+		})
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fileSum(t, in)

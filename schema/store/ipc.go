@@ -4,12 +4,12 @@ import (
 	"encoding/binary"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/ipc"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 // ipcFileSource reads the Arrow IPC file format batch by batch.
@@ -76,27 +76,7 @@ func projectSchema(s *arrow.Schema, cols []int) *arrow.Schema {
 	for i, c := range cols {
 		fs[i] = s.Field(c)
 	}
-	return arrow.NewSchema(fs, storeMeta(s.Metadata()))
-}
-
-// storeMeta returns the schema metadata a store carries from file to file:
-// the keys a Trinity buffer's read sets (trinity.schema_type,
-// trinity.layout), which every store format writes, so a buffer converted
-// to a file and back keeps its table type and layout. Other writers' keys
-// (pandas' index description, say) describe their own file and are not
-// passed on. Nil when there are none.
-func storeMeta(md arrow.Metadata) *arrow.Metadata {
-	var keys, vals []string
-	for i, k := range md.Keys() {
-		if strings.HasPrefix(k, "trinity.") {
-			keys, vals = append(keys, k), append(vals, md.Values()[i])
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	m := arrow.NewMetadata(keys, vals)
-	return &m
+	return arrow.NewSchema(fs, trinity.StoreMeta(s.Metadata()))
 }
 
 // projectRecord returns a record of the chosen columns (retained; the caller releases it).

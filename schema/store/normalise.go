@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 // Stores written by other tools use types that hold the same values as the
@@ -80,7 +81,7 @@ func normalise(path string, s source, mem memory.Allocator) source {
 	if ident {
 		return s
 	}
-	return &normSource{source: s, path: path, sc: arrow.NewSchema(fields, storeMeta(in.Metadata())), plan: plan, mem: mem}
+	return &normSource{source: s, path: path, sc: arrow.NewSchema(fields, trinity.StoreMeta(in.Metadata())), plan: plan, mem: mem}
 }
 
 func (n *normSource) Schema() *arrow.Schema { return n.sc }

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 // parquetSource reads the wanted columns of one Parquet file batch by batch.
@@ -157,7 +158,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	if err := checkDecodable(path, pf, plans); err != nil {
 		return nil, err
 	}
-	p := &parquetSource{path: path, fr: fr, pf: pf, plans: plans, sc: arrow.NewSchema(rsc.Fields(), storeMeta(full.Metadata())), batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
+	p := &parquetSource{path: path, fr: fr, pf: pf, plans: plans, sc: arrow.NewSchema(rsc.Fields(), trinity.StoreMeta(full.Metadata())), batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
 		skip: newRowGroupSkipper(pf, cfg), inFlight: max(cfg.rowGroupsInFlight, 1), ctx: cfg.ctx, done: make(chan struct{})}
 	if cfg.deferred {
 		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group

@@ -128,7 +128,7 @@ func withPartitions(path string, s source, parts []Partition, idx int, wanted []
 	if len(p.parts) == 0 {
 		return s
 	}
-	p.sc = arrow.NewSchema(fields, storeMeta(in.Metadata()))
+	p.sc = arrow.NewSchema(fields, trinity.StoreMeta(in.Metadata()))
 	return p
 }
 

@@ -213,7 +213,7 @@ func firstStoreFile(dir string) (string, bool) {
 }
 
 // Open opens a store for streaming. Every file of a multi-file store must have
-// the same schema as the first.
+// the same schema as the first; such a store's schema carries no metadata.
 func Open(path string, opts ...ReadOption) (*Reader, error) {
 	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64), ctx: context.Background(),
 		rowGroupsInFlight: rowGroupsInFlight()}
@@ -233,6 +233,11 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 		return nil, err
 	}
 	r.schema = r.cur.Schema()
+	if len(files) > 1 && r.schema.HasMetadata() {
+		// The files may come from different buffers: none of them decides
+		// a table's type or layout (trinity.StoreMeta).
+		r.schema = arrow.NewSchema(r.schema.Fields(), nil)
+	}
 	if err := schema.CheckKnown(r.files[0], r.schema); err != nil {
 		r.Close()
 		return nil, err

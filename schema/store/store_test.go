@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -403,5 +404,70 @@ func TestColumnDiff(t *testing.T) {
 		if col, why := store.ColumnDiff(c.a, c.b); col != c.col || why != c.why {
 			t.Errorf("ColumnDiff(%v, %v) = %q, %q; want %q, %q", c.a, c.b, col, why, c.col, c.why)
 		}
+	}
+}
+
+// TestBufferMetadataKept: a Parquet, Arrow or JSONL file keeps the buffer
+// metadata (trinity.schema_type, trinity.layout) a buffer's read sets, as
+// far as its format holds it; values no read sets and other keys are
+// dropped; a store of several files keeps none (its files may disagree).
+func TestBufferMetadataKept(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, keys, vals []string) string {
+		md := arrow.NewMetadata(keys, vals)
+		s := arrow.NewSchema(schema.New(schema.Task).Fields(), &md)
+		b := array.NewInt64Builder(memory.DefaultAllocator)
+		b.AppendValues([]int64{1, 2}, nil)
+		rec := array.NewRecord(s, []arrow.Array{b.NewArray()}, 2)
+		p := filepath.Join(dir, name)
+		w, err := store.Create(p, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	metaOf := func(path string) map[string]string {
+		r, err := store.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		m := map[string]string{}
+		md := r.Schema().Metadata()
+		for i, k := range md.Keys() {
+			m[k] = md.Values()[i]
+		}
+		return m
+	}
+	keys := []string{"trinity.schema_type", "trinity.layout", "pandas"}
+	for _, tc := range []struct {
+		name string
+		vals []string
+		want map[string]string
+	}{
+		{"a.parquet", []string{"sft", "0.6", "{}"}, map[string]string{"trinity.schema_type": "sft", "trinity.layout": "0.6"}},
+		{"a.arrow", []string{"dpo", "mixed", "{}"}, map[string]string{"trinity.schema_type": "dpo", "trinity.layout": "mixed"}},
+		{"b.parquet", []string{"rows", "0.7", "{}"}, map[string]string{}},
+		{"c.jsonl", []string{"sft", "0.6", "{}"}, map[string]string{}},
+	} {
+		if got := metaOf(write(tc.name, keys, tc.vals)); !maps.Equal(got, tc.want) {
+			t.Errorf("%s written with %v: read %v, want %v", tc.name, tc.vals, got, tc.want)
+		}
+	}
+	parts := filepath.Join(dir, "parts")
+	if err := os.Mkdir(parts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir = parts
+	write("part-0.parquet", keys[:2], []string{"experience", "0.5"})
+	write("part-1.parquet", keys[:2], []string{"dpo", "0.6"})
+	if got := metaOf(parts); len(got) != 0 {
+		t.Errorf("a store of two files kept %v", got)
 	}
 }

@@ -155,6 +155,10 @@ func (w *Writer) WriteWith(rec arrow.Record, rest *Rest) error {
 // Rows returns the number of rows written so far.
 func (w *Writer) Rows() int64 { return w.rows }
 
+// IsTable reports whether the target is a buffer table: it commits in one
+// transaction, which Prepare cannot finish ahead.
+func (w *Writer) IsTable() bool { return w.table != nil }
+
 // Prepare finishes the file and fsyncs it, everything Commit does but the
 // rename, so that a job with several outputs can have every one of them
 // whole before it renames the first: a write that fails then leaves none

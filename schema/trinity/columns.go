@@ -113,6 +113,49 @@ const MetaSchemaType = "trinity.schema_type"
 // it to a new table without layout keeps 0.6.
 const MetaLayout = "trinity.layout"
 
+// KindOf is the schema type of a table made for rows of store schema s
+// when the URL names none: the type of the buffer s was read from
+// (MetaSchemaType), else dpo when s has chosen and rejected, else
+// experience. A dpo type needs the chosen and rejected columns: without
+// them the rows are not DPO pairs, whatever the metadata says.
+func KindOf(s *arrow.Schema) Kind {
+	pairs := len(s.FieldIndices(schema.Chosen)) > 0 && len(s.FieldIndices(schema.Rejected)) > 0
+	if v, ok := s.Metadata().GetValue(MetaSchemaType); ok {
+		if k, err := ParseKind(v); err == nil && (k != KindDPO || pairs) {
+			return k
+		}
+	}
+	if pairs {
+		return KindDPO
+	}
+	return KindExperience
+}
+
+// StoreMeta returns the buffer metadata of md that a store carries from
+// file to file (every store format writes a schema's metadata): MetaSchemaType
+// and MetaLayout where they hold a value a buffer's read sets; nil when
+// neither does. A value no read sets (a hand-written layout "0.7", say) is
+// dropped, so it decides nothing when the store is written to a buffer.
+func StoreMeta(md arrow.Metadata) *arrow.Metadata {
+	var keys, vals []string
+	if v, ok := md.GetValue(MetaSchemaType); ok {
+		if _, err := ParseKind(v); err == nil {
+			keys, vals = append(keys, MetaSchemaType), append(vals, v)
+		}
+	}
+	if v, ok := md.GetValue(MetaLayout); ok {
+		switch Layout(v) {
+		case Layout05, Layout06, LayoutMixed:
+			keys, vals = append(keys, MetaLayout), append(vals, v)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	m := arrow.NewMetadata(keys, vals)
+	return &m
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

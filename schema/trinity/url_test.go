@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow/go/v17/arrow"
+
 	"github.com/rftpipe/rftpipe/schema"
 )
 
@@ -151,6 +153,38 @@ func TestBufferURL(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("%+v: got %q, %v; want %q", tc, got, err, tc.want)
+		}
+	}
+}
+
+// TestKindOf: the schema type a store's rows get in a new table: the
+// metadata's, but dpo only for rows with chosen and rejected; else dpo for
+// such rows, else experience.
+func TestKindOf(t *testing.T) {
+	plain := []arrow.Field{{Name: schema.Reward, Type: arrow.PrimitiveTypes.Float64}}
+	pairs := append(plain, arrow.Field{Name: schema.Chosen, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: schema.Rejected, Type: arrow.BinaryTypes.String})
+	for _, tc := range []struct {
+		fields []arrow.Field
+		meta   string // schema_type; "" for none
+		want   Kind
+	}{
+		{plain, "", KindExperience},
+		{pairs, "", KindDPO},
+		{plain, "sft", KindSFT},
+		{pairs, "sft", KindSFT},
+		{plain, "dpo", KindExperience},
+		{pairs, "dpo", KindDPO},
+		{pairs, "experience", KindExperience},
+		{plain, "rows", KindExperience},
+	} {
+		var md *arrow.Metadata
+		if tc.meta != "" {
+			m := arrow.NewMetadata([]string{MetaSchemaType}, []string{tc.meta})
+			md = &m
+		}
+		if got := KindOf(arrow.NewSchema(tc.fields, md)); got != tc.want {
+			t.Errorf("%d columns, schema_type %q: %s, want %s", len(tc.fields), tc.meta, got, tc.want)
 		}
 	}
 }

@@ -118,7 +118,7 @@ func (w *Writer) begin(s *arrow.Schema) error {
 	case exists:
 	case loc.Layout != "":
 		lay = loc.Layout
-	case md.FindKey(MetaLayout) >= 0 && Layout(md.Values()[md.FindKey(MetaLayout)]) != Layout05:
+	case md.FindKey(MetaLayout) >= 0 && Layout(md.Values()[md.FindKey(MetaLayout)]) != Layout05: // 0.6 or mixed (StoreMeta)
 		lay = Layout06
 	default:
 		lay = Layout05
@@ -136,15 +136,7 @@ func (w *Writer) begin(s *arrow.Schema) error {
 	case !exists && loc.Kind != "":
 		kind = loc.Kind
 	case !exists:
-		kind = KindExperience
-		if len(s.FieldIndices(schema.Chosen)) > 0 && len(s.FieldIndices(schema.Rejected)) > 0 {
-			kind = KindDPO
-		}
-		if md.FindKey(MetaSchemaType) >= 0 {
-			if k, err := ParseKind(md.Values()[md.FindKey(MetaSchemaType)]); err == nil {
-				kind = k
-			}
-		}
+		kind = KindOf(s)
 	}
 	if lay == LayoutMixed {
 		lay = Layout06 // new rows as upstream 0.6 writes them
