@@ -702,7 +702,7 @@ func convertTo(dst unsafe.Pointer, src []float64, elt int) {
 	}
 	d := unsafe.Slice((*float32)(dst), len(src))
 	const chunk = 1 << 16
-	parallel.For((len(src)+chunk-1)/chunk, func(_, k int) {
+	parallel.For((len(src)+chunk-1)/chunk, func(k int) {
 		for i := k * chunk; i < min(len(src), (k+1)*chunk); i++ {
 			d[i] = float32(src[i])
 		}

@@ -180,9 +180,9 @@ func (b *Batch) Tokens(name string) ([]float64, error) {
 	// Rows convert in chunks of about tokenChunk tokens over the cores (on
 	// the stages' goroutine this pass would be the job's serial part); the
 	// error is the first in row order.
-	bounds := rowChunks(rows, tokenChunk)
+	bounds := rows.Chunks(tokenChunk)
 	errs := make([]error, len(bounds)-1)
-	parallel.For(len(bounds)-1, func(_, k int) {
+	parallel.For(len(bounds)-1, func(k int) {
 		for i := bounds[k]; i < bounds[k+1]; i++ {
 			if errs[k] = b.tokenRow(name, l, vals, i, out[rows.Off[i]:rows.Off[i+1]]); errs[k] != nil {
 				return
@@ -203,18 +203,6 @@ func (b *Batch) Tokens(name string) ([]float64, error) {
 
 // tokenChunk is the number of tokens Tokens converts per chunk of rows.
 const tokenChunk = 1 << 16
-
-// rowChunks splits rows into runs of whole rows of at least n tokens (the
-// last may have fewer): the row boundaries, from 0 to rows.N().
-func rowChunks(rows agg.Rows, n int) []int {
-	bounds := []int{0}
-	for r := 0; r < rows.N(); r++ {
-		if rows.Off[r+1]-rows.Off[bounds[len(bounds)-1]] >= n || r == rows.N()-1 {
-			bounds = append(bounds, r+1)
-		}
-	}
-	return bounds
-}
 
 // tokenRow writes row i's values of list column name (l, with the values
 // vals) into dst, the row's span of the flat output.
@@ -244,19 +232,8 @@ func (b *Batch) tokenRow(name string, l array.ListLike, vals arrow.Array, i int,
 	case *array.Float64:
 		copy(dst, v.Float64Values()[lo:hi])
 	case *array.Boolean:
-		// the bits straight from the bitmap, without a branch per token:
-		// a whole byte of them at once where the bits are byte-aligned
 		bits, off := bitmap(v)
-		j, k := off+int(lo), 0
-		for ; k < len(dst) && (j+k)&7 != 0; k++ {
-			dst[k] = float64(bits[(j+k)>>3] >> ((j + k) & 7) & 1)
-		}
-		for ; k+8 <= len(dst); k += 8 {
-			copy(dst[k:k+8], byteBits[bits[(j+k)>>3]][:])
-		}
-		for ; k < len(dst); k++ {
-			dst[k] = float64(bits[(j+k)>>3] >> ((j + k) & 7) & 1)
-		}
+		pickBits(dst, bits, off+int(lo), [2]float64{0, 1})
 	}
 	return nil
 }
@@ -325,15 +302,22 @@ func (b *Batch) release() {
 	b.set = nil
 }
 
-// byteBits[b] is the byte b as eight 0/1 values, least significant bit first.
-var byteBits = func() (t [256][8]float64) {
-	for b := range t {
-		for i := range t[b] {
-			t[b][i] = float64(b >> i & 1)
-		}
+// pickBits sets dst[k] to pick[b], b bit j+k of the bitmap bm: without a
+// branch, a byte of bits at a time where they are byte-aligned.
+func pickBits[T float32 | float64](dst []T, bm []byte, j int, pick [2]T) {
+	k := 0
+	for ; k < len(dst) && (j+k)&7 != 0; k++ {
+		dst[k] = pick[bm[(j+k)>>3]>>((j+k)&7)&1]
 	}
-	return t
-}()
+	for ; k+8 <= len(dst); k += 8 {
+		b, d := bm[(j+k)>>3], dst[k:k+8:k+8]
+		d[0], d[1], d[2], d[3] = pick[b&1], pick[b>>1&1], pick[b>>2&1], pick[b>>3&1]
+		d[4], d[5], d[6], d[7] = pick[b>>4&1], pick[b>>5&1], pick[b>>6&1], pick[b>>7]
+	}
+	for ; k < len(dst); k++ {
+		dst[k] = pick[bm[(j+k)>>3]>>((j+k)&7)&1]
+	}
+}
 
 // bitmap returns the values bitmap of a and the bit offset of its first
 // value (value i is bit off+i).

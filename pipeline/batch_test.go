@@ -62,15 +62,16 @@ func TestTokensBits(t *testing.T) {
 }
 
 // TestTokensInChunks: a batch of several conversion chunks gives every row's
-// values in place at GOMAXPROCS 1 and 8, and of two bad rows in different
-// chunks the first in row order is the error.
+// values in place at GOMAXPROCS 1 and 8, and of bad rows in different
+// chunks (a null list, a short list, a null value) the first in row order
+// is the error.
 func TestTokensInChunks(t *testing.T) {
 	const rows, width = 700, 256 // 179,200 tokens: three chunks
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: schema.ActionMask, Type: arrow.ListOf(arrow.FixedWidthTypes.Boolean)},
 		{Name: schema.Logprobs, Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
 	}, nil)
-	build := func(short, null int) arrow.Record {
+	build := func(short, null, nullValue int) arrow.Record {
 		bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 		defer bld.Release()
 		mb, lb := bld.Field(0).(*array.ListBuilder), bld.Field(1).(*array.ListBuilder)
@@ -86,6 +87,15 @@ func TestTokensInChunks(t *testing.T) {
 			case i == short:
 				lb.Append(true)
 				lv.Append(1)
+			case i == nullValue:
+				lb.Append(true)
+				for k := 0; k < width; k++ {
+					if k == 7 {
+						lv.AppendNull()
+					} else {
+						lv.Append(0)
+					}
+				}
 			default:
 				lb.Append(true)
 				for k := 0; k < width; k++ {
@@ -95,7 +105,7 @@ func TestTokensInChunks(t *testing.T) {
 		}
 		return bld.NewRecord()
 	}
-	good := build(-1, -1)
+	good := build(-1, -1, -1)
 	defer good.Release()
 	for _, procs := range []int{1, 8} {
 		prev := runtime.GOMAXPROCS(procs)
@@ -112,13 +122,14 @@ func TestTokensInChunks(t *testing.T) {
 			}
 		}
 		for _, tc := range []struct {
-			short, null int
-			want        string
+			short, null, nullValue int
+			want                   string
 		}{
-			{650, 100, `row 100: column "logprobs": null list`},
-			{90, 600, `row 90: column "logprobs": 1 values, the row has 256 response tokens`},
+			{650, 100, -1, `row 100: column "logprobs": null list`},
+			{90, 600, -1, `row 90: column "logprobs": 1 values, the row has 256 response tokens`},
+			{690, 680, 400, `row 400: column "logprobs": null value at token 7`},
 		} {
-			bad := build(tc.short, tc.null)
+			bad := build(tc.short, tc.null, tc.nullValue)
 			_, err := (&Batch{rec: bad, cols: newColumns("mem", sc, nil)}).Tokens(schema.Logprobs)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("GOMAXPROCS %d: error %v, want %q", procs, err, tc.want)

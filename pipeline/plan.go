@@ -183,7 +183,7 @@ func broadcast(maskCol arrow.Array, score []float32, masked bool) (arrow.Array, 
 	vals := make([]float32, offsets[n])
 	bm, off := bitmap(bits)
 	const chunk = 256 // rows per chunk, spread over the cores
-	parallel.For((n+chunk-1)/chunk, func(_, c int) {
+	parallel.For((n+chunk-1)/chunk, func(c int) {
 		for i := c * chunk; i < min(n, (c+1)*chunk); i++ {
 			lo, _ := mask.ValueOffsets(i)
 			dst := vals[offsets[i]:offsets[i+1]]
@@ -217,23 +217,6 @@ func broadcast(maskCol arrow.Array, score []float32, masked bool) (arrow.Array, 
 		[]arrow.ArrayData{child}, nulls, 0)
 	defer data.Release()
 	return array.MakeFromData(data), nil
-}
-
-// pickBits sets dst[k] to pick[b], b bit j+k of the bitmap bm: without a
-// branch, a byte of bits at a time where they are byte-aligned.
-func pickBits(dst []float32, bm []byte, j int, pick [2]float32) {
-	k := 0
-	for ; k < len(dst) && (j+k)&7 != 0; k++ {
-		dst[k] = pick[bm[(j+k)>>3]>>((j+k)&7)&1]
-	}
-	for ; k+8 <= len(dst); k += 8 {
-		b, d := bm[(j+k)>>3], dst[k:k+8:k+8]
-		d[0], d[1], d[2], d[3] = pick[b&1], pick[b>>1&1], pick[b>>2&1], pick[b>>3&1]
-		d[4], d[5], d[6], d[7] = pick[b>>4&1], pick[b>>5&1], pick[b>>6&1], pick[b>>7]
-	}
-	for ; k < len(dst); k++ {
-		dst[k] = pick[bm[(j+k)>>3]>>((j+k)&7)&1]
-	}
 }
 
 // dupIndex lists, per plan row, the duplicate blocks that copy it (CSR).

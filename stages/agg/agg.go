@@ -45,6 +45,19 @@ func (r Rows) Tokens() int { return r.Off[len(r.Off)-1] }
 // Span returns row b's bounds in the flat slices.
 func (r Rows) Span(b int) (lo, hi int) { return r.Off[b], r.Off[b+1] }
 
+// Chunks splits the rows into runs of whole rows of at least n tokens (the
+// last run may hold fewer), the units a pass spreads over the cores: the
+// runs' row boundaries, from 0 to N() ([0] when there are no rows).
+func (r Rows) Chunks(n int) []int {
+	bounds := []int{0}
+	for b := 0; b < r.N(); b++ {
+		if r.Off[b+1]-r.Off[bounds[len(bounds)-1]] >= n || b == r.N()-1 {
+			bounds = append(bounds, b+1)
+		}
+	}
+	return bounds
+}
+
 // sel is upstream's select-then-multiply: a value under a zero mask is
 // replaced by 0 before the product, so NaN/Inf there never leak.
 func sel(v, m float64) float64 {

@@ -15,7 +15,8 @@ import (
 // included, over random rows of every length 0..37 and a few long ones,
 // with NaN, ±Inf, log-ratios beyond ±20, ratios exactly at 1-Low, 1+High
 // and ClipC (ties of the dual clip), zero, fractional and NaN masks, with
-// and without weights.
+// and without weights, GradScale 0, -0, NaN and ±Inf, and settings the
+// argument checks refuse (NaN, negative, infinite clips).
 func TestPPOVectorBits(t *testing.T) {
 	if !vectorPPO {
 		t.Skip("no vector PPO loop in this build or on this CPU")
@@ -33,6 +34,8 @@ func TestPPOVectorBits(t *testing.T) {
 		{Low: 0.2, High: 0.2, ClipC: 3, SeqMask: true, Delta: -1e300},  // always dropped
 		{Low: 0.2, High: 0.2, ClipC: 3, Fallback: true},
 		{Low: 0, High: 0, ClipC: 1.5},
+		{Low: math.NaN(), High: math.NaN(), ClipC: math.NaN()}, // settings the argument checks refuse
+		{Low: -0.5, High: math.Inf(1), ClipC: math.Inf(1)},
 	}
 	if 1-kernels[1].Low != rLo || 1+kernels[1].High != rHi {
 		t.Fatal("the clip bounds are not the ratios")
@@ -71,7 +74,7 @@ func TestPPOVectorBits(t *testing.T) {
 			LP: make([]float64, n), Old: make([]float64, n), Adv: make([]float64, n),
 			Mask: make([]float64, n), Grad: make([]float64, n),
 			Scale:     []float64{1, 0.25, 1.0 / 3}[rng.IntN(3)],
-			GradScale: []float64{0, 1, 0.37, -1.25, 1.0 / 4096}[rng.IntN(5)],
+			GradScale: []float64{0, 1, 0.37, -1.25, 1.0 / 4096, math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1)}[rng.IntN(9)],
 		}
 		if weighted {
 			r.Weights = make([]float64, n)

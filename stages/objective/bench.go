@@ -88,7 +88,7 @@ func CPUCopyBandwidth(n int) float64 {
 	best := math.Inf(1)
 	for i := 0; i <= 5; i++ {
 		start := time.Now()
-		parallel.For(parts, func(_, k int) {
+		parallel.For(parts, func(k int) {
 			lo, hi := k*n/parts, (k+1)*n/parts
 			copy(dst[lo:hi], src[lo:hi])
 		})

@@ -10,28 +10,34 @@ import (
 	"sync/atomic"
 )
 
-// Workers is the number of workers For runs n chunks on: GOMAXPROCS, at
-// most n.
-func Workers(n int) int { return max(min(runtime.GOMAXPROCS(0), n), 1) }
+// For calls fn(k) for every chunk k in [0, n), the chunks handed out in
+// order to GOMAXPROCS goroutines (at most n); with one, every chunk runs in
+// order on the calling goroutine. For returns when every call has.
+func For(n int, fn func(k int)) {
+	WithScratch(n, func() struct{} { return struct{}{} }, func(_ struct{}, k int) { fn(k) })
+}
 
-// For calls fn(w, k) for every chunk k in [0, n), the chunks handed out in
-// order to Workers(n) goroutines; w (0 ≤ w < Workers(n)) is the worker
-// running the call, for per-worker scratch space. One worker runs every
-// chunk in order on the calling goroutine. For returns when every call has.
-func For(n int, fn func(w, k int)) {
-	workers := Workers(n)
-	if workers == 1 {
-		for k := range n {
-			fn(0, k)
+// WithScratch is For with state of each worker's own: a worker makes it
+// with newS before its first chunk and passes it to every call it runs, so
+// a call may use it as scratch space without locking.
+func WithScratch[S any](n int, newS func() S, fn func(s S, k int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		if n > 0 {
+			s := newS()
+			for k := range n {
+				fn(s, k)
+			}
 		}
 		return
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for w := range workers {
+	for range workers {
 		wg.Go(func() {
+			s := newS()
 			for k := int(next.Add(1) - 1); k < n; k = int(next.Add(1) - 1) {
-				fn(w, k)
+				fn(s, k)
 			}
 		})
 	}

@@ -6,30 +6,33 @@ import (
 	"testing"
 )
 
-// TestFor: every chunk runs once, on a worker index in range, whatever
-// GOMAXPROCS; no chunk count is too small (0, 1) or large.
+// TestFor: every chunk runs once whatever GOMAXPROCS, no chunk count too
+// small (0, 1) or large; each worker's scratch is its own (no two calls
+// share one at once) and there are at most GOMAXPROCS of them.
 func TestFor(t *testing.T) {
 	for _, procs := range []int{1, 2, 8} {
 		prev := runtime.GOMAXPROCS(procs)
 		for _, n := range []int{0, 1, 3, 100} {
 			runs := make([]atomic.Int32, n)
-			var bad atomic.Int32
-			For(n, func(w, k int) {
-				if w < 0 || w >= Workers(n) {
-					bad.Add(1)
+			For(n, func(k int) { runs[k].Add(1) })
+			var made, shared atomic.Int32
+			WithScratch(n, func() *atomic.Int32 { made.Add(1); return new(atomic.Int32) }, func(s *atomic.Int32, k int) {
+				if s.Add(1) != 1 {
+					shared.Add(1)
 				}
 				runs[k].Add(1)
+				s.Add(-1)
 			})
-			if bad.Load() != 0 {
-				t.Errorf("GOMAXPROCS %d, %d chunks: a worker index out of [0, %d)", procs, n, Workers(n))
-			}
 			for k := range runs {
-				if c := runs[k].Load(); c != 1 {
-					t.Errorf("GOMAXPROCS %d, %d chunks: chunk %d ran %d times", procs, n, k, c)
+				if c := runs[k].Load(); c != 2 {
+					t.Errorf("GOMAXPROCS %d, %d chunks: chunk %d ran %d times, want once each by For and WithScratch", procs, n, k, c)
 				}
 			}
-			if w := Workers(n); w < 1 || w > max(procs, 1) || n > 0 && w > n {
-				t.Errorf("GOMAXPROCS %d, %d chunks: %d workers", procs, n, w)
+			if shared.Load() != 0 {
+				t.Errorf("GOMAXPROCS %d, %d chunks: two calls at once shared a scratch", procs, n)
+			}
+			if m := int(made.Load()); m > procs || m > n {
+				t.Errorf("GOMAXPROCS %d, %d chunks: %d scratches", procs, n, m)
 			}
 		}
 		runtime.GOMAXPROCS(prev)

@@ -137,11 +137,12 @@ func (c *Corrector) mu(n *Norm) (float64, bool) {
 const chunkRows = 256
 
 // chunks runs fn over the rows of a batch in chunks of chunkRows, the
-// chunks spread over the workers of package parallel: fn(w, k, lo, hi)
-// evaluates chunk k, rows lo..hi−1, on worker w (0 ≤ w < GOMAXPROCS; one
-// chunk at a time per worker). There are ceil(rows/chunkRows) chunks.
-func chunks(rows int, fn func(w, k, lo, hi int)) {
-	parallel.For((rows+chunkRows-1)/chunkRows, func(w, k int) { fn(w, k, k*chunkRows, min(rows, (k+1)*chunkRows)) })
+// chunks spread over the workers of package parallel: fn(sc, k, lo, hi)
+// evaluates chunk k, rows lo..hi−1, with sc the scratch of the worker
+// running it (newScratch(c)). There are ceil(rows/chunkRows) chunks.
+func (c *Corrector) chunks(rows int, fn func(sc *scratch, k, lo, hi int)) {
+	parallel.WithScratch((rows+chunkRows-1)/chunkRows, func() *scratch { return newScratch(c) },
+		func(sc *scratch, k int) { fn(sc, k, k*chunkRows, min(rows, (k+1)*chunkRows)) })
 }
 
 // Observe is the first pass: it adds in's contribution to n. Only needed
@@ -155,7 +156,7 @@ func (c *Corrector) Observe(n *Norm, in Input) error {
 	}
 	rows := in.Rows.N()
 	parts := make([]Norm, (rows+chunkRows-1)/chunkRows)
-	chunks(rows, func(_, k, lo, hi int) {
+	c.chunks(rows, func(_ *scratch, k, lo, hi int) {
 		p := &parts[k]
 		for b := lo; b < hi; b++ {
 			t0, t1 := in.Rows.Span(b)
@@ -251,14 +252,9 @@ func (c *Corrector) Apply(in Input, n *Norm, weights, mask []float64, acc *Acc) 
 	inv := c.factor(n)
 	rows := in.Rows.N()
 	parts := make([]Acc, (rows+chunkRows-1)/chunkRows)
-	scratches := make([]*scratch, parallel.Workers(len(parts)))
-	chunks(rows, func(w, k, lo, hi int) {
+	c.chunks(rows, func(sc *scratch, k, lo, hi int) {
 		p := &parts[k]
 		p.init(c)
-		if scratches[w] == nil {
-			scratches[w] = newScratch(c)
-		}
-		sc := scratches[w]
 		for b := lo; b < hi; b++ {
 			c.row(in, b, inv, weights, mask, p, sc)
 		}

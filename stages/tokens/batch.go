@@ -75,18 +75,7 @@ const chunkTokens = 1 << 15
 
 // New returns an empty batch with the given row layout.
 func New(rows agg.Rows) *Batch {
-	b := &Batch{Rows: rows, cols: map[string][]float64{}}
-	b.chunks = append(b.chunks, 0)
-	n := 0
-	for r := 0; r < rows.N(); r++ {
-		lo, hi := rows.Span(r)
-		n += hi - lo
-		if n >= chunkTokens || r == rows.N()-1 {
-			b.chunks = append(b.chunks, r+1)
-			n = 0
-		}
-	}
-	return b
+	return &Batch{Rows: rows, cols: map[string][]float64{}, chunks: rows.Chunks(chunkTokens)}
 }
 
 // FromMatrix builds a batch from row-major ragged rows of one input (its

@@ -128,7 +128,7 @@ func (b *Batch) Eval(grad []float64, terms ...Term) ([]TermResult, error) {
 			t.Kernel.Row(&row, p[offs[ti]:offs[ti+1]])
 		}
 	}
-	parallel.For(nchunk, func(_, c int) { run(c) })
+	parallel.For(nchunk, run)
 	for i := range terms {
 		s := make([]float64, offs[i+1]-offs[i])
 		for c := 0; c < nchunk; c++ {
