@@ -17,20 +17,20 @@ type sapoArgs struct {
 	sums                     sapoSums // continued in token order
 	tauPos, tauNeg, gs       [4]float64
 	k                        *ppoConsts
-	sk                       *sapoConsts
+	ck                       *coreConsts
 	w                        *float64 // the weights, or ppoConsts.one
 	wStep                    int      // bytes from four weights to the next: 32, or 0 for ones
 	clampD, paper            bool
 }
 
-// sapoConsts are the constants of sapoAVX2 beyond ppoConsts, four copies
-// each: the bounds of the arguments of exp that the Go loop gives to
-// fastexp.Core, and 4.
-type sapoConsts struct {
+// coreConsts are the constants of sapoAVX2 and cispoAVX2 beyond
+// ppoConsts, four copies each: the bounds of the arguments of exp that the
+// Go loops give to fastexp.Core (fastexp.Exp's for d, SAPO's for -z), and 4.
+type coreConsts struct {
 	dMin, dMax, zMin, zMax, fours [4]float64 // -708, 709, -709, 708, 4
 }
 
-var sapoK = &sapoConsts{dMin: four(-708), dMax: four(709), zMin: four(-709), zMax: four(708), fours: four(4)}
+var coreK = &coreConsts{dMin: four(-708), dMax: four(709), zMin: four(-709), zMax: four(708), fours: four(4)}
 
 // sapoAVX2 runs the token loop of sapoTokens.run over the a.n tokens from
 // a.lp on, four at a time, adding to a.sums in token order, and stops at
@@ -56,7 +56,7 @@ func sapoVector(p *sapoTokens, from int, s sapoSums) (int, sapoSums) {
 		lp: &lp[0], old: &old[0], adv: &adv[0], mask: &m[0], grad: &grad[0],
 		n: n - from, sums: s,
 		tauPos: four(p.tauPos), tauNeg: four(p.tauNeg), gs: four(p.gs),
-		k: ppoK, sk: sapoK, w: &ppoK.one[0],
+		k: ppoK, ck: coreK, w: &ppoK.one[0],
 		clampD: p.clampD, paper: p.paper,
 	}
 	if p.w != nil {

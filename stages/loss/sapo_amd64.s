@@ -18,7 +18,7 @@
 #define A_TAUNEG 120
 #define A_GS 152
 #define A_K 184
-#define A_SK 192
+#define A_CK 192
 #define A_W 200
 #define A_WSTEP 208
 #define A_CLAMPD 216
@@ -41,7 +41,7 @@
 #define K_HIGH58 448
 #define K_TABLE 480
 
-// Offsets in sapoConsts.
+// Offsets in coreConsts.
 #define S_DMIN 0
 #define S_DMAX 32
 #define S_ZMIN 64
@@ -110,14 +110,14 @@
 // token whose d or -z is outside (-708, 709) (NaN included) is left to the
 // Go loop before anything of it is written.
 //
-// Registers: R11 args, R8 ppoConsts, R12 sapoConsts, R9 exp table, AX lp,
+// Registers: R11 args, R8 ppoConsts, R12 coreConsts, R9 exp table, AX lp,
 // BX old, CX adv, DX mask, DI grad, SI 8n, R10 8t, R14 the weights;
 // Y9 the mask m, Y10 where m != 0 (NaN too); X11-X15 the sums L, KL,
 // Gate, Ratio, Pos.
 TEXT ·sapoAVX2(SB), NOSPLIT, $288-8
 	MOVQ a+0(FP), R11
 	MOVQ A_K(R11), R8
-	MOVQ A_SK(R11), R12
+	MOVQ A_CK(R11), R12
 	MOVQ K_TABLE(R8), R9
 	MOVQ A_LP(R11), AX
 	MOVQ A_OLD(R11), BX
