@@ -26,43 +26,82 @@ type CISPO struct {
 // Sums implements tokens.Kernel.
 func (k *CISPO) Sums() int { return 3 }
 
-// Row implements tokens.Kernel.
+// Row implements tokens.Kernel. The token loop is cispoTokens.run, after
+// cispoVector's groups of four tokens where vectorCISPO.
 func (k *CISPO) Row(r *tokens.Row, s []float64) {
-	lp := r.LP
-	n := len(lp)
-	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
-	gs := r.GradScale
-	var sL, sKL, sKeep float64
-	for t, x := range lp {
+	n := len(r.LP)
+	t := cispoTokens{
+		lp: r.LP, old: r.Old[:n], adv: r.Adv[:n], m: r.Mask[:n], grad: r.Grad[:n], w: r.Weights,
+		lo: 1 - k.Low, hi: 1 + k.High, maskLo: 1 - k.MaskLow, maskHi: 1 + k.MaskHigh, gs: r.GradScale,
+		maskClip: k.MaskClip, verl: k.Verl,
+	}
+	var sums cispoSums
+	from := 0
+	if vectorCISPO {
+		for v := n &^ 3; from < v; {
+			from, sums = cispoVector(&t, from, sums)
+			if from < v { // a group with a log-ratio outside Core's range
+				sums = t.run(from, from+4, sums)
+				from += 4
+			}
+		}
+	}
+	sums = t.run(from, n, sums)
+	s[0] += r.Scale * sums.L
+	s[1] += sums.KL
+	s[2] += sums.Keep
+}
+
+// cispoTokens is the token loop of (*CISPO).Row: a row's columns and the
+// settings read once per row.
+type cispoTokens struct {
+	lp, old, adv, m, grad  []float64
+	w                      []float64 // rollout_is_weights, nil when absent
+	lo, hi, maskLo, maskHi float64   // 1-Low, 1+High, 1-MaskLow, 1+MaskHigh
+	gs                     float64
+	maskClip, verl         bool
+}
+
+// cispoSums are the token loop's sums: loss, Σ(-d)·m, ΣM·m (verl: Σ[r ≠ w]·m).
+type cispoSums struct{ L, KL, Keep float64 }
+
+// run evaluates tokens [from, to) of the row, continuing the sums s (those
+// of the tokens before from): each sum is added to in token order.
+func (p *cispoTokens) run(from, to int, s cispoSums) cispoSums {
+	lp := p.lp[:to]
+	old, adv, m, grad := p.old[:to], p.adv[:to], p.m[:to], p.grad[:to]
+	gs, lo, hi, maskLo, maskHi := p.gs, p.lo, p.hi, p.maskLo, p.maskHi
+	maskClip, verl := p.maskClip, p.verl
+	sL, sKL, sKeep := s.L, s.KL, s.Keep
+	for t := from; t < to; t++ {
+		x := lp[t]
 		mt := m[t]
 		if mt == 0 {
 			grad[t] = 0
 			continue
 		}
 		d := x - old[t] // no clamp
-		if k.Verl {
+		if verl {
 			d, _ = clamp(d, -20, 20)
 		}
 		ratio := exp(d)
-		w, _ := clamp(ratio, 1-k.Low, 1+k.High)
+		w, _ := clamp(ratio, lo, hi)
 		a, keep := adv[t], 1.0
-		if k.MaskClip && (ratio > 1+k.MaskHigh && a > 0 || ratio < 1-k.MaskLow && a < 0) {
+		if maskClip && (ratio > maskHi && a > 0 || ratio < maskLo && a < 0) {
 			keep = 0
 		}
 		g := -a * w * keep
-		wt := weight(r.Weights, t)
+		wt := weight(p.w, t)
 		sL += g * x * wt * mt
 		sKL -= d * mt
-		if k.Verl {
+		if verl {
 			sKeep += b2f(ratio != w) * mt
 		} else {
 			sKeep += keep * mt
 		}
 		grad[t] = gs * mt * g * wt
 	}
-	s[0] += r.Scale * sL
-	s[1] += sKL
-	s[2] += sKeep
+	return cispoSums{sL, sKL, sKeep}
 }
 
 // Summary implements Kernel: cispo_loss, ppo_kl, unmasked_frac.

@@ -40,24 +40,6 @@ func TestPPOVectorBits(t *testing.T) {
 	if 1-kernels[1].Low != rLo || 1+kernels[1].High != rHi {
 		t.Fatal("the clip bounds are not the ratios")
 	}
-	nan := func() float64 { // quiet or signalling, either sign, any payload
-		b := uint64(0x7ff0000000000000) | rng.Uint64()&(1<<52-1) | 1
-		if rng.IntN(2) == 0 {
-			b |= 1 << 63
-		}
-		return math.Float64frombits(b)
-	}
-	special := func(d float64) float64 {
-		switch rng.IntN(6) {
-		case 0:
-			return nan()
-		case 1:
-			return math.Inf(1)
-		case 2:
-			return math.Inf(-1)
-		}
-		return d
-	}
 	logRatio := func() float64 {
 		switch rng.IntN(10) {
 		case 0:
@@ -69,81 +51,14 @@ func TestPPOVectorBits(t *testing.T) {
 		}
 		return 0.6 * rng.NormFloat64()
 	}
-	row := func(n int, weighted bool) *tokens.Row {
-		r := &tokens.Row{
-			LP: make([]float64, n), Old: make([]float64, n), Adv: make([]float64, n),
-			Mask: make([]float64, n), Grad: make([]float64, n),
-			Scale:     []float64{1, 0.25, 1.0 / 3}[rng.IntN(3)],
-			GradScale: []float64{0, 1, 0.37, -1.25, 1.0 / 4096, math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1)}[rng.IntN(9)],
-		}
-		if weighted {
-			r.Weights = make([]float64, n)
-		}
-		for t := range n {
-			d := logRatio()
-			if rng.IntN(4) == 0 { // exact d
-				r.Old[t], r.LP[t] = 0, d
-			} else {
-				r.Old[t] = -0.1 - 2*rng.Float64()
-				r.LP[t] = r.Old[t] + d
-			}
-			if rng.IntN(25) == 0 {
-				r.LP[t] = special(r.LP[t])
-			}
-			if rng.IntN(25) == 0 {
-				r.Old[t] = special(r.Old[t])
-			}
-			r.Adv[t] = []float64{-1, -0.5, 0, math.Copysign(0, -1), 0.7, 2, rng.NormFloat64(), rng.NormFloat64()}[rng.IntN(8)]
-			if rng.IntN(25) == 0 {
-				r.Adv[t] = special(r.Adv[t])
-			}
-			r.Mask[t] = []float64{1, 1, 1, 0, math.Copysign(0, -1), 0.3, 2.5, nan()}[rng.IntN(8)]
-			if rng.IntN(3) != 0 && r.Mask[t] != r.Mask[t] {
-				r.Mask[t] = 1 // NaN masks in one row of three or so
-			}
-			r.Count += r.Mask[t]
-			if weighted {
-				r.Weights[t] = []float64{0, 1, rng.Float64() * 2, rng.Float64() * 2}[rng.IntN(4)]
-				if rng.IntN(8) == 0 {
-					r.Weights[t] = special(r.Weights[t])
-				}
-			}
-			r.Grad[t] = nan() // overwritten at every position
-		}
-		return r
-	}
-	lengths := []int{1000, 4096, 4099}
-	for n := range 38 {
-		lengths = append(lengths, n)
-	}
+	vector := func(v bool) { vectorPPO = v }
 	vectorRows := 0
 	for ki := range kernels {
 		k := &kernels[ki]
-		for _, n := range lengths {
+		for _, n := range vectorLengths() {
 			for rep := range 40 {
-				r := row(n, rep%10 == 9)
-				grad := append([]float64(nil), r.Grad...)
-				sVec, sGo := make([]float64, 6), make([]float64, 6)
-				vectorPPO = true
-				k.Row(r, sVec)
-				gVec := append([]float64(nil), r.Grad...)
-				copy(r.Grad, grad)
-				vectorPPO = false
-				k.Row(r, sGo)
-				name := fmt.Sprintf("kernel %d (%+v), length %d, row %d", ki, *k, n, rep)
-				for i := range sGo {
-					if math.Float64bits(sVec[i]) != math.Float64bits(sGo[i]) {
-						t.Fatalf("%s: sum %d %v (%#x) with the vector loop, %v (%#x) without",
-							name, i, sVec[i], math.Float64bits(sVec[i]), sGo[i], math.Float64bits(sGo[i]))
-					}
-				}
-				for i := range gVec {
-					if math.Float64bits(gVec[i]) != math.Float64bits(r.Grad[i]) {
-						t.Fatalf("%s: grad[%d] %v (%#x) with the vector loop, %v (%#x) without; lp %v old %v adv %v mask %v",
-							name, i, gVec[i], math.Float64bits(gVec[i]), r.Grad[i], math.Float64bits(r.Grad[i]),
-							r.LP[i], r.Old[i], r.Adv[i], r.Mask[i])
-					}
-				}
+				r := vectorRow(rng, n, rep%10 == 9, logRatio)
+				sameRow(t, fmt.Sprintf("kernel %d (%+v), length %d, row %d", ki, *k, n, rep), k, r, vector)
 				if n >= 4 && !k.Fallback && !(k.SeqMask && k.Delta < 0) {
 					vectorRows++
 				}

@@ -27,16 +27,57 @@ type SAPO struct {
 // Sums implements tokens.Kernel.
 func (k *SAPO) Sums() int { return 5 }
 
-// Row implements tokens.Kernel.
+// Row implements tokens.Kernel. The token loop is sapoTokens.run, after
+// sapoVector's groups of four tokens where vectorSAPO.
 func (k *SAPO) Row(r *tokens.Row, s []float64) {
-	lp := r.LP
-	n := len(lp)
-	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
-	gs := r.GradScale
-	clampD, paper := k.Verl, k.PaperGradient || k.Verl
-	tauPos, tauNeg := k.TauPos, k.TauNeg
-	var sL, sKL, sGate, sRatio, sPos float64
-	for t, x := range lp {
+	n := len(r.LP)
+	t := sapoTokens{
+		lp: r.LP, old: r.Old[:n], adv: r.Adv[:n], m: r.Mask[:n], grad: r.Grad[:n], w: r.Weights,
+		tauPos: k.TauPos, tauNeg: k.TauNeg, gs: r.GradScale,
+		clampD: k.Verl, paper: k.PaperGradient || k.Verl,
+	}
+	var sums sapoSums
+	from := 0
+	if vectorSAPO {
+		for v := n &^ 3; from < v; {
+			from, sums = sapoVector(&t, from, sums)
+			if from < v { // a group with an argument outside Core's range
+				sums = t.run(from, from+4, sums)
+				from += 4
+			}
+		}
+	}
+	sums = t.run(from, n, sums)
+	s[0] += r.Scale * sums.L
+	s[1] += sums.KL
+	s[2] += sums.Gate
+	s[3] += sums.Ratio
+	s[4] += sums.Pos
+}
+
+// sapoTokens is the token loop of (*SAPO).Row: a row's columns and the
+// settings read once per row.
+type sapoTokens struct {
+	lp, old, adv, m, grad []float64
+	w                     []float64 // rollout_is_weights, nil when absent
+	tauPos, tauNeg, gs    float64
+	clampD, paper         bool
+}
+
+// sapoSums are the token loop's sums: loss, Σ(-d)·m, Σg·m, Σr·m, Σ[A>0]·m.
+type sapoSums struct{ L, KL, Gate, Ratio, Pos float64 }
+
+// run evaluates tokens [from, to) of the row, continuing the sums s (those
+// of the tokens before from): each sum is added to in token order.
+func (p *sapoTokens) run(from, to int, s sapoSums) sapoSums {
+	lp := p.lp[:to]
+	old, adv, m, grad := p.old[:to], p.adv[:to], p.m[:to], p.grad[:to]
+	gs := p.gs
+	clampD, paper := p.clampD, p.paper
+	tauPos, tauNeg := p.tauPos, p.tauNeg
+	sL, sKL, sGate, sRatio, sPos := s.L, s.KL, s.Gate, s.Ratio, s.Pos
+	for t := from; t < to; t++ {
+		x := lp[t]
 		mt := m[t]
 		if mt == 0 { // padding is contiguous: a predicted jump
 			grad[t] = 0
@@ -72,18 +113,14 @@ func (k *SAPO) Row(r *tokens.Row, s []float64) {
 		} else {
 			l, g = -a*gate*x, -a*gate
 		}
-		wt := weight(r.Weights, t)
+		wt := weight(p.w, t)
 		sL += l * wt * mt
 		sKL -= d * mt
 		sGate += gate * mt
 		sRatio += ratio * mt
 		grad[t] = gs * mt * g * wt
 	}
-	s[0] += r.Scale * sL
-	s[1] += sKL
-	s[2] += sGate
-	s[3] += sRatio
-	s[4] += sPos
+	return sapoSums{sL, sKL, sGate, sRatio, sPos}
 }
 
 // Summary implements Kernel: sapo_loss, ppo_kl, avg_soft_gate, avg_ratio,

@@ -1,0 +1,113 @@
+package loss
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rftpipe/rftpipe/stages/tokens"
+)
+
+// vectorRow is a random row for the tests comparing a vector token loop
+// with the Go loop: log-ratios drawn by logRatio, NaN (any payload, quiet
+// or signalling), ±Inf, zero, fractional and NaN masks, advantages of
+// either sign and ±0, weights (with NaN and ±Inf) where weighted,
+// GradScale 0, -0, NaN, ±Inf, and a gradient of NaN to be overwritten.
+func vectorRow(rng *rand.Rand, n int, weighted bool, logRatio func() float64) *tokens.Row {
+	nan := func() float64 {
+		b := uint64(0x7ff0000000000000) | rng.Uint64()&(1<<52-1) | 1
+		if rng.IntN(2) == 0 {
+			b |= 1 << 63
+		}
+		return math.Float64frombits(b)
+	}
+	special := func(d float64) float64 {
+		switch rng.IntN(6) {
+		case 0:
+			return nan()
+		case 1:
+			return math.Inf(1)
+		case 2:
+			return math.Inf(-1)
+		}
+		return d
+	}
+	r := &tokens.Row{
+		LP: make([]float64, n), Old: make([]float64, n), Adv: make([]float64, n),
+		Mask: make([]float64, n), Grad: make([]float64, n),
+		Scale:     []float64{1, 0.25, 1.0 / 3}[rng.IntN(3)],
+		GradScale: []float64{0, 1, 0.37, -1.25, 1.0 / 4096, math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1)}[rng.IntN(9)],
+	}
+	if weighted {
+		r.Weights = make([]float64, n)
+	}
+	for t := range n {
+		d := logRatio()
+		if rng.IntN(4) == 0 { // exact d
+			r.Old[t], r.LP[t] = 0, d
+		} else {
+			r.Old[t] = -0.1 - 2*rng.Float64()
+			r.LP[t] = r.Old[t] + d
+		}
+		if rng.IntN(25) == 0 {
+			r.LP[t] = special(r.LP[t])
+		}
+		if rng.IntN(25) == 0 {
+			r.Old[t] = special(r.Old[t])
+		}
+		r.Adv[t] = []float64{-1, -0.5, 0, math.Copysign(0, -1), 0.7, 2, rng.NormFloat64(), rng.NormFloat64()}[rng.IntN(8)]
+		if rng.IntN(25) == 0 {
+			r.Adv[t] = special(r.Adv[t])
+		}
+		r.Mask[t] = []float64{1, 1, 1, 0, math.Copysign(0, -1), 0.3, 2.5, nan()}[rng.IntN(8)]
+		if rng.IntN(3) != 0 && r.Mask[t] != r.Mask[t] {
+			r.Mask[t] = 1 // NaN masks in one row of three or so
+		}
+		r.Count += r.Mask[t]
+		if weighted {
+			r.Weights[t] = []float64{0, 1, rng.Float64() * 2, rng.Float64() * 2}[rng.IntN(4)]
+			if rng.IntN(8) == 0 {
+				r.Weights[t] = special(r.Weights[t])
+			}
+		}
+		r.Grad[t] = nan() // overwritten at every position
+	}
+	return r
+}
+
+// vectorLengths are the row lengths of the vector loop tests: every length
+// 0..37 and a few long ones.
+func vectorLengths() []int {
+	lengths := []int{1000, 4096, 4099}
+	for n := range 38 {
+		lengths = append(lengths, n)
+	}
+	return lengths
+}
+
+// sameRow runs k.Row on r with the vector loop on and off (set by
+// vector) and fails unless every sum and gradient bit is the same.
+func sameRow(t *testing.T, name string, k tokens.Kernel, r *tokens.Row, vector func(bool)) {
+	t.Helper()
+	grad := append([]float64(nil), r.Grad...)
+	sVec, sGo := make([]float64, k.Sums()), make([]float64, k.Sums())
+	vector(true)
+	k.Row(r, sVec)
+	gVec := append([]float64(nil), r.Grad...)
+	copy(r.Grad, grad)
+	vector(false)
+	k.Row(r, sGo)
+	for i := range sGo {
+		if math.Float64bits(sVec[i]) != math.Float64bits(sGo[i]) {
+			t.Fatalf("%s: sum %d %v (%#x) with the vector loop, %v (%#x) without",
+				name, i, sVec[i], math.Float64bits(sVec[i]), sGo[i], math.Float64bits(sGo[i]))
+		}
+	}
+	for i := range gVec {
+		if math.Float64bits(gVec[i]) != math.Float64bits(r.Grad[i]) {
+			t.Fatalf("%s: grad[%d] %v (%#x) with the vector loop, %v (%#x) without; lp %v old %v adv %v mask %v",
+				name, i, gVec[i], math.Float64bits(gVec[i]), r.Grad[i], math.Float64bits(r.Grad[i]),
+				r.LP[i], r.Old[i], r.Adv[i], r.Mask[i])
+		}
+	}
+}
