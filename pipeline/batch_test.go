@@ -171,21 +171,26 @@ func TestWithDropInfo(t *testing.T) {
 }
 
 // TestPickBits: pickBits gives each token the value its bit picks, at every
-// bit offset and length, as a bit-by-bit reading does.
+// bit offset and length, as a bit-by-bit reading does, for both value types.
 func TestPickBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	bm := make([]byte, 16)
 	for i := range bm {
 		bm[i] = byte(rng.IntN(256))
 	}
-	pick := [2]float32{-0.5, 2}
+	checkPickBits(t, bm, [2]float32{-0.5, 2})
+	checkPickBits(t, bm, [2]float64{0, 1})
+}
+
+func checkPickBits[T float32 | float64](t *testing.T, bm []byte, pick [2]T) {
+	t.Helper()
 	for j := 0; j < 16; j++ {
 		for n := 0; n+j <= 8*len(bm); n += 1 + n/4 {
-			dst := make([]float32, n)
+			dst := make([]T, n)
 			pickBits(dst, bm, j, pick)
 			for k := range dst {
 				if w := pick[bm[(j+k)/8]>>((j+k)%8)&1]; dst[k] != w {
-					t.Fatalf("offset %d length %d: token %d is %v, want %v", j, n, k, dst[k], w)
+					t.Fatalf("%T: offset %d length %d: token %d is %v, want %v", pick[0], j, n, k, dst[k], w)
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package agg
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -73,5 +74,26 @@ func TestWhitenAndParseMode(t *testing.T) {
 	}
 	if _, err := ParseMode("token-sum"); err == nil {
 		t.Error("ParseMode accepts an unknown mode")
+	}
+}
+
+// TestRowsChunks: runs of whole rows of at least n tokens, the last run
+// whatever is left; no rows gives [0], rows without tokens join a run.
+func TestRowsChunks(t *testing.T) {
+	for _, tc := range []struct {
+		lens []int
+		n    int
+		want []int
+	}{
+		{nil, 4, []int{0}},
+		{[]int{0, 0, 0}, 4, []int{0, 3}},
+		{[]int{2, 2, 2, 2, 1}, 4, []int{0, 2, 4, 5}},
+		{[]int{5, 1, 3}, 4, []int{0, 1, 3}},
+		{[]int{1, 2, 3}, 100, []int{0, 3}},
+		{[]int{0, 4, 0, 4}, 4, []int{0, 2, 4}},
+	} {
+		if got := NewRows(tc.lens).Chunks(tc.n); !slices.Equal(got, tc.want) {
+			t.Errorf("rows %v, %d tokens: %v, want %v", tc.lens, tc.n, got, tc.want)
+		}
 	}
 }
