@@ -25,6 +25,9 @@ func TestSAPOVectorBits(t *testing.T) {
 		{TauPos: 1, TauNeg: 1.05, Verl: true},
 		{TauPos: 0.1, TauNeg: 3, PaperGradient: true, Verl: true},
 		{TauPos: 2, TauNeg: 2},
+		// a tiny temperature keeps log-ratios clamped at ±20 in the gate's
+		// range, so they run in the vector loop, not the Go loop's groups
+		{TauPos: 2e-9, TauNeg: 2e-9, Verl: true},
 		{TauPos: 1e-310, TauNeg: 1e300}, // settings the argument checks refuse
 		{TauPos: 0, TauNeg: -1, PaperGradient: true},
 		{TauPos: math.NaN(), TauNeg: math.Inf(1)},
