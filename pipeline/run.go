@@ -123,8 +123,13 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	}
 	res.In, res.Out, res.Duplicated, res.Rejected = s.rows, s.written, s.copied, s.rejectedRows
 	res.BytesRead += r.BytesRead()
-	res.Warnings = r.Warnings()
-	for name, n := range r.Counts() {
+	read := r // the reader of the streaming pass: its warnings and counts
+	if s.pass != nil {
+		read = s.pass
+		res.BytesRead += s.pass.BytesRead()
+	}
+	res.Warnings = read.Warnings()
+	for name, n := range read.Counts() {
 		res.Metrics[name] = float64(n)
 	}
 	if total >= 0 && s.rows != total {

@@ -35,10 +35,11 @@ type streamer struct {
 	// rejInfo: the rejected store is a Trinity buffer, which holds no
 	// columns of its own: the reason and dropper go into each row's info.
 	rejInfo bool
-	// deferred: the streaming pass's reader and its columns, when the
-	// columns no stage reads pass through undecoded (defer.go).
-	deferred *store.Reader
-	dcols    *columns
+	// pass: the streaming pass's own reader and its columns, when it need
+	// not decode every column (passReader); nil: the pass reads the store's
+	// reader.
+	pass     *store.Reader
+	passCols *columns
 
 	// hold is the index of the first stage that defers its work on a batch
 	// (Completer): a batch is begun up to it, held, and completed after the
@@ -82,14 +83,15 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 		}
 	}
 	s.sh = newShaper(r.Schema(), cols, job.Keep, writes, dup, job.Seed)
-	if job.Out == "" {
-		return s, nil
-	}
 	var err error
+	if job.Out == "" {
+		s.pass, s.passCols, err = passReader(job, r, cols)
+		return s, err
+	}
 	if s.w, err = store.Create(job.Out, s.sh.out, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
 		return nil, err
 	}
-	if s.deferred, s.dcols, err = deferredReader(job, r, cols); err != nil {
+	if s.pass, s.passCols, err = passReader(job, r, cols); err != nil {
 		s.w.Abort()
 		return nil, err
 	}
@@ -120,8 +122,8 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 }
 
 func (s *streamer) abort() {
-	if s.deferred != nil {
-		s.deferred.Close()
+	if s.pass != nil {
+		s.pass.Close()
 	}
 	if s.w != nil {
 		s.w.Abort()
@@ -136,8 +138,8 @@ func (s *streamer) abort() {
 
 func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 	cols := s.cols
-	if s.deferred != nil {
-		r, cols = s.deferred, s.dcols
+	if s.pass != nil {
+		r, cols = s.pass, s.passCols
 	}
 	eg, ctx := errgroup.WithContext(ctx)
 	in := make(chan *Batch, 1)
