@@ -1,6 +1,7 @@
 //go:build amd64 && !purego && !amd64.v3
 
 #include "textflag.h"
+#include "core_amd64.h"
 
 // Offsets in ppoArgs (TestPPOArgsLayout pins them).
 #define A_LP 0
@@ -20,31 +21,6 @@
 #define A_K 208
 #define A_W 216
 #define A_WSTEP 224
-
-// Offsets in ppoConsts.
-#define K_INVSTEP 0
-#define K_ROUND 32
-#define K_LN2HI 64
-#define K_LN2LO 96
-#define K_C5 128
-#define K_C4 160
-#define K_C3 192
-#define K_C2 224
-#define K_ONE 256
-#define K_MIND 288
-#define K_MAXD 320
-#define K_SIGN 352
-#define K_HALF 384
-#define K_LOW6 416
-#define K_HIGH58 448
-#define K_TABLE 480
-
-// VCMPPD predicates.
-#define EQ_OQ 0x00
-#define LT_OS 0x01
-#define NEQ_UQ 0x04
-#define ORD_Q 0x07
-#define GT_OS 0x0e
 
 // func ppoAVX2(a *ppoArgs)
 //
@@ -88,34 +64,7 @@ loop:
 
 	// ratio = fastexp.Core(d) in Y6. k = bits(kf + round) - bits(round)
 	// (Y2), 0 where d is NaN as int64(NaN)&63 and int64(NaN)>>6<<52 are.
-	VMULPD  K_INVSTEP(R8), Y0, Y2
-	VADDPD  K_ROUND(R8), Y2, Y2
-	VSUBPD  K_ROUND(R8), Y2, Y3
-	VPSUBQ  K_ROUND(R8), Y2, Y2
-	VCMPPD  $ORD_Q, Y0, Y0, Y4
-	VPAND   Y4, Y2, Y2
-	VMULPD  K_LN2HI(R8), Y3, Y4
-	VSUBPD  Y4, Y0, Y4
-	VMULPD  K_LN2LO(R8), Y3, Y3
-	VSUBPD  Y3, Y4, Y4
-	VMULPD  K_C5(R8), Y4, Y3
-	VADDPD  K_C4(R8), Y3, Y3
-	VMULPD  Y4, Y3, Y3
-	VADDPD  K_C3(R8), Y3, Y3
-	VMULPD  Y4, Y3, Y3
-	VADDPD  K_C2(R8), Y3, Y3
-	VMULPD  Y4, Y3, Y3
-	VADDPD  K_ONE(R8), Y3, Y3
-	VMULPD  Y3, Y4, Y3
-	VADDPD  K_ONE(R8), Y3, Y3
-	VPAND   K_LOW6(R8), Y2, Y4
-	VPCMPEQQ Y5, Y5, Y5
-	VXORPD  Y6, Y6, Y6
-	VGATHERQPD Y5, (R9)(Y4*8), Y6
-	VMULPD  Y6, Y3, Y6
-	VPAND   K_HIGH58(R8), Y2, Y2
-	VPSLLQ  $46, Y2, Y2
-	VPADDQ  Y2, Y6, Y6
+	CORE
 
 	// l = -a·ratio (Y4), g = l, or l·0 where clamped (Y7); Y3 = -a.
 	VMOVUPD (CX)(R10*1), Y2
