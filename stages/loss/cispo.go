@@ -27,7 +27,7 @@ type CISPO struct {
 func (k *CISPO) Sums() int { return 3 }
 
 // Row implements tokens.Kernel. The token loop is cispoTokens.run, after
-// cispoTokens.vector's groups of four tokens where vectorCISPO (vectorThenGo).
+// cispoVector's groups of four tokens where vectorCISPO.
 func (k *CISPO) Row(r *tokens.Row, s []float64) {
 	n := len(r.LP)
 	t := cispoTokens{
@@ -35,7 +35,18 @@ func (k *CISPO) Row(r *tokens.Row, s []float64) {
 		lo: 1 - k.Low, hi: 1 + k.High, maskLo: 1 - k.MaskLow, maskHi: 1 + k.MaskHigh, gs: r.GradScale,
 		maskClip: k.MaskClip, verl: k.Verl,
 	}
-	sums := vectorThenGo(&t, n, vectorCISPO)
+	var sums cispoSums
+	from := 0
+	if vectorCISPO {
+		for v := n &^ 3; from < v; {
+			from, sums = cispoVector(&t, from, sums)
+			if from < v { // a group with a log-ratio outside Core's range
+				sums = t.run(from, from+4, sums)
+				from += 4
+			}
+		}
+	}
+	sums = t.run(from, n, sums)
 	s[0] += r.Scale * sums.L
 	s[1] += sums.KL
 	s[2] += sums.Keep

@@ -5,7 +5,7 @@ package loss
 import "golang.org/x/sys/cpu"
 
 // vectorCISPO is whether (*CISPO).Row runs its token loop four tokens at a
-// time with AVX2 (cispoTokens.vector), as vectorPPO for PPO: the same bits as the
+// time with AVX2 (cispoVector), as vectorPPO for PPO: the same bits as the
 // Go loop, every setting (mask clip, verl) included.
 var vectorCISPO = cpu.X86.HasAVX2
 
@@ -32,11 +32,11 @@ type cispoArgs struct {
 //go:noescape
 func cispoAVX2(a *cispoArgs)
 
-// vector runs the token loop from token from (a multiple of 4) over
+// cispoVector runs the token loop from token from (a multiple of 4) over
 // the groups of four that follow, up to the row's n&^3 tokens or the first
 // group that cispoAVX2 leaves to the Go loop, continuing the sums s; it
 // returns where it stopped and the sums so far.
-func (p *cispoTokens) vector(from int, s cispoSums) (int, cispoSums) {
+func cispoVector(p *cispoTokens, from int, s cispoSums) (int, cispoSums) {
 	n := len(p.lp) &^ 3
 	if from >= n {
 		return from, s

@@ -5,5 +5,5 @@ package loss
 // vectorCISPO is false: the token loop of (*CISPO).Row is the Go loop only.
 var vectorCISPO = false
 
-// vector is not called where vectorCISPO is false.
-func (*cispoTokens) vector(from int, s cispoSums) (int, cispoSums) { return from, s }
+// cispoVector is not called where vectorCISPO is false.
+func cispoVector(_ *cispoTokens, from int, s cispoSums) (int, cispoSums) { return from, s }

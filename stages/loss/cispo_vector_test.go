@@ -61,7 +61,7 @@ func TestCISPOVectorBits(t *testing.T) {
 	}
 }
 
-// TestCISPOVectorRange checks that cispoTokens.vector runs whole groups of four
+// TestCISPOVectorRange checks that cispoVector runs whole groups of four
 // from where it is asked to, stops at the first group with a log-ratio
 // outside Core's range (an unmasked d of -800) without writing it, and
 // returns the Go loop's sums of the tokens it ran.
@@ -96,7 +96,7 @@ func TestCISPOVectorRange(t *testing.T) {
 			p.lp[tc.far], p.old[tc.far], p.m[tc.far] = -800, 0, 1
 		}
 		s0 := cispoSums{L: 1, KL: 2, Keep: 3}
-		to, s := p.vector(tc.from, s0)
+		to, s := cispoVector(&p, tc.from, s0)
 		if to != tc.want {
 			t.Fatalf("%+v: ran to token %d, want %d", tc, to, tc.want)
 		}

@@ -297,30 +297,3 @@ func sigmoid(x float64) float64 { return 1 / (1 + exp(-x)) }
 
 // bad is a shorthand for argument validation errors.
 func bad(format string, a ...any) error { return schema.BadInputf(format, a...) }
-
-// vectorLoop is the token loop of a kernel with a vector form (sapo,
-// cispo): vector runs whole groups of four tokens from token from on, and
-// returns where it stopped (before a group with an argument outside
-// fastexp.Core's range, or at the last whole group) with the sums so far;
-// run runs tokens [from, to) with the Go loop. Both continue the sums s.
-type vectorLoop[S any] interface {
-	vector(from int, s S) (int, S)
-	run(from, to int, s S) S
-}
-
-// vectorThenGo runs a row of n tokens through l: the vector loop where on,
-// each group it leaves by the Go loop, the tail by the Go loop; the sums
-// are added to in token order throughout.
-func vectorThenGo[S any, L vectorLoop[S]](l L, n int, on bool) S {
-	var s S
-	from := 0
-	if on {
-		for v := n &^ 3; from < v; {
-			if from, s = l.vector(from, s); from < v {
-				s = l.run(from, from+4, s)
-				from += 4
-			}
-		}
-	}
-	return l.run(from, n, s)
-}

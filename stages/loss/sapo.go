@@ -28,7 +28,7 @@ type SAPO struct {
 func (k *SAPO) Sums() int { return 5 }
 
 // Row implements tokens.Kernel. The token loop is sapoTokens.run, after
-// sapoTokens.vector's groups of four tokens where vectorSAPO (vectorThenGo).
+// sapoVector's groups of four tokens where vectorSAPO.
 func (k *SAPO) Row(r *tokens.Row, s []float64) {
 	n := len(r.LP)
 	t := sapoTokens{
@@ -36,7 +36,18 @@ func (k *SAPO) Row(r *tokens.Row, s []float64) {
 		tauPos: k.TauPos, tauNeg: k.TauNeg, gs: r.GradScale,
 		clampD: k.Verl, paper: k.PaperGradient || k.Verl,
 	}
-	sums := vectorThenGo(&t, n, vectorSAPO)
+	var sums sapoSums
+	from := 0
+	if vectorSAPO {
+		for v := n &^ 3; from < v; {
+			from, sums = sapoVector(&t, from, sums)
+			if from < v { // a group with an argument outside Core's range
+				sums = t.run(from, from+4, sums)
+				from += 4
+			}
+		}
+	}
+	sums = t.run(from, n, sums)
 	s[0] += r.Scale * sums.L
 	s[1] += sums.KL
 	s[2] += sums.Gate

@@ -5,7 +5,7 @@ package loss
 import "golang.org/x/sys/cpu"
 
 // vectorSAPO is whether (*SAPO).Row runs its token loop four tokens at a
-// time with AVX2 (sapoTokens.vector), as vectorPPO for PPO: the same bits as the
+// time with AVX2 (sapoVector), as vectorPPO for PPO: the same bits as the
 // Go loop, every setting (paper gradient, verl) included.
 var vectorSAPO = cpu.X86.HasAVX2
 
@@ -42,11 +42,11 @@ var coreK = &coreConsts{dMin: four(-708), dMax: four(709), zMin: four(-709), zMa
 //go:noescape
 func sapoAVX2(a *sapoArgs)
 
-// vector runs the token loop from token from (a multiple of 4) over
+// sapoVector runs the token loop from token from (a multiple of 4) over
 // the groups of four that follow, up to the row's n&^3 tokens or the first
 // group that sapoAVX2 leaves to the Go loop, continuing the sums s; it
 // returns where it stopped and the sums so far.
-func (p *sapoTokens) vector(from int, s sapoSums) (int, sapoSums) {
+func sapoVector(p *sapoTokens, from int, s sapoSums) (int, sapoSums) {
 	n := len(p.lp) &^ 3
 	if from >= n {
 		return from, s

@@ -5,5 +5,5 @@ package loss
 // vectorSAPO is false: the token loop of (*SAPO).Row is the Go loop only.
 var vectorSAPO = false
 
-// vector is not called where vectorSAPO is false.
-func (*sapoTokens) vector(from int, s sapoSums) (int, sapoSums) { return from, s }
+// sapoVector is not called where vectorSAPO is false.
+func sapoVector(_ *sapoTokens, from int, s sapoSums) (int, sapoSums) { return from, s }

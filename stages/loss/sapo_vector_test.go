@@ -62,7 +62,7 @@ func TestSAPOVectorBits(t *testing.T) {
 	}
 }
 
-// TestSAPOVectorRange checks that sapoTokens.vector runs whole groups of four
+// TestSAPOVectorRange checks that sapoVector runs whole groups of four
 // from where it is asked to, stops at the first group with an exp argument
 // outside Core's range (an unmasked d of 800) without writing it, and
 // returns the Go loop's sums of the tokens it ran.
@@ -97,7 +97,7 @@ func TestSAPOVectorRange(t *testing.T) {
 			p.lp[tc.far], p.old[tc.far], p.m[tc.far] = 800, 0, 1
 		}
 		s0 := sapoSums{L: 1, KL: 2, Gate: 3, Ratio: 4, Pos: 5}
-		to, s := p.vector(tc.from, s0)
+		to, s := sapoVector(&p, tc.from, s0)
 		if to != tc.want {
 			t.Fatalf("%+v: ran to token %d, want %d", tc, to, tc.want)
 		}
