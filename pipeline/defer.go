@@ -16,31 +16,19 @@ import (
 // on unchanged) copied from the input (store.Writer.WriteWith), any other
 // batch decodes them first (store.Rest.Decode).
 
-// passReader opens the streaming pass's own reader over the store of r,
-// with its columns resolved, where the pass need not decode every column:
-// a job without an output store reads only the columns its stages read
-// (as the statistics passes do), when the store is one file (a store of
-// several is read whole, so that each file's columns are checked against
-// the first's); one whose output is Parquet reads them deferred, when it
-// can. Nil when the pass reads r (an output of another format, a store
-// Deferrable refuses).
-func passReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *columns, error) {
-	var opts []store.ReadOption
-	if job.Out == "" && len(r.Files()) > 1 {
+// deferredReader opens the streaming pass's deferred reader over the store
+// of r, with the columns it decodes resolved; nil when the job cannot defer
+// (an output that is not Parquet, a store Deferrable refuses).
+func deferredReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *columns, error) {
+	if f, err := store.FormatOf(job.Out); err != nil || f != store.Parquet {
 		return nil, nil, nil
 	}
-	if job.Out != "" {
-		if f, err := store.FormatOf(job.Out); err != nil || f != store.Parquet {
+	for _, st := range job.Stages {
+		// A batch with dropped or copied rows is decoded whole anyway:
+		// reading deferred would only add a pass over its raw chunks.
+		if n := st.Needs(); n.Drops || n.Duplicates {
 			return nil, nil, nil
 		}
-		for _, st := range job.Stages {
-			// A batch with dropped or copied rows is decoded whole anyway:
-			// reading deferred would only add a pass over its raw chunks.
-			if n := st.Needs(); n.Drops || n.Duplicates {
-				return nil, nil, nil
-			}
-		}
-		opts = append(opts, store.Deferred())
 	}
 	var decode []string
 	add := func(name string) {
@@ -61,15 +49,13 @@ func passReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *colum
 	if cols.lookup(schema.ActionMask) < 0 {
 		add(schema.Logprobs)
 	}
-	if job.Out != "" {
-		if !store.Deferrable(r.Files(), decode, job.BatchRows) {
-			return nil, nil, nil
-		}
-		if parts, err := store.Partitions(job.In, r.Files()); err != nil || len(parts) > 0 {
-			return nil, nil, err // partition columns are in no column chunk to copy
-		}
+	if !store.Deferrable(r.Files(), decode, job.BatchRows) {
+		return nil, nil, nil
 	}
-	d, err := store.Open(job.In, job.readOptions(append(opts, store.Columns(decode...))...)...)
+	if parts, err := store.Partitions(job.In, r.Files()); err != nil || len(parts) > 0 {
+		return nil, nil, err // partition columns are in no column chunk to copy
+	}
+	d, err := store.Open(job.In, job.readOptions(store.Columns(decode...), store.Deferred())...)
 	if err != nil {
 		return nil, nil, err
 	}

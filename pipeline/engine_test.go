@@ -164,31 +164,3 @@ func TestReinforcePlusPlusRows(t *testing.T) {
 		})
 	}
 }
-
-// TestLossWithoutOutputReadsItsColumns: a job without an output store
-// (loss, metrics only) decodes only the columns its stages read in its
-// streaming pass: fewer bytes than the same job writing its gradient to
-// JSONL (which reads every column), with the same result. (A store of
-// several files is read whole: TestBadInputMatrix's mixed directories.)
-func TestLossWithoutOutputReadsItsColumns(t *testing.T) {
-	run := func(out string) (objective.Result, Result) {
-		o, err := objective.New(objective.Config{PolicyLoss: "ppo", KLLoss: "none", Entropy: "none"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := NewLoss(o, tokens.CPU, nil, 1)
-		res, err := Run(context.Background(), Job{In: stores + "full.parquet", Out: out, Stages: []Stage{st}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Result(), *res
-	}
-	metricsOnly, m := run("")
-	withGrad, w := run(filepath.Join(t.TempDir(), "grad.jsonl"))
-	if m.BytesRead >= w.BytesRead {
-		t.Errorf("read %d bytes without an output, %d writing every column", m.BytesRead, w.BytesRead)
-	}
-	if metricsOnly.Loss != withGrad.Loss || m.In != w.In {
-		t.Errorf("loss %v over %d rows without an output, %v over %d with one", metricsOnly.Loss, m.In, withGrad.Loss, w.In)
-	}
-}

@@ -35,9 +35,9 @@ type streamer struct {
 	// rejInfo: the rejected store is a Trinity buffer, which holds no
 	// columns of its own: the reason and dropper go into each row's info.
 	rejInfo bool
-	// pass: the streaming pass's own reader and its columns, when it need
-	// not decode every column (passReader); nil: the pass reads the store's
-	// reader.
+	// pass: the streaming pass's own reader and its columns, when the
+	// columns no stage reads pass through undecoded (deferredReader, in
+	// defer.go); nil: the pass reads the store's reader.
 	pass     *store.Reader
 	passCols *columns
 
@@ -83,15 +83,14 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 		}
 	}
 	s.sh = newShaper(r.Schema(), cols, job.Keep, writes, dup, job.Seed)
-	var err error
 	if job.Out == "" {
-		s.pass, s.passCols, err = passReader(job, r, cols)
-		return s, err
+		return s, nil
 	}
+	var err error
 	if s.w, err = store.Create(job.Out, s.sh.out, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
 		return nil, err
 	}
-	if s.pass, s.passCols, err = passReader(job, r, cols); err != nil {
+	if s.pass, s.passCols, err = deferredReader(job, r, cols); err != nil {
 		s.w.Abort()
 		return nil, err
 	}
