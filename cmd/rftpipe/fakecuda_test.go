@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,25 @@ func TestLossOnFakeCUDA(t *testing.T) {
 		for k, v := range rp.Metrics {
 			if c := rc.Metrics[k]; v == nil || c == nil || math.Abs(*c-*v) > 1e-6*math.Max(1, math.Abs(*v)) {
 				t.Errorf("%s: %s cuda %v, cpu %v", name, k, c, v)
+			}
+		}
+		// Without --grad-out: the same evaluation on the device, the same
+		// metrics.
+		noGrad := slices.DeleteFunc(lossArgs(in, "", "cuda"), func(a string) bool { return a == "--grad-out" || a == "" })
+		metricsOut, stderr, code := runCLI(t, noGrad...)
+		if code != exitOK {
+			t.Fatalf("%s --device cuda without --grad-out: exit %d: %s", name, code, stderr)
+		}
+		var rm lossOutput
+		if err := json.Unmarshal([]byte(metricsOut), &rm); err != nil {
+			t.Fatal(err)
+		}
+		if rm.Rows != rc.Rows || len(rm.Metrics) != len(rc.Metrics) {
+			t.Fatalf("%s without --grad-out: %d rows %d metrics, with it %d %d", name, rm.Rows, len(rm.Metrics), rc.Rows, len(rc.Metrics))
+		}
+		for k, v := range rc.Metrics {
+			if m := rm.Metrics[k]; m == nil || math.Abs(*m-*v) > 1e-12*math.Max(1, math.Abs(*v)) {
+				t.Errorf("%s: %s without --grad-out %v, with it %v", name, k, m, v)
 			}
 		}
 		gc, gp := readGrad(t, cuda), readGrad(t, cpu)
