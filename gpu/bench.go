@@ -1,49 +1,17 @@
 package gpu
 
 import (
-	"fmt"
 	"slices"
 	"unsafe"
 
 	"github.com/rftpipe/rftpipe/stages/objective"
 )
 
-// BenchResult is one timing of a loss's forward + gradient on the device.
-type BenchResult struct {
-	Fn     string `json:"fn"`
-	Shape  string `json:"shape"`
-	Device string `json:"device"`
-	// MedianMs is the median device time of the loss's kernels (CUDA
-	// events; host↔device transfers excluded).
-	MedianMs float64 `json:"median_ms"`
-	MtokPerS float64 `json:"mtok_per_s"`
-	// GBPerS is the fewest bytes the kernels must move (inputs read once,
-	// gradient written once, float32) over MedianMs.
-	GBPerS float64 `json:"gb_per_s"`
-	// CopyGBPerS is the measured device-to-device copy bandwidth (bytes read
-	// plus written), and CopyFraction GBPerS over it.
-	CopyGBPerS   float64 `json:"copy_gb_per_s"`
-	CopyFraction float64 `json:"copy_fraction"`
-	// TorchEagerMs and TorchCompileMs are torch's times for the same step
-	// on the same device (TorchTimes), and XEager, XCompile their ratios to
-	// MedianMs (> 1: rftpipe is faster); absent without torch.
-	TorchEagerMs   float64 `json:"torch_eager_ms,omitempty"`
-	TorchCompileMs float64 `json:"torch_compile_ms,omitempty"`
-	XEager         float64 `json:"x_eager,omitempty"`
-	XCompile       float64 `json:"x_compile,omitempty"`
-}
-
-// WithTorch adds torch's eager and compiled times and the ratios.
-func (r *BenchResult) WithTorch(eagerMs, compileMs float64) {
-	r.TorchEagerMs, r.TorchCompileMs = eagerMs, compileMs
-	r.XEager, r.XCompile = eagerMs/r.MedianMs, compileMs/r.MedianMs
-}
-
 // BenchLoss times o on tokens.Synthetic(rows, width, seed) with
 // objective.Bench: the median kernel time (one warm-up evaluation compiles
 // the kernels) with its throughput and its bandwidth against copyGBPerS
 // (from CopyBandwidth; 0 leaves the fraction out).
-func (d *Device) BenchLoss(o *objective.Objective, rows, width, runs int, seed uint64, copyGBPerS float64) (BenchResult, error) {
+func (d *Device) BenchLoss(o *objective.Objective, rows, width, runs int, seed uint64, copyGBPerS float64) (objective.BenchResult, error) {
 	ev := d.NewEvaluator(Options{Timing: true})
 	defer ev.Close()
 	var bytes int64
@@ -56,14 +24,9 @@ func (d *Device) BenchLoss(o *objective.Objective, rows, width, runs int, seed u
 		return ms, nil
 	})
 	if err != nil {
-		return BenchResult{}, err
+		return objective.BenchResult{}, err
 	}
-	r := BenchResult{Fn: o.Policy.Name(), Shape: fmt.Sprintf("%dx%d", rows, width), Device: d.String(), MedianMs: med,
-		MtokPerS: float64(rows*width) / med / 1e3, GBPerS: float64(bytes) / med / 1e6, CopyGBPerS: copyGBPerS}
-	if copyGBPerS > 0 {
-		r.CopyFraction = r.GBPerS / copyGBPerS
-	}
-	return r, nil
+	return objective.NewBenchResult(o, d.String(), rows, width, med, bytes, copyGBPerS), nil
 }
 
 // CopyBandwidth measures the device-to-device copy bandwidth in GB/s

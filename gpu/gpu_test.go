@@ -276,7 +276,7 @@ func BenchmarkLossGPU(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var r BenchResult
+				var r objective.BenchResult
 				for b.Loop() {
 					if r, err = d.BenchLoss(o, shape[0], shape[1], 20, 1, copyBW); err != nil {
 						b.Fatal(err)

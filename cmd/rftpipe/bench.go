@@ -13,19 +13,6 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/build"
 )
 
-// benchResult is one line of `rftpipe bench loss --format json`; scripts
-// rely on its keys.
-type benchResult struct {
-	Fn           string  `json:"fn"`
-	Shape        string  `json:"shape"`
-	Device       string  `json:"device"`
-	MedianMs     float64 `json:"median_ms"`
-	MtokPerS     float64 `json:"mtok_per_s"`
-	GBPerS       float64 `json:"gb_per_s"`
-	CopyGBPerS   float64 `json:"copy_gb_per_s"`
-	CopyFraction float64 `json:"copy_fraction"`
-}
-
 func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "bench",
@@ -69,47 +56,49 @@ func benchLossCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if dev != nil {
-				return benchCUDA(c, dev, c.String("fn"), rows, width)
-			}
 			o, err := build.PolicyObjective(c.String("fn"))
 			if err != nil {
 				return err
 			}
-			b, err := build.BenchLossCPU(o, rows, width, c.Int("runs"), c.Uint64("seed"))
+			var r build.BenchResult
+			if dev != nil {
+				r, err = benchCUDA(c, dev, o, rows, width)
+			} else {
+				r, err = build.BenchLossCPU(o, rows, width, c.Int("runs"), c.Uint64("seed"))
+			}
 			if err != nil {
 				return err
 			}
-			r := benchResult{Fn: o.Policy.Name(), Shape: fmt.Sprintf("%dx%d", rows, width), Device: "cpu",
-				MedianMs: b.MedianMs, MtokPerS: float64(rows*width) / b.MedianMs / 1e3,
-				GBPerS: b.GBPerS, CopyGBPerS: b.CopyGBPerS, CopyFraction: b.CopyFraction}
 			if format == "json" {
 				return json.NewEncoder(c.App.Writer).Encode(r)
 			}
+			ratio := func(x float64) string {
+				if x == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.2f", x)
+			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "FN\tSHAPE\tDEVICE\tMEDIAN_MS\tMTOK/S\tGB/S\tCOPY_GB/S\tOF_COPY")
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.2f\n", r.Fn, r.Shape, r.Device, r.MedianMs, r.MtokPerS,
-				r.GBPerS, r.CopyGBPerS, r.CopyFraction)
+			fmt.Fprintln(tw, "FN\tSHAPE\tDEVICE\tMEDIAN_MS\tMTOK/S\tGB/S\tCOPY_GB/S\tOF_COPY\tX_EAGER\tX_COMPILE")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t%s\n", r.Fn, r.Shape, r.Device, r.MedianMs, r.MtokPerS,
+				r.GBPerS, r.CopyGBPerS, r.CopyFraction, ratio(r.XEager), ratio(r.XCompile))
 			return tw.Flush()
 		},
 	}
 }
 
 // benchCUDA is `bench loss` on the GPU: the median device time of the
-// loss's kernels (transfers excluded), its throughput, and its bandwidth as
-// a fraction of a measured device-to-device copy.
-func benchCUDA(c *cli.Context, d *gpu.Device, fn string, rows, width int) error {
-	o, err := build.PolicyObjective(fn)
-	if err != nil {
-		return err
-	}
+// loss's kernels (transfers excluded), its throughput, its bandwidth as a
+// fraction of a measured device-to-device copy, and torch's times when
+// --torch and torch is present.
+func benchCUDA(c *cli.Context, d *gpu.Device, o *build.Objective, rows, width int) (build.BenchResult, error) {
 	copyBW, err := d.CopyBandwidth(1 << 30)
 	if err != nil {
-		return err
+		return build.BenchResult{}, err
 	}
 	r, err := d.BenchLoss(o, rows, width, c.Int("runs"), c.Uint64("seed"), copyBW)
 	if err != nil {
-		return err
+		return r, err
 	}
 	if c.Bool("torch") {
 		eager, compiled, err := gpu.TorchTimes(r.Fn, rows, width, c.Int("runs"))
@@ -119,20 +108,7 @@ func benchCUDA(c *cli.Context, d *gpu.Device, fn string, rows, width int) error 
 			r.WithTorch(eager, compiled)
 		}
 	}
-	if c.String("format") == "json" {
-		return json.NewEncoder(c.App.Writer).Encode(r)
-	}
-	ratio := func(x float64) string {
-		if x == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.2f", x)
-	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FN\tSHAPE\tDEVICE\tKERNEL_MS\tMTOK/S\tGB/S\tCOPY_GB/S\tOF_COPY\tX_EAGER\tX_COMPILE")
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t%.0f\t%.0f\t%.2f\t%s\t%s\n", r.Fn, r.Shape, r.Device, r.MedianMs, r.MtokPerS,
-		r.GBPerS, r.CopyGBPerS, r.CopyFraction, ratio(r.XEager), ratio(r.XCompile))
-	return tw.Flush()
+	return r, nil
 }
 
 // maxBenchTokens bounds B×T of `bench loss --shape`: the inputs and the

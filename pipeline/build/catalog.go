@@ -114,29 +114,23 @@ func RunConformance(dir string, kinds []string, ev tokens.Evaluator, f32 bool) (
 	return golden.Run(dir, kinds, ev, f32)
 }
 
-// CPUBench is `bench loss` on the CPU: the median wall time of forward +
-// gradient, and its bandwidth against the machine's copy bandwidth.
-type CPUBench struct {
-	MedianMs float64
-	// GBPerS is the fewest bytes the driver must move
-	// (objective.CPUBytesPerToken) over MedianMs; CopyGBPerS the measured
-	// copy bandwidth (objective.CPUCopyBandwidth), and CopyFraction GBPerS
-	// over it.
-	GBPerS, CopyGBPerS, CopyFraction float64
-}
+// Objective is a trainer objective (objective.Objective): what
+// PolicyObjective returns and the benchmarks time.
+type Objective = objective.Objective
+
+// BenchResult is one timing of `rftpipe bench loss`
+// (objective.BenchResult).
+type BenchResult = objective.BenchResult
 
 // BenchLossCPU times forward + gradient of o on seeded random inputs of
-// rows × width tokens on the CPU (the median of runs) and measures the
-// copy bandwidth it is held against.
-func BenchLossCPU(o *objective.Objective, rows, width, runs int, seed uint64) (CPUBench, error) {
+// rows × width tokens on the CPU (the median wall time of runs) and holds
+// its bandwidth against a copy on every core.
+func BenchLossCPU(o *objective.Objective, rows, width, runs int, seed uint64) (objective.BenchResult, error) {
 	med, err := objective.Bench(tokens.CPU, o, rows, width, runs, seed, objective.Wall)
 	if err != nil {
-		return CPUBench{}, err
+		return objective.BenchResult{}, err
 	}
-	r := CPUBench{MedianMs: med, GBPerS: float64(rows*width*o.CPUBytesPerToken()) / med / 1e6,
-		CopyGBPerS: objective.CPUCopyBandwidth(1 << 28)}
-	r.CopyFraction = r.GBPerS / r.CopyGBPerS
-	return r, nil
+	return objective.NewBenchResult(o, "cpu", rows, width, med, int64(rows*width*o.CPUBytesPerToken()), objective.CPUCopyBandwidth(1<<28)), nil
 }
 
 // AlgorithmDoc is one algorithm type as `rftpipe algorithms` shows it; its

@@ -62,6 +62,52 @@ func PolicyOnly(name string) (*Objective, error) {
 	return New(Config{PolicyLoss: name, KLLoss: "none", Entropy: "none"})
 }
 
+// BenchResult is one timing of a policy loss's forward + gradient, as
+// `rftpipe bench loss` prints it (its JSON form is what scripts read).
+type BenchResult struct {
+	Fn     string `json:"fn"`
+	Shape  string `json:"shape"`
+	Device string `json:"device"`
+	// MedianMs is the median time of an evaluation: wall time on the CPU,
+	// the kernels' time by CUDA events on a GPU (transfers excluded).
+	MedianMs float64 `json:"median_ms"`
+	MtokPerS float64 `json:"mtok_per_s"`
+	// GBPerS is the fewest bytes the evaluation must move (inputs read
+	// once, gradient written once: float64 on the CPU, float32 on a GPU)
+	// over MedianMs.
+	GBPerS float64 `json:"gb_per_s"`
+	// CopyGBPerS is the measured copy bandwidth (bytes read plus written: a
+	// copy on every core, or device to device), and CopyFraction GBPerS over
+	// it.
+	CopyGBPerS   float64 `json:"copy_gb_per_s"`
+	CopyFraction float64 `json:"copy_fraction"`
+	// TorchEagerMs and TorchCompileMs are torch's times for the same step
+	// on the same device, and XEager, XCompile their ratios to MedianMs
+	// (> 1: rftpipe is faster); absent without torch.
+	TorchEagerMs   float64 `json:"torch_eager_ms,omitempty"`
+	TorchCompileMs float64 `json:"torch_compile_ms,omitempty"`
+	XEager         float64 `json:"x_eager,omitempty"`
+	XCompile       float64 `json:"x_compile,omitempty"`
+}
+
+// NewBenchResult is the result of o's evaluation over rows × width tokens
+// on device, with median time ms, the bytes it moved and the copy
+// bandwidth (GB/s) it is held against (0 leaves the fraction out).
+func NewBenchResult(o *Objective, device string, rows, width int, ms float64, bytes int64, copyGBPerS float64) BenchResult {
+	r := BenchResult{Fn: o.Policy.Name(), Shape: fmt.Sprintf("%dx%d", rows, width), Device: device, MedianMs: ms,
+		MtokPerS: float64(rows*width) / ms / 1e3, GBPerS: float64(bytes) / ms / 1e6, CopyGBPerS: copyGBPerS}
+	if copyGBPerS > 0 {
+		r.CopyFraction = r.GBPerS / copyGBPerS
+	}
+	return r
+}
+
+// WithTorch adds torch's eager and compiled times and the ratios.
+func (r *BenchResult) WithTorch(eagerMs, compileMs float64) {
+	r.TorchEagerMs, r.TorchCompileMs = eagerMs, compileMs
+	r.XEager, r.XCompile = eagerMs/r.MedianMs, compileMs/r.MedianMs
+}
+
 // CPUBytesPerToken is the fewest bytes the CPU driver moves per token for
 // o's policy loss: logprob and each per-token input it reads, and the
 // gradient written, as float64.
