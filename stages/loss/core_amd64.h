@@ -1,7 +1,7 @@
 // Shared by the AVX2 token loops (ppo_amd64.s, sapo_amd64.s,
 // cispo_amd64.s): the offsets in ppoConsts and coreConsts (the offsets
-// tests pin them), the VCMPPD predicates, and CORE, fastexp.Core on four
-// lanes.
+// tests pin them), LOADCOLS, the VCMPPD predicates, and CORE, fastexp.Core
+// on four lanes.
 
 // Offsets in ppoConsts.
 #define K_INVSTEP 0
@@ -27,6 +27,20 @@
 #define S_ZMIN 64
 #define S_ZMAX 96
 #define S_FOURS 128
+
+// LOADCOLS loads what every loop reads of its argument (at R11, with the
+// offsets the including file defines): AX lp, BX old, CX adv, DX mask, DI
+// grad, R14 the weights, SI 8n, and R10 = 0, the byte offset of token t.
+#define LOADCOLS \
+	MOVQ A_LP(R11), AX \
+	MOVQ A_OLD(R11), BX \
+	MOVQ A_ADV(R11), CX \
+	MOVQ A_MASK(R11), DX \
+	MOVQ A_GRAD(R11), DI \
+	MOVQ A_N(R11), SI \
+	MOVQ A_W(R11), R14 \
+	SHLQ $3, SI \
+	XORQ R10, R10
 
 // VCMPPD predicates.
 #define EQ_OQ 0x00
