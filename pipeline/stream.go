@@ -430,7 +430,9 @@ func (s *streamer) commitOut() error {
 			return err
 		}
 	}
-	slices.SortStableFunc(outs, func(a, b *store.Writer) int { return boolOrder(b.IsTable()) - boolOrder(a.IsTable()) })
+	if len(outs) == 2 && outs[1].IsTable() && !outs[0].IsTable() {
+		outs[0], outs[1] = outs[1], outs[0]
+	}
 	for _, w := range outs {
 		if err := w.Commit(); err != nil {
 			return err
@@ -441,13 +443,6 @@ func (s *streamer) commitOut() error {
 	}
 	s.written = s.w.Rows()
 	return nil
-}
-
-func boolOrder(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Columns a rejected-rows store adds to the input's (Job.Rejected).
