@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -155,50 +156,97 @@ func (b *Batch) Rows() (agg.Rows, error) {
 // replaces it for the stages after. A null row or a row of another length
 // is an error naming the row.
 func (b *Batch) Tokens(name string) ([]float64, error) {
-	if v, ok := b.tokens[name]; ok {
-		return v, nil
-	}
-	a := b.Column(name)
-	if a == nil {
-		return nil, nil
-	}
-	rows, err := b.Rows()
-	if err != nil {
+	if err := b.LoadTokens(name); err != nil {
 		return nil, err
 	}
-	l, ok := a.(array.ListLike)
-	if !ok {
-		return nil, schema.Errorf(b.File, -1, name, "has type %s, want a list", a.DataType())
+	return b.tokens[name], nil
+}
+
+// LoadTokens converts the named per-token columns that Tokens has not yet
+// returned, all in one pass over the cores: a stage that reads several
+// columns names them here first, so that their allocation (the runtime
+// zeroes each fresh slice) and conversion run in parallel rather than one
+// column after another on the stages' goroutine. A column the store lacks
+// is skipped; the error is the first in the names' order, then row order.
+func (b *Batch) LoadTokens(names ...string) error {
+	type column struct {
+		name string
+		l    array.ListLike
+		vals arrow.Array
+		err  error // the column's type error: its rows are not converted
+		out  []float64
 	}
-	vals := l.ListValues()
-	switch vals.(type) {
-	case *array.Float32, *array.Float64, *array.Boolean:
-	default:
-		return nil, schema.Errorf(b.File, -1, name, "has type %s, want a list of float32, float64 or bool", a.DataType())
+	var cols []column
+	var rows agg.Rows
+	for _, name := range names {
+		if _, ok := b.tokens[name]; ok || slices.ContainsFunc(cols, func(c column) bool { return c.name == name }) {
+			continue
+		}
+		a := b.Column(name)
+		if a == nil {
+			continue
+		}
+		if len(cols) == 0 {
+			var err error
+			if rows, err = b.Rows(); err != nil {
+				return err
+			}
+		}
+		c := column{name: name}
+		var ok bool
+		if c.l, ok = a.(array.ListLike); !ok {
+			c.err = schema.Errorf(b.File, -1, name, "has type %s, want a list", a.DataType())
+		} else {
+			c.vals = c.l.ListValues()
+			switch c.vals.(type) {
+			case *array.Float32, *array.Float64, *array.Boolean:
+			default:
+				c.err = schema.Errorf(b.File, -1, name, "has type %s, want a list of float32, float64 or bool", a.DataType())
+			}
+		}
+		cols = append(cols, c)
 	}
-	out := make([]float64, rows.Tokens())
+	if len(cols) == 0 {
+		return nil
+	}
+	parallel.For(len(cols), func(c int) {
+		if cols[c].err == nil {
+			cols[c].out = make([]float64, rows.Tokens())
+		}
+	})
 	// Rows convert in chunks of about tokenChunk tokens over the cores (on
-	// the stages' goroutine this pass would be the job's serial part); the
-	// error is the first in row order.
+	// the stages' goroutine this pass would be the job's serial part).
 	bounds := rows.Chunks(tokenChunk)
-	errs := make([]error, len(bounds)-1)
-	parallel.For(len(bounds)-1, func(k int) {
-		for i := bounds[k]; i < bounds[k+1]; i++ {
-			if errs[k] = b.tokenRow(name, l, vals, i, out[rows.Off[i]:rows.Off[i+1]]); errs[k] != nil {
+	chunks := len(bounds) - 1
+	errs := make([]error, len(cols)*chunks)
+	parallel.For(len(errs), func(k int) {
+		c := &cols[k/chunks]
+		if c.err != nil {
+			return
+		}
+		for i := bounds[k%chunks]; i < bounds[k%chunks+1]; i++ {
+			if errs[k] = b.tokenRow(c.name, c.l, c.vals, i, c.out[rows.Off[i]:rows.Off[i+1]]); errs[k] != nil {
 				return
 			}
 		}
 	})
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+	for c := range cols {
+		if cols[c].err != nil {
+			return cols[c].err
+		}
+		for _, err := range errs[c*chunks : (c+1)*chunks] {
+			if err != nil {
+				return err
+			}
 		}
 	}
 	if b.tokens == nil {
 		b.tokens = map[string][]float64{}
 	}
-	b.tokens[name] = out
-	return out, nil
+	for _, c := range cols {
+		b.tokens[c.name] = c.out
+	}
+	return nil
 }
 
 // tokenChunk is the number of tokens Tokens converts per chunk of rows.

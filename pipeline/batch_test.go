@@ -3,6 +3,7 @@ package pipeline
 import (
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -133,6 +134,100 @@ func TestTokensInChunks(t *testing.T) {
 			_, err := (&Batch{rec: bad, cols: newColumns("mem", sc, nil)}).Tokens(schema.Logprobs)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("GOMAXPROCS %d: error %v, want %q", procs, err, tc.want)
+			}
+			bad.Release()
+		}
+		runtime.GOMAXPROCS(prev)
+	}
+}
+
+// TestLoadTokens: LoadTokens converts several columns in one pass to the
+// values Tokens gives one column at a time (a missing or repeated name
+// skipped), and its error is the first in the names' order, then in row
+// order, at GOMAXPROCS 1 and 8.
+func TestLoadTokens(t *testing.T) {
+	const rows, width = 600, 256 // three chunks per column
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: schema.ActionMask, Type: arrow.ListOf(arrow.FixedWidthTypes.Boolean)},
+		{Name: schema.Logprobs, Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
+		{Name: schema.OldLogprob, Type: arrow.ListOf(arrow.PrimitiveTypes.Float64)},
+		{Name: "ids", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64)},
+	}, nil)
+	// build gives logprobs a null list at row nullLP and old_logprob one at
+	// row nullOld (-1: none).
+	build := func(nullLP, nullOld int) arrow.Record {
+		bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		defer bld.Release()
+		mb, lb, ob, ib := bld.Field(0).(*array.ListBuilder), bld.Field(1).(*array.ListBuilder), bld.Field(2).(*array.ListBuilder), bld.Field(3).(*array.ListBuilder)
+		mv, lv, ov, iv := mb.ValueBuilder().(*array.BooleanBuilder), lb.ValueBuilder().(*array.Float32Builder),
+			ob.ValueBuilder().(*array.Float64Builder), ib.ValueBuilder().(*array.Int64Builder)
+		for i := 0; i < rows; i++ {
+			mb.Append(true)
+			ib.Append(true)
+			for k := 0; k < width; k++ {
+				mv.Append((i+k)%3 != 0)
+				iv.Append(int64(k))
+			}
+			for _, c := range []struct {
+				b    *array.ListBuilder
+				null bool
+				add  func(k int)
+			}{{lb, i == nullLP, func(k int) { lv.Append(float32(i) - float32(k)/512) }},
+				{ob, i == nullOld, func(k int) { ov.Append(float64(i) + float64(k)/3) }}} {
+				if c.null {
+					c.b.AppendNull()
+					continue
+				}
+				c.b.Append(true)
+				for k := 0; k < width; k++ {
+					c.add(k)
+				}
+			}
+		}
+		return bld.NewRecord()
+	}
+	good := build(-1, -1)
+	defer good.Release()
+	all := []string{schema.OldLogprob, "no_such_column", schema.ActionMask, schema.Logprobs, schema.OldLogprob}
+	for _, procs := range []int{1, 8} {
+		prev := runtime.GOMAXPROCS(procs)
+		one, many := &Batch{rec: good, cols: newColumns("mem", sc, nil)}, &Batch{rec: good, cols: newColumns("mem", sc, nil)}
+		if err := many.LoadTokens(all...); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range all {
+			want, err := one.Tokens(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := many.tokens[name]
+			if name == "no_such_column" {
+				if got != nil || want != nil {
+					t.Errorf("GOMAXPROCS %d: a missing column gave %d values", procs, len(got))
+				}
+				continue
+			}
+			if len(got) != rows*width || !slices.Equal(got, want) {
+				t.Fatalf("GOMAXPROCS %d: %s differs from Tokens' values", procs, name)
+			}
+		}
+		for _, tc := range []struct {
+			nullLP, nullOld int
+			names           []string
+			want            string
+		}{
+			{500, 10, []string{schema.Logprobs, schema.OldLogprob}, `row 500: column "logprobs": null list`},
+			{500, 10, []string{schema.OldLogprob, schema.Logprobs}, `row 10: column "old_logprob": null list`},
+			{500, -1, []string{schema.Logprobs, "ids"}, `row 500: column "logprobs": null list`},
+			{500, -1, []string{"ids", schema.Logprobs}, `column "ids": has type list<item: int64, nullable>, want a list of float32, float64 or bool`},
+		} {
+			bad := build(tc.nullLP, tc.nullOld)
+			b := &Batch{rec: bad, cols: newColumns("mem", sc, nil)}
+			if err := b.LoadTokens(tc.names...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("GOMAXPROCS %d: LoadTokens%q: error %v, want %q", procs, tc.names, err, tc.want)
+			}
+			if len(b.tokens) != 0 {
+				t.Errorf("GOMAXPROCS %d: LoadTokens%q kept %d columns after an error", procs, tc.names, len(b.tokens))
 			}
 			bad.Release()
 		}

@@ -48,6 +48,9 @@ func (s *correctionStage) input(b *Batch) (rollout.Input, error) {
 		return rollout.Input{}, err
 	}
 	in := rollout.Input{Rows: rows}
+	if err := b.LoadTokens(schema.OldLogprob, schema.Logprobs, schema.ActionMask); err != nil {
+		return in, err
+	}
 	for _, c := range []struct {
 		dst *[]float64
 		col string

@@ -113,6 +113,7 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		return nil, err
 	}
 	tb := tokens.New(rows)
+	var ins, cols, lists []string // the inputs read, their columns, the per-token ones
 	for _, in := range schema.Inputs {
 		col := l.column(b, in.Input)
 		if _, named := l.cols[in.Input]; col == "" || !named && !objective.Reads(in.Input) {
@@ -121,7 +122,17 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		if !b.Has(col) {
 			return nil, schema.Errorf(b.File, -1, col, "no such column (--col %s=%s)", in.Input, col)
 		}
-		if in.Input == tokens.ExpertMask {
+		ins, cols = append(ins, in.Input), append(cols, col)
+		if in.Input != tokens.ExpertMask { // a per-row flag
+			lists = append(lists, col)
+		}
+	}
+	if err := b.LoadTokens(lists...); err != nil {
+		return nil, err
+	}
+	for i, in := range ins {
+		col := cols[i]
+		if in == tokens.ExpertMask {
 			flags, err := rowFlags(b, col)
 			if err != nil {
 				return nil, err
@@ -135,7 +146,7 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := tb.Set(in.Input, v); err != nil {
+		if err := tb.Set(in, v); err != nil {
 			return nil, err
 		}
 	}

@@ -129,8 +129,16 @@ func (s *scoresStage) scores(b *Batch, p *kl.Penalty) error {
 	}
 	if p != nil {
 		tb := tokens.New(rows)
-		for _, name := range []string{tokens.OldLogProb, tokens.RefLogProb, tokens.ActionMask} {
-			v, err := b.Tokens(inputColumn(b, name))
+		names := []string{tokens.OldLogProb, tokens.RefLogProb, tokens.ActionMask}
+		cols := make([]string, len(names))
+		for i, name := range names {
+			cols[i] = inputColumn(b, name)
+		}
+		if err := b.LoadTokens(cols...); err != nil {
+			return err
+		}
+		for i, name := range names {
+			v, err := b.Tokens(cols[i])
 			if err != nil {
 				return err
 			}
