@@ -10,12 +10,12 @@ package kl
 
 import (
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
 	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -116,48 +116,55 @@ func New(name string, user args.Values) (*Fn, error) {
 func (f *Fn) Token(lp, ref, old float64, hasOld bool) (v, d float64) {
 	switch f.Kind {
 	case K1:
-		return lp - ref, 1
+		return k1(lp, ref)
 	case K2:
-		x := lp - ref
-		return 0.5 * x * x, x
+		return k2(lp, ref)
 	case K3:
 		return k3(lp, ref)
 	case LowVarKL:
-		x, px := clampD(ref-lp, -20, 20)
-		e := math.Exp(x)
-		k, pk := clampD(e-x-1, -10, 10)
-		return k, -pk * px * (e - 1)
+		return lowVarKL(lp, ref)
 	case Abs:
-		x := lp - ref
-		switch {
-		case x > 0:
-			return x, 1
-		case x < 0:
-			return -x, -1
-		}
-		return 0, 0
+		return absKL(lp, ref)
 	case CorrectedK3:
-		v, d := k3(lp, ref)
 		if !hasOld {
-			return v, d
+			return k3(lp, ref)
 		}
-		// The ratio carries gradient upstream unless DetachRatio.
-		r := math.Exp(lp - old)
-		w, pw := clampD(r, 0, 2)
-		g := d * w
-		if !f.DetachRatio {
-			g += v * pw * r
-		}
-		return v * w, g
+		return f.correctedK3(lp, ref, old)
 	}
 	return 0, 0
+}
+
+// The estimators at one token: the value and its derivative w.r.t. lp.
+func k1(lp, ref float64) (float64, float64) { return lp - ref, 1 }
+
+func k2(lp, ref float64) (float64, float64) {
+	x := lp - ref
+	return 0.5 * x * x, x
 }
 
 // k3 is exp(x) - 1 - x with x = ref - lp, and its derivative 1 - exp(x).
 func k3(lp, ref float64) (float64, float64) {
 	x := ref - lp
-	e := math.Exp(x)
+	e := fastexp.Exp(x)
 	return e - 1 - x, 1 - e
+}
+
+func lowVarKL(lp, ref float64) (float64, float64) {
+	x, px := clampD(ref-lp, -20, 20)
+	e := fastexp.Exp(x)
+	k, pk := clampD(e-x-1, -10, 10)
+	return k, -pk * px * (e - 1)
+}
+
+func absKL(lp, ref float64) (float64, float64) {
+	x := lp - ref
+	switch {
+	case x > 0:
+		return x, 1
+	case x < 0:
+		return -x, -1
+	}
+	return 0, 0
 }
 
 // clampD clamps x to [lo, hi] and returns torch.clamp's derivative (1 inside,
@@ -170,6 +177,19 @@ func clampD(x, lo, hi float64) (float64, float64) {
 		return hi, 0
 	}
 	return x, 1
+}
+
+// correctedK3 is k3 times the IS ratio exp(lp - old) clamped to [0, 2].
+func (f *Fn) correctedK3(lp, ref, old float64) (float64, float64) {
+	v, d := k3(lp, ref)
+	// The ratio carries gradient upstream unless DetachRatio.
+	r := fastexp.Exp(lp - old)
+	w, pw := clampD(r, 0, 2)
+	g := d * w
+	if !f.DetachRatio {
+		g += v * pw * r
+	}
+	return v * w, g
 }
 
 // Values writes upstream's calculate_kl(lp, ref, old) into dst, elementwise
@@ -192,27 +212,45 @@ type Kernel struct {
 // Sums implements tokens.Kernel.
 func (k Kernel) Sums() int { return 1 }
 
-// Row implements tokens.Kernel: the gradient is taken w.r.t. logprob.
+// Row implements tokens.Kernel: the gradient is taken w.r.t. logprob. The
+// estimator is chosen once per row, so that each row runs a loop with its
+// formula inlined.
 func (k Kernel) Row(r *tokens.Row, s []float64) {
-	lp := r.LP
-	n := len(lp)
-	ref, m, grad := r.Ref[:n], r.Mask[:n], r.Grad[:n]
-	sum := 0.0
-	for t, x := range lp {
-		mt := m[t]
-		if mt == 0 {
-			grad[t] = 0
-			continue
-		}
-		o := 0.0
-		if r.Old != nil {
-			o = r.Old[t]
-		}
-		v, d := k.Fn.Token(x, ref[t], o, r.Old != nil)
-		sum += v * mt
-		grad[t] = r.GradScale * mt * d
+	n := len(r.LP)
+	lp, ref := r.LP, r.Ref[:n]
+	var sum float64
+	switch f := k.Fn; {
+	case f.Kind == K1:
+		sum = rowSum(r, func(t int) (float64, float64) { return k1(lp[t], ref[t]) })
+	case f.Kind == K2:
+		sum = rowSum(r, func(t int) (float64, float64) { return k2(lp[t], ref[t]) })
+	case f.Kind == K3, f.Kind == CorrectedK3 && r.Old == nil:
+		sum = rowSum(r, func(t int) (float64, float64) { return k3(lp[t], ref[t]) })
+	case f.Kind == LowVarKL:
+		sum = rowSum(r, func(t int) (float64, float64) { return lowVarKL(lp[t], ref[t]) })
+	case f.Kind == Abs:
+		sum = rowSum(r, func(t int) (float64, float64) { return absKL(lp[t], ref[t]) })
+	case f.Kind == CorrectedK3:
+		old := r.Old[:n]
+		sum = rowSum(r, func(t int) (float64, float64) { return f.correctedK3(lp[t], ref[t], old[t]) })
 	}
 	s[0] += r.Scale * sum
+}
+
+// rowSum runs est over the row's tokens of non-zero mask m, writes the
+// gradient GradScale·m·d (0 where m is 0) and returns Σ m·v.
+func rowSum(r *tokens.Row, est func(t int) (v, d float64)) (sum float64) {
+	grad := r.Grad[:len(r.LP)]
+	for t, mt := range r.Mask[:len(grad)] {
+		g := 0.0
+		if mt != 0 {
+			v, d := est(t)
+			sum += v * mt
+			g = r.GradScale * mt * d
+		}
+		grad[t] = g
+	}
+	return sum
 }
 
 // Loss is upstream's calculate_kl_loss: aggregate(kl(lp, ref, old), mask,

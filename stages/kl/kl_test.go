@@ -156,3 +156,53 @@ func TestBadArgs(t *testing.T) {
 		t.Errorf("loss without logprob: %v", err)
 	}
 }
+
+// TestRowIsToken: the kernel's row loop (one loop per estimator) gives, bit
+// for bit, Σ m·v and the gradient GradScale·m·d of Token at every token: 0
+// and fractional masks, NaN and infinite inputs, log-ratios past the
+// clamps, with and without old_logprob.
+func TestRowIsToken(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	lp := []float64{-0.3, -1.2, -0.05, -0.8, -30, 0, nan, -0.4, -inf, -2, -0.7, -1e-9}
+	ref := []float64{-0.9, -0.4, -2.5, -0.8, -0.1, -45, -0.2, nan, -0.3, -2, -0.70000001, 0}
+	old := []float64{-0.5, -1.0, -0.3, -0.1, -0.2, -3, -0.2, -0.1, -0.3, 5, -0.7, nan}
+	mask := []float64{1, 1, 0.5, 1, 1, 1, 1, 1, 0, 1, 2, 1}
+	for _, name := range Registry().Names() {
+		for _, detach := range []bool{false, true} {
+			if detach && name != "corrected_k3" {
+				continue
+			}
+			var a args.Values
+			if name == "corrected_k3" {
+				a = args.Values{DetachRatio: detach}
+			}
+			f, err := New(name, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, withOld := range []bool{false, true} {
+				r := &tokens.Row{LP: lp, Ref: ref, Mask: mask, Scale: 0.25, GradScale: 0.75, Grad: make([]float64, len(lp))}
+				if withOld {
+					r.Old = old
+				}
+				sums := []float64{0}
+				Kernel{Fn: f}.Row(r, sums)
+				sum := 0.0
+				for i := range lp {
+					want := 0.0
+					if mask[i] != 0 {
+						v, d := f.Token(lp[i], ref[i], old[i], withOld)
+						sum += v * mask[i]
+						want = r.GradScale * mask[i] * d
+					}
+					if math.Float64bits(r.Grad[i]) != math.Float64bits(want) {
+						t.Errorf("%s detach=%v old=%v: token %d gradient %v, Token's %v", name, detach, withOld, i, r.Grad[i], want)
+					}
+				}
+				if want := r.Scale * sum; math.Float64bits(sums[0]) != math.Float64bits(want) {
+					t.Errorf("%s detach=%v old=%v: sum %v, Token's %v", name, detach, withOld, sums[0], want)
+				}
+			}
+		}
+	}
+}

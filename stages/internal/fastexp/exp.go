@@ -1,5 +1,5 @@
 // Package fastexp is a fast e^x for the per-token kernels (stages/loss,
-// stages/rollout): within about 1.5 ulp, about twice as fast as math.Exp.
+// stages/rollout, stages/kl): within about 1.5 ulp, about twice as fast as math.Exp.
 // Its constants are exported (Constants) for vector forms of Core that give
 // its bits.
 package fastexp
