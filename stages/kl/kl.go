@@ -16,6 +16,7 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -123,9 +124,9 @@ func (f *Fn) Token(lp, ref, old float64, hasOld bool) (v, d float64) {
 	case K3:
 		return k3(lp, ref)
 	case LowVarKL:
-		x, px := clampD(ref-lp, -20, 20)
+		x, px := torch.Clamp(ref-lp, -20, 20)
 		e := math.Exp(x)
-		k, pk := clampD(e-x-1, -10, 10)
+		k, pk := torch.Clamp(e-x-1, -10, 10)
 		return k, -pk * px * (e - 1)
 	case Abs:
 		x := lp - ref
@@ -143,7 +144,7 @@ func (f *Fn) Token(lp, ref, old float64, hasOld bool) (v, d float64) {
 		}
 		// The ratio carries gradient upstream unless DetachRatio.
 		r := math.Exp(lp - old)
-		w, pw := clampD(r, 0, 2)
+		w, pw := torch.Clamp(r, 0, 2)
 		g := d * w
 		if !f.DetachRatio {
 			g += v * pw * r
@@ -158,18 +159,6 @@ func k3(lp, ref float64) (float64, float64) {
 	x := ref - lp
 	e := math.Exp(x)
 	return e - 1 - x, 1 - e
-}
-
-// clampD clamps x to [lo, hi] and returns torch.clamp's derivative (1 inside,
-// bounds included, 0 outside).
-func clampD(x, lo, hi float64) (float64, float64) {
-	switch {
-	case x < lo:
-		return lo, 0
-	case x > hi:
-		return hi, 0
-	}
-	return x, 1
 }
 
 // Values writes upstream's calculate_kl(lp, ref, old) into dst, elementwise
@@ -336,6 +325,6 @@ func (a *Adaptive) Coef() float64 { return a.C }
 
 // Update implements Controller.
 func (a *Adaptive) Update(currentKL float64, batchSize int) {
-	e, _ := clampD(currentKL/a.Target-1, -0.2, 0.2)
+	e, _ := torch.Clamp(currentKL/a.Target-1, -0.2, 0.2)
 	a.C *= 1 + e*float64(batchSize)/a.Horizon
 }
