@@ -94,7 +94,7 @@ typedef struct {
 	double lp, old, ref, adv, m, ent;
 } rft_tok;
 
-/* rft_clamp is stages/loss.clamp: x clamped to [lo, hi]; *in = 1 inside
+/* rft_clamp is torch.Clamp (stages/internal/torch): x clamped to [lo, hi]; *in = 1 inside
    (bounds included), 0 where clamped. NaN passes through with *in = 1. */
 RFT_FN double rft_clamp(double x, double lo, double hi, double *in) {
 	if (x < lo) {

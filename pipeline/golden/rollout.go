@@ -211,12 +211,7 @@ func checkLoss(chk *conformance.Checker, want map[string]json.RawMessage, rows a
 	if err := checkLossMetrics(chk, "metrics", m, want["metrics"]); err != nil {
 		return err
 	}
-	wg, err := conformance.Matrix(want["grad_logprob"])
-	if err != nil {
-		return err
-	}
-	chk.Matrix("grad_logprob", tokens.New(rows).Split(grad), wg)
-	return nil
+	return chk.MatrixJSON("grad_logprob", tokens.New(rows).Split(grad), want["grad_logprob"])
 }
 
 func runPolicyLoss(reg *loss.Registry, c *conformance.Case, chk *conformance.Checker, want map[string]json.RawMessage) error {
@@ -291,12 +286,7 @@ func runPolicyMicro(reg *loss.Registry, c *conformance.Case, chk *conformance.Ch
 			return err
 		}
 	}
-	wg, err := conformance.Matrix(want["grad_logprob"])
-	if err != nil {
-		return err
-	}
-	chk.Matrix("grad_logprob", tokens.New(lc.rows).Split(grad), wg)
-	return nil
+	return chk.MatrixJSON("grad_logprob", tokens.New(lc.rows).Split(grad), want["grad_logprob"])
 }
 
 func runDecoupled(reg *loss.Registry, c *conformance.Case, chk *conformance.Checker, want map[string]json.RawMessage) error {

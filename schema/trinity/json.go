@@ -206,59 +206,33 @@ func (p *jsonParser) value(depth int) (any, error) {
 	case c == '{':
 		p.i++
 		d := &Dict{}
-		p.space()
-		if p.word("}") {
-			return d, nil
-		}
-		for {
-			p.space()
-			if p.i >= len(p.s) || p.s[p.i] != '"' {
-				return nil, p.errf("want an object key")
-			}
-			k, err := p.str()
-			if err != nil {
-				return nil, err
-			}
-			p.space()
-			if !p.word(":") {
-				return nil, p.errf("want ':'")
-			}
-			p.space()
+		err := p.members("an object key", func(k string) error {
 			v, err := p.value(depth + 1)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			d.Set(k, v)
-			p.space()
-			if p.word("}") {
-				return d, nil
-			}
-			if !p.word(",") {
-				return nil, p.errf("want ',' or '}'")
-			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
+		return d, nil
 	case c == '[':
 		p.i++
 		l := &List{}
-		p.space()
-		if p.word("]") {
-			return l, nil
-		}
-		for {
-			p.space()
+		err := p.elements(func() error {
 			v, err := p.value(depth + 1)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			l.Items = append(l.Items, v)
-			p.space()
-			if p.word("]") {
-				return l, nil
-			}
-			if !p.word(",") {
-				return nil, p.errf("want ',' or ']'")
-			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
+		return l, nil
 	case c == '"':
 		return p.str()
 	case p.word("null"):
@@ -277,6 +251,65 @@ func (p *jsonParser) value(depth int) (any, error) {
 		return p.number()
 	}
 	return nil, p.errf("unexpected character %q", p.s[p.i])
+}
+
+// members parses the members of an object whose '{' p has just read: for
+// each, its key (a string, else the error "want " + key) and ':', then
+// member(key) with p at the value; members are separated by ',' and the
+// object ends at '}'.
+func (p *jsonParser) members(key string, member func(k string) error) error {
+	p.space()
+	if p.word("}") {
+		return nil
+	}
+	for {
+		p.space()
+		if p.i >= len(p.s) || p.s[p.i] != '"' {
+			return p.errf("want %s", key)
+		}
+		k, err := p.str()
+		if err != nil {
+			return err
+		}
+		p.space()
+		if !p.word(":") {
+			return p.errf("want ':'")
+		}
+		p.space()
+		if err := member(k); err != nil {
+			return err
+		}
+		p.space()
+		if p.word("}") {
+			return nil
+		}
+		if !p.word(",") {
+			return p.errf("want ',' or '}'")
+		}
+	}
+}
+
+// elements parses the elements of an array whose '[' p has just read,
+// calling element with p at each; elements are separated by ',' and the
+// array ends at ']'.
+func (p *jsonParser) elements(element func() error) error {
+	p.space()
+	if p.word("]") {
+		return nil
+	}
+	for {
+		p.space()
+		if err := element(); err != nil {
+			return err
+		}
+		p.space()
+		if p.word("]") {
+			return nil
+		}
+		if !p.word(",") {
+			return p.errf("want ',' or ']'")
+		}
+	}
 }
 
 func (p *jsonParser) number() (any, error) {

@@ -341,12 +341,21 @@ func (d *Dict) getInt(k string) (int64, bool) {
 	return n, ok
 }
 
+// vectorLen returns the length of field name's tensor t, which must have
+// one dimension.
+func vectorLen(name string, t Tensor) (int, *fieldError) {
+	if len(t.Shape) != 1 {
+		return 0, ferr(name, "tensor of shape %v, want one dimension", t.Shape)
+	}
+	return int(t.Shape[0]), nil
+}
+
 // intTensor converts an integer tensor of one dimension to int32 values.
 func intTensor(name string, t Tensor, dst []int32) ([]int32, *fieldError) {
-	if len(t.Shape) != 1 {
-		return nil, ferr(name, "tensor of shape %v, want one dimension", t.Shape)
+	n, err := vectorLen(name, t)
+	if err != nil {
+		return nil, err
 	}
-	n := int(t.Shape[0])
 	d := t.Data
 	dst = dst[:0]
 	switch t.Dtype {
@@ -450,10 +459,10 @@ func intAt(dtype string, d []byte, i int) (int64, bool) {
 // floatTensor converts a float tensor of one dimension to float32 values,
 // refusing a float64 value float32 cannot hold exactly.
 func floatTensor(name string, t Tensor, dst []float32) ([]float32, *fieldError) {
-	if len(t.Shape) != 1 {
-		return nil, ferr(name, "tensor of shape %v, want one dimension", t.Shape)
+	n, err := vectorLen(name, t)
+	if err != nil {
+		return nil, err
 	}
-	n := int(t.Shape[0])
 	d := t.Data
 	dst = dst[:0]
 	switch t.Dtype {
@@ -506,10 +515,10 @@ func half(h uint16) float32 {
 
 // maskTensor converts a 0/1 tensor of any integer or bool dtype to bools.
 func maskTensor(t Tensor, dst []bool) ([]bool, *fieldError) {
-	if len(t.Shape) != 1 {
-		return nil, ferr("action_mask", "tensor of shape %v, want one dimension", t.Shape)
+	n, err := vectorLen("action_mask", t)
+	if err != nil {
+		return nil, err
 	}
-	n := int(t.Shape[0])
 	dst = dst[:0]
 	if t.Dtype == "BOOL" || t.Dtype == "U8" {
 		for _, b := range t.Data[:n] {

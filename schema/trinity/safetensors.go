@@ -51,44 +51,23 @@ func parseHeader(s string) ([]tensorInfo, error) {
 	if !p.word("{") {
 		return nil, p.errf("want an object")
 	}
-	p.space()
-	if p.word("}") {
-		return out, p.end()
-	}
-	for {
-		p.space()
-		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return nil, p.errf("want a tensor name")
-		}
-		name, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		p.space()
-		if !p.word(":") {
-			return nil, p.errf("want ':'")
-		}
-		p.space()
+	err := p.members("a tensor name", func(name string) error {
 		if name == "__metadata__" {
-			if _, err := p.value(0); err != nil {
-				return nil, err
-			}
-		} else {
-			ti, err := p.tensorEntry()
-			if err != nil {
-				return nil, fmt.Errorf("tensor %q: %v", name, err)
-			}
-			ti.name = name
-			out = append(out, ti)
+			_, err := p.value(0)
+			return err
 		}
-		p.space()
-		if p.word("}") {
-			return out, p.end()
+		ti, err := p.tensorEntry()
+		if err != nil {
+			return fmt.Errorf("tensor %q: %v", name, err)
 		}
-		if !p.word(",") {
-			return nil, p.errf("want ',' or '}'")
-		}
+		ti.name = name
+		out = append(out, ti)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, p.end()
 }
 
 func (p *jsonParser) end() error {
@@ -105,38 +84,18 @@ func (p *jsonParser) tensorEntry() (tensorInfo, error) {
 		return ti, p.errf("want an object")
 	}
 	seen := 0
-	for {
-		p.space()
-		if p.word("}") {
-			break
-		}
-		if seen > 0 && !p.word(",") {
-			return ti, p.errf("want ',' or '}'")
-		}
-		p.space()
-		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return ti, p.errf("want a key")
-		}
-		k, err := p.str()
-		if err != nil {
-			return ti, err
-		}
-		p.space()
-		if !p.word(":") {
-			return ti, p.errf("want ':'")
-		}
-		p.space()
+	err := p.members("a key", func(k string) (err error) {
 		switch k {
 		case "dtype":
 			if p.i >= len(p.s) || p.s[p.i] != '"' {
-				return ti, p.errf("dtype is not a string")
+				return p.errf("dtype is not a string")
 			}
 			if ti.Dtype, err = p.str(); err != nil {
-				return ti, err
+				return err
 			}
 		case "shape":
 			if ti.Shape, err = p.ints(); err != nil {
-				return ti, err
+				return err
 			}
 			if ti.Shape == nil {
 				ti.Shape = []int64{}
@@ -144,16 +103,20 @@ func (p *jsonParser) tensorEntry() (tensorInfo, error) {
 		case "data_offsets":
 			offs, err := p.ints()
 			if err != nil {
-				return ti, err
+				return err
 			}
 			if len(offs) != 2 {
-				return ti, p.errf("data_offsets of %d values", len(offs))
+				return p.errf("data_offsets of %d values", len(offs))
 			}
 			ti.Offsets = [2]int64{offs[0], offs[1]}
 		default:
-			return ti, p.errf("unknown key %q", k)
+			return p.errf("unknown key %q", k)
 		}
 		seen++
+		return nil
+	})
+	if err != nil {
+		return ti, err
 	}
 	if seen != 3 || ti.Shape == nil {
 		return ti, p.errf("want dtype, shape and data_offsets")
@@ -167,27 +130,22 @@ func (p *jsonParser) ints() ([]int64, error) {
 		return nil, p.errf("want an array")
 	}
 	var out []int64
-	for {
-		p.space()
-		if p.word("]") {
-			return out, nil
-		}
-		if len(out) > 0 {
-			if !p.word(",") {
-				return nil, p.errf("want ',' or ']'")
-			}
-			p.space()
-		}
+	err := p.elements(func() error {
 		start := p.i
 		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
 			p.i++
 		}
 		n, err := strconv.ParseInt(p.s[start:p.i], 10, 64)
 		if err != nil {
-			return nil, p.errf("want a non-negative integer")
+			return p.errf("want a non-negative integer")
 		}
 		out = append(out, n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // readSafetensors parses a safetensors block with the reference reader's

@@ -47,11 +47,9 @@ func ConformanceRunner(reg *advantage.Registry) conformance.Runner {
 			return err
 		}
 		delete(p.Metrics, "add_strategy_time")
-		wm, err := conformance.Metrics(want.Metrics)
-		if err != nil {
+		if err := chk.MetricsJSON("metrics", p.Metrics, want.Metrics); err != nil {
 			return err
 		}
-		chk.Metrics("metrics", p.Metrics, wm)
 		chk.Int("count", len(p.Output()), want.Count)
 		writes := s.Writes(p, in)
 		chk.Int("writes", len(writes), len(want.Writes))

@@ -372,11 +372,9 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 			return nil // the reference raised and we did not: RunFile reports it
 		}
 		if want.Metrics != nil {
-			wm, err := conformance.Metrics(want.Metrics)
-			if err != nil {
+			if err := chk.MetricsJSON("metrics", metrics, want.Metrics); err != nil {
 				return err
 			}
-			chk.Metrics("metrics", metrics, wm)
 		}
 		if want.InputCount != nil {
 			chk.Int("input_count", len(exps), *want.InputCount)

@@ -62,6 +62,16 @@ func (c *Case) ExpectedError() (bool, string) {
 	return true, e.Error.Type + ": " + e.Error.Message
 }
 
+// DecodeCall decodes the case's call arguments into v (a struct whose
+// fields name them in json tags).
+func (c *Case) DecodeCall(v any) error {
+	b, err := json.Marshal(c.Call)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
 // Tolerance is the combined rule |got-want| <= Atol + Rtol*|want|.
 type Tolerance struct {
 	Rtol float64 `json:"rtol"`
@@ -256,6 +266,53 @@ func (k *Checker) Metrics(field string, got, want map[string]float64) {
 	for _, n := range extra {
 		k.Failf(field+"."+n, fmtFloat(got[n]), "absent")
 	}
+}
+
+// MatrixJSON compares got with the golden matrix raw (decoded by Matrix);
+// the error is raw's, when it does not decode.
+func (k *Checker) MatrixJSON(field string, got [][]float64, raw json.RawMessage) error {
+	want, err := Matrix(raw)
+	if err != nil {
+		return fmt.Errorf("expected %s: %w", field, err)
+	}
+	k.Matrix(field, got, want)
+	return nil
+}
+
+// MetricsJSON compares got with the golden metrics raw (decoded by
+// Metrics); the error is raw's, when it does not decode.
+func (k *Checker) MetricsJSON(field string, got map[string]float64, raw json.RawMessage) error {
+	want, err := Metrics(raw)
+	if err != nil {
+		return fmt.Errorf("expected %s: %w", field, err)
+	}
+	k.Metrics(field, got, want)
+	return nil
+}
+
+// LossJSON compares a loss function's loss, metrics and per-token gradient
+// (one row per batch row) with the golden expected object: its "loss",
+// "metrics" and gradField. A null gradient is none at all (a function with
+// no term) and is not compared.
+func (k *Checker) LossJSON(expected json.RawMessage, gradField string, loss float64, metrics map[string]float64, grad [][]float64) error {
+	var want map[string]json.RawMessage
+	if err := json.Unmarshal(expected, &want); err != nil {
+		return err
+	}
+	var wl Float // absent or null: 0
+	if raw, ok := want["loss"]; ok {
+		if err := json.Unmarshal(raw, &wl); err != nil {
+			return err
+		}
+	}
+	k.Scalar("loss", loss, float64(wl))
+	if err := k.MetricsJSON("metrics", metrics, want["metrics"]); err != nil {
+		return err
+	}
+	if string(want[gradField]) == "null" {
+		return nil
+	}
+	return k.MatrixJSON(gradField, grad, want[gradField])
 }
 
 // Runner evaluates one case of its kind and records mismatches in chk. It

@@ -11,20 +11,7 @@ import (
 // LossOn is Loss with the kernel evaluated by ev: tokens.CPU (what Loss
 // does) or a device backend such as package gpu.
 func (f *Fn) LossOn(ev tokens.Evaluator, b *tokens.Batch, mode agg.Mode, grad []float64) (float64, agg.Metrics, error) {
-	t, ok, err := f.Term(b, mode)
-	if err != nil || !ok {
-		if err == nil && len(grad) != b.Rows.Tokens() {
-			err = schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
-		}
-		clear(grad)
-		return 0, agg.Metrics{}, err
-	}
-	res, err := ev.Eval(b, grad, t)
-	if err != nil {
-		return 0, nil, fmt.Errorf("entropy loss %s: %w", f.Name, err)
-	}
-	v, m := f.Summary(mode, res[0])
-	return v, m, nil
+	return tokens.LossOn(ev, f, "entropy loss "+f.Name, b, mode, grad)
 }
 
 // Term returns the entropy term over b's rows (ok false for the none

@@ -41,7 +41,7 @@ func ConformanceRunnerOn(ev tokens.Evaluator) conformance.Runner {
 			Mode    string `json:"loss_agg_mode"`
 			PassOld bool   `json:"pass_old_logprob"`
 		}
-		if err := unmarshalCall(c.Call, &call); err != nil {
+		if err := c.DecodeCall(&call); err != nil {
 			return err
 		}
 		b, err := tokens.FromCase(c)
@@ -50,9 +50,7 @@ func ConformanceRunnerOn(ev tokens.Evaluator) conformance.Runner {
 		}
 		var want struct {
 			KL      json.RawMessage   `json:"kl"`
-			Loss    conformance.Float `json:"loss"`
 			Metrics json.RawMessage   `json:"metrics"`
-			Grad    json.RawMessage   `json:"grad_logprob"`
 			Rewards json.RawMessage   `json:"token_level_rewards"`
 			After   conformance.Float `json:"kl_coef_after"`
 		}
@@ -70,7 +68,7 @@ func ConformanceRunnerOn(ev tokens.Evaluator) conformance.Runner {
 			}
 			kl := make([]float64, b.Rows.Tokens())
 			f.Values(kl, b.Col(tokens.LogProb), b.Col(tokens.RefLogProb), old)
-			return checkMatrix(chk, b, "kl", kl, want.KL)
+			return chk.MatrixJSON("kl", b.Split(kl), want.KL)
 		case "calculate_kl_loss":
 			md, err := agg.ParseMode(call.Mode)
 			if err != nil {
@@ -81,14 +79,7 @@ func ConformanceRunnerOn(ev tokens.Evaluator) conformance.Runner {
 			if err != nil {
 				return err
 			}
-			chk.Scalar("loss", loss, float64(want.Loss))
-			if err := checkMetrics(chk, metrics, want.Metrics); err != nil {
-				return err
-			}
-			if string(want.Grad) == "null" { // none: no gradient at all
-				return nil
-			}
-			return checkMatrix(chk, b, "grad_logprob", grad, want.Grad)
+			return chk.LossJSON(c.Expected, "grad_logprob", loss, metrics, b.Split(grad))
 		case "apply_kl_penalty_to_reward":
 			m, err := conformance.Matrix(c.Inputs["token_level_scores"])
 			if err != nil {
@@ -106,10 +97,10 @@ func ConformanceRunnerOn(ev tokens.Evaluator) conformance.Runner {
 			if a, ok := f.Ctl.(*Adaptive); ok && wantErr {
 				return checkAdaptive(chk, a, before, metrics, b.Rows.N(), wantMsg)
 			}
-			if err := checkMatrix(chk, b, "token_level_rewards", rewards, want.Rewards); err != nil {
+			if err := chk.MatrixJSON("token_level_rewards", b.Split(rewards), want.Rewards); err != nil {
 				return err
 			}
-			if err := checkMetrics(chk, metrics, want.Metrics); err != nil {
+			if err := chk.MetricsJSON("metrics", metrics, want.Metrics); err != nil {
 				return err
 			}
 			chk.Scalar("kl_coef_after", f.Ctl.Coef(), float64(want.After))
@@ -132,30 +123,4 @@ func checkAdaptive(chk *conformance.Checker, a *Adaptive, before float64, m agg.
 		return nil // a real failure: the mismatches are reported
 	}
 	return fmt.Errorf("%w (Q-08): upstream raised %q; rftpipe's adaptive controller updated kl_coef %v → %v", ErrDivergence, upstream, before, a.C)
-}
-
-func unmarshalCall(call map[string]json.RawMessage, v any) error {
-	b, err := json.Marshal(call)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
-func checkMatrix(chk *conformance.Checker, b *tokens.Batch, field string, got []float64, raw json.RawMessage) error {
-	want, err := conformance.Matrix(raw)
-	if err != nil {
-		return fmt.Errorf("expected %s: %w", field, err)
-	}
-	chk.Matrix(field, b.Split(got), want)
-	return nil
-}
-
-func checkMetrics(chk *conformance.Checker, got agg.Metrics, raw json.RawMessage) error {
-	want, err := conformance.Metrics(raw)
-	if err != nil {
-		return fmt.Errorf("expected metrics: %w", err)
-	}
-	chk.Metrics("metrics", got, want)
-	return nil
 }

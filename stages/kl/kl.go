@@ -16,6 +16,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -150,9 +151,9 @@ func k3(lp, ref float64) (float64, float64) {
 }
 
 func lowVarKL(lp, ref float64) (float64, float64) {
-	x, px := clampD(ref-lp, -20, 20)
+	x, px := torch.Clamp(ref-lp, -20, 20)
 	e := fastexp.Exp(x)
-	k, pk := clampD(e-x-1, -10, 10)
+	k, pk := torch.Clamp(e-x-1, -10, 10)
 	return k, -pk * px * (e - 1)
 }
 
@@ -167,24 +168,12 @@ func absKL(lp, ref float64) (float64, float64) {
 	return 0, 0
 }
 
-// clampD clamps x to [lo, hi] and returns torch.clamp's derivative (1 inside,
-// bounds included, 0 outside).
-func clampD(x, lo, hi float64) (float64, float64) {
-	switch {
-	case x < lo:
-		return lo, 0
-	case x > hi:
-		return hi, 0
-	}
-	return x, 1
-}
-
 // correctedK3 is k3 times the IS ratio exp(lp - old) clamped to [0, 2].
 func (f *Fn) correctedK3(lp, ref, old float64) (float64, float64) {
 	v, d := k3(lp, ref)
 	// The ratio carries gradient upstream unless DetachRatio.
 	r := fastexp.Exp(lp - old)
-	w, pw := clampD(r, 0, 2)
+	w, pw := torch.Clamp(r, 0, 2)
 	g := d * w
 	if !f.DetachRatio {
 		g += v * pw * r
@@ -374,6 +363,6 @@ func (a *Adaptive) Coef() float64 { return a.C }
 
 // Update implements Controller.
 func (a *Adaptive) Update(currentKL float64, batchSize int) {
-	e, _ := clampD(currentKL/a.Target-1, -0.2, 0.2)
+	e, _ := torch.Clamp(currentKL/a.Target-1, -0.2, 0.2)
 	a.C *= 1 + e*float64(batchSize)/a.Horizon
 }

@@ -3,7 +3,6 @@ package kl
 import (
 	"fmt"
 
-	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -11,20 +10,7 @@ import (
 // LossOn is Loss with the kernel evaluated by ev: tokens.CPU (what Loss
 // does) or a device backend such as package gpu.
 func (f *Fn) LossOn(ev tokens.Evaluator, b *tokens.Batch, mode agg.Mode, grad []float64) (float64, agg.Metrics, error) {
-	t, ok, err := f.Term(b, mode)
-	if err != nil || !ok {
-		if err == nil && len(grad) != b.Rows.Tokens() {
-			err = schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
-		}
-		clear(grad)
-		return 0, agg.Metrics{}, err
-	}
-	res, err := ev.Eval(b, grad, t)
-	if err != nil {
-		return 0, nil, fmt.Errorf("KL loss %s: %w", f.Name, err)
-	}
-	v, m := f.Summary(mode, res[0])
-	return v, m, nil
+	return tokens.LossOn(ev, f, "KL loss "+f.Name, b, mode, grad)
 }
 
 // Term returns the KL loss as one term over b's rows (ok false for kl_loss_fn

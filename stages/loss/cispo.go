@@ -3,6 +3,7 @@ package loss
 import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -82,10 +83,10 @@ func (p *cispoTokens) run(from, to int, s cispoSums) cispoSums {
 		}
 		d := x - old[t] // no clamp
 		if verl {
-			d, _ = clamp(d, -20, 20)
+			d, _ = torch.Clamp(d, -20, 20)
 		}
 		ratio := exp(d)
-		w, _ := clamp(ratio, lo, hi)
+		w, _ := torch.Clamp(ratio, lo, hi)
 		a, keep := adv[t], 1.0
 		if maskClip && (ratio > maskHi && a > 0 || ratio < maskLo && a < 0) {
 			keep = 0

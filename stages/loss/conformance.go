@@ -50,26 +50,7 @@ func ConformanceRunnerOn(reg *Registry, ev tokens.Evaluator) conformance.Runner 
 		if wantErr, _ := c.ExpectedError(); wantErr {
 			return nil
 		}
-		var want struct {
-			Loss    conformance.Float `json:"loss"`
-			Metrics json.RawMessage   `json:"metrics"`
-			Grad    json.RawMessage   `json:"grad_logprob"`
-		}
-		if err := json.Unmarshal(c.Expected, &want); err != nil {
-			return err
-		}
-		chk.Scalar("loss", res.Loss, float64(want.Loss))
-		wm, err := conformance.Metrics(want.Metrics)
-		if err != nil {
-			return err
-		}
-		chk.Metrics("metrics", res.Metrics, wm)
-		wg, err := conformance.Matrix(want.Grad)
-		if err != nil {
-			return err
-		}
-		chk.Matrix("grad_logprob", b.Split(grad), wg)
-		return nil
+		return chk.LossJSON(c.Expected, "grad_logprob", res.Loss, res.Metrics, b.Split(grad))
 	}
 }
 
@@ -83,8 +64,7 @@ func runM2PO(reg *Registry, ev tokens.Evaluator, user args.Values, c *conformanc
 		DPSize         *int64   `json:"dp_size"`
 		MicroRows      []int    `json:"micro_batch_rows"`
 	}
-	raw, _ := json.Marshal(c.Call)
-	if err := json.Unmarshal(raw, &call); err != nil {
+	if err := c.DecodeCall(&call); err != nil {
 		return fmt.Errorf("%s: call: %w", c.Name, err)
 	}
 	if call.BatchNumTokens != nil {
@@ -168,18 +148,11 @@ func runM2PO(reg *Registry, ev tokens.Evaluator, user args.Values, c *conformanc
 			chk.Scalar(fmt.Sprintf("micro_losses[%d]", i), out.Loss, float64(want.MicroLosses[i]))
 			wantMetrics = want.MicroMetrics[i]
 		}
-		wm, err := conformance.Metrics(wantMetrics)
-		if err != nil {
+		if err := chk.MetricsJSON(fmt.Sprintf("metrics[%d]", i), out.Metrics, wantMetrics); err != nil {
 			return err
 		}
-		chk.Metrics(fmt.Sprintf("metrics[%d]", i), out.Metrics, wm)
 		lo = hi
 	}
 	chk.Scalar("loss", total, float64(want.Loss))
-	wg, err := conformance.Matrix(want.Grad)
-	if err != nil {
-		return err
-	}
-	chk.Matrix("grad_logprob", b.Split(grad), wg)
-	return nil
+	return chk.MatrixJSON("grad_logprob", b.Split(grad), want.Grad)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -35,7 +36,7 @@ func (k *GeoMean) Row(r *tokens.Row, s []float64) {
 		lam := x - old[t]
 		a := adv[t]
 		sg := sign(a)
-		lc, _ := clamp(lam, -k.Low, k.High)
+		lc, _ := torch.Clamp(lam, -k.Low, k.High)
 		sLam += sg * math.Min(sg*lam, sg*lc) * mt // plain products, as upstream
 		sAdv += a * mt
 		if r.Weights != nil {
@@ -65,7 +66,7 @@ func (k *GeoMean) Row(r *tokens.Row, s []float64) {
 		}
 		lam := x - old[t]
 		sg := sign(adv[t])
-		lc, dc := clamp(lam, -k.Low, k.High)
+		lc, dc := torch.Clamp(lam, -k.Low, k.High)
 		// ∂λ*/∂λ: σ² times the derivative of the selected operand of min;
 		// torch.min splits a tie evenly.
 		var d float64

@@ -3,6 +3,7 @@ package loss
 import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -44,7 +45,7 @@ func (k *GSPO) Row(r *tokens.Row, s []float64) {
 		logr = sb
 	}
 	ratio := exp(logr)
-	cr, in := clamp(ratio, 1-k.Low, 1+k.High)
+	cr, in := torch.Clamp(ratio, 1-k.Low, 1+k.High)
 	gs := r.GradScale
 	var sL, sClip, sKL float64
 	for t, x := range lp {

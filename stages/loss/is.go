@@ -4,6 +4,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -27,7 +28,7 @@ func (k *IS) Row(r *tokens.Row, s []float64) {
 			grad[t] = 0
 			continue
 		}
-		d, dd := clamp(x-old[t], -20, 20)
+		d, dd := torch.Clamp(x-old[t], -20, 20)
 		ratio := fastexp.Core(d) // d is clamped to ±20
 		l := -adv[t] * ratio
 		sL += l * mt

@@ -252,18 +252,6 @@ func mode(v args.Values, name string) agg.Mode {
 	return m
 }
 
-// clamp returns x clamped to [lo, hi] and the clamp's derivative (1 inside,
-// bounds included as torch.clamp, 0 outside).
-func clamp(x, lo, hi float64) (float64, float64) {
-	switch {
-	case x < lo:
-		return lo, 0
-	case x > hi:
-		return hi, 0
-	}
-	return x, 1
-}
-
 // b2f is Iverson's bracket, without a branch (a conditional move).
 func b2f(c bool) float64 { return pick(c, 1, 0) }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -114,7 +115,7 @@ func (k *M2PO) Row(r *tokens.Row, s []float64) {
 			grad[t] = 0
 			continue
 		}
-		c, _ := clamp(x-old[t], -k.Clip, k.Clip)
+		c, _ := torch.Clamp(x-old[t], -k.Clip, k.Clip)
 		ratio := exp(c)
 		l := 0.0
 		if keep[t] {

@@ -4,6 +4,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -118,7 +119,7 @@ func (k *PPO) Row(r *tokens.Row, s []float64) {
 		for t, x := range lp {
 			d := 0.0
 			if !fallback {
-				d, _ = clamp(x-old[t], -20, 20)
+				d, _ = torch.Clamp(x-old[t], -20, 20)
 			}
 			kb += -d * m[t]
 		}

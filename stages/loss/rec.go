@@ -3,6 +3,7 @@ package loss
 import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -67,7 +68,7 @@ func (k *REC) Row(r *tokens.Row, s []float64) {
 		case "advantage":
 			w = a * exp(a/k.Temp)
 		case "truncated_importance_sampling":
-			c, _ := clamp(ratio, 1-k.LowPrime, 1+k.HighPrime)
+			c, _ := torch.Clamp(ratio, 1-k.LowPrime, 1+k.HighPrime)
 			w = a * c
 		}
 		if k.FixOPD {

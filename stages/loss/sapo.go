@@ -4,6 +4,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -85,7 +86,7 @@ func (p *sapoTokens) run(from, to int, s sapoSums) sapoSums {
 		}
 		d, dd := x-old[t], 1.0 // no clamp
 		if clampD {
-			d, dd = clamp(d, -20, 20)
+			d, dd = torch.Clamp(d, -20, 20)
 		}
 		// fastexp.Core inlined where the argument is in its range (always,
 		// but for extreme log-ratios): exp is a call.

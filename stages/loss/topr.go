@@ -3,6 +3,7 @@ package loss
 import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/torch"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -35,7 +36,7 @@ func (k *TOPR) Row(r *tokens.Row, s []float64) {
 				sum += (lp[t] - old[t]) * mt
 			}
 		}
-		d, _ := clamp(sum, -20, 20)
+		d, _ := torch.Clamp(sum, -20, 20)
 		seq = exp(d)
 	}
 	gs := r.GradScale
@@ -52,7 +53,7 @@ func (k *TOPR) Row(r *tokens.Row, s []float64) {
 		}
 		a, alpha := adv[t], 1.0
 		if a <= k.Threshold {
-			alpha, _ = clamp(ratio, 0, 1)
+			alpha, _ = torch.Clamp(ratio, 0, 1)
 		}
 		g := -alpha * a
 		sL += g * x * mt

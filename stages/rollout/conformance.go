@@ -136,16 +136,12 @@ func ConformanceCorrect(c *conformance.Case, rc map[string]json.RawMessage, chk 
 			chk.Matrix("rollout_is_weights", split(rows, w), ww)
 		}
 	}
-	wm, err := conformance.Matrix(want["action_mask"])
-	if err != nil {
+	if err := chk.MatrixJSON("action_mask", split(rows, m), want["action_mask"]); err != nil {
 		return rows, nil, nil, err
 	}
-	chk.Matrix("action_mask", split(rows, m), wm)
-	wmet, err := conformance.Metrics(want[metricsKey])
-	if err != nil {
+	if err := chk.MetricsJSON(metricsKey, met, want[metricsKey]); err != nil {
 		return rows, nil, nil, err
 	}
-	chk.Metrics(metricsKey, met, wmet)
 	return rows, w, m, nil
 }
 
@@ -175,12 +171,7 @@ func runOffPolicy(c *conformance.Case, chk *conformance.Checker, want map[string
 	if err != nil || chk == nil {
 		return err
 	}
-	wm, err := conformance.Metrics(want["metrics"])
-	if err != nil {
-		return err
-	}
-	chk.Metrics("metrics", got, wm)
-	return nil
+	return chk.MetricsJSON("metrics", got, want["metrics"])
 }
 
 // globalOf reads agg_loss's global arguments from a case's args (null or
@@ -227,12 +218,7 @@ func runAggLoss(c *conformance.Case, chk *conformance.Checker, want map[string]j
 		return err
 	}
 	chk.Scalar("loss", v, float64(wl))
-	wg, err := conformance.Matrix(want["grad_loss_mat"])
-	if err != nil {
-		return err
-	}
-	chk.Matrix("grad_loss_mat", split(rows, grad), wg)
-	return nil
+	return chk.MatrixJSON("grad_loss_mat", split(rows, grad), want["grad_loss_mat"])
 }
 
 func runAggMicro(c *conformance.Case, chk *conformance.Checker, want map[string]json.RawMessage) error {
@@ -306,11 +292,9 @@ func runAggMicro(c *conformance.Case, chk *conformance.Checker, want map[string]
 		return nil
 	}
 	for i := range mbs {
-		m, err := conformance.Matrix(wg[i])
-		if err != nil {
+		if err := chk.MatrixJSON(fmt.Sprintf("grad_loss_mat[%d]", i), split(mbs[i].Rows, comp.Grad[i]), wg[i]); err != nil {
 			return err
 		}
-		chk.Matrix(fmt.Sprintf("grad_loss_mat[%d]", i), split(mbs[i].Rows, comp.Grad[i]), m)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package tokens
 
 import (
+	"fmt"
+
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 )
@@ -35,6 +37,35 @@ type cpuEvaluator struct{}
 
 func (cpuEvaluator) Eval(b *Batch, grad []float64, terms ...Term) ([]TermResult, error) {
 	return b.Eval(grad, terms...)
+}
+
+// TermFn is a loss function that is one term over a batch's rows
+// (kl_loss_fn, entropy_loss_fn): Term builds the term (ok false for a
+// function with no term), Summary turns its sums into the loss and metrics.
+type TermFn interface {
+	Term(b *Batch, mode agg.Mode) (t Term, ok bool, err error)
+	Summary(mode agg.Mode, r TermResult) (float64, agg.Metrics)
+}
+
+// LossOn evaluates f's term over b with ev and writes its gradient into
+// grad (length b.Rows.Tokens()); with no term the loss is 0, the metrics
+// empty and grad cleared. name prefixes an evaluation error (e.g. "KL loss
+// k3").
+func LossOn(ev Evaluator, f TermFn, name string, b *Batch, mode agg.Mode, grad []float64) (float64, agg.Metrics, error) {
+	t, ok, err := f.Term(b, mode)
+	if err != nil || !ok {
+		if err == nil && len(grad) != b.Rows.Tokens() {
+			err = schema.BadInputf("gradient buffer has %d tokens, the batch has %d", len(grad), b.Rows.Tokens())
+		}
+		clear(grad)
+		return 0, agg.Metrics{}, err
+	}
+	res, err := ev.Eval(b, grad, t)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	v, m := f.Summary(mode, res[0])
+	return v, m, nil
 }
 
 // Layout is the assignment of a batch's rows to the terms of one
