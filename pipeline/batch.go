@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/bitutil"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -214,9 +215,10 @@ func (b *Batch) LoadTokens(names ...string) error {
 			cols[c].out = make([]float64, rows.Tokens())
 		}
 	})
-	// Rows convert in chunks of about tokenChunk tokens over the cores (on
-	// the stages' goroutine this pass would be the job's serial part).
-	bounds := rows.Chunks(tokenChunk)
+	// Rows convert in chunks of about parallel.SpanSize tokens over the
+	// cores (on the stages' goroutine this pass would be the job's serial
+	// part).
+	bounds := rows.Chunks(parallel.SpanSize)
 	chunks := len(bounds) - 1
 	errs := make([]error, len(cols)*chunks)
 	parallel.For(len(errs), func(k int) {
@@ -248,9 +250,6 @@ func (b *Batch) LoadTokens(names ...string) error {
 	}
 	return nil
 }
-
-// tokenChunk is the number of tokens Tokens converts per chunk of rows.
-const tokenChunk = 1 << 16
 
 // tokenRow writes row i's values of list column name (l, with the values
 // vals) into dst, the row's span of the flat output.
@@ -314,7 +313,7 @@ func (b *Batch) SetList(name string, v []float64) error {
 	if err != nil {
 		return err
 	}
-	b.Set(name, listArray(b.mem, v, rows, name == schema.ActionMask))
+	b.Set(name, listArray(v, rows, name == schema.ActionMask))
 	return nil
 }
 
@@ -378,28 +377,32 @@ func bitmap(a *array.Boolean) (bits []byte, off int) {
 
 // listArray builds the list column of flat values laid out by rows:
 // list<bool> (v != 0) when isMask, list<float32> otherwise.
-func listArray(mem memory.Allocator, flat []float64, rows agg.Rows, isMask bool) arrow.Array {
+func listArray(flat []float64, rows agg.Rows, isMask bool) arrow.Array {
 	offsets := make([]int32, rows.N()+1)
 	for i := range offsets {
 		offsets[i] = int32(rows.Off[i])
 	}
+	// The values convert over the cores (SpanSize is a multiple of 8: each
+	// span of bits is whole bytes, written by one worker).
 	var child arrow.ArrayData
 	if isMask {
-		bb := array.NewBooleanBuilder(mem)
-		defer bb.Release()
-		bb.Reserve(len(flat))
-		for _, v := range flat {
-			bb.UnsafeAppend(v != 0)
-		}
-		a := bb.NewArray()
-		defer a.Release()
-		child = a.Data()
-		child.Retain()
+		bits := make([]byte, bitutil.BytesForBits(int64(len(flat))))
+		parallel.Spans(len(flat), parallel.SpanSize, func(lo, hi int) {
+			for i, v := range flat[lo:hi] {
+				if v != 0 {
+					bitutil.SetBit(bits, lo+i)
+				}
+			}
+		})
+		child = array.NewData(arrow.FixedWidthTypes.Boolean, len(flat),
+			[]*memory.Buffer{nil, memory.NewBufferBytes(bits)}, nil, 0, 0)
 	} else {
 		vals := make([]float32, len(flat))
-		for i, v := range flat {
-			vals[i] = float32(v)
-		}
+		parallel.Spans(len(flat), parallel.SpanSize, func(lo, hi int) {
+			for i, v := range flat[lo:hi] {
+				vals[lo+i] = float32(v)
+			}
+		})
 		child = array.NewData(arrow.PrimitiveTypes.Float32, len(vals),
 			[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(vals))}, nil, 0, 0)
 	}

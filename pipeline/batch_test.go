@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 )
 
 // TestTokensBits: a mask column's bits become 0/1 tokens whatever their
@@ -230,6 +232,50 @@ func TestLoadTokens(t *testing.T) {
 				t.Errorf("GOMAXPROCS %d: LoadTokens%q kept %d columns after an error", procs, tc.names, len(b.tokens))
 			}
 			bad.Release()
+		}
+		runtime.GOMAXPROCS(prev)
+	}
+}
+
+// TestListArray: the list column built from flat values over the cores
+// holds every row's values (float32, or bools v != 0 for a mask) at offsets
+// laid out by the rows, for lengths of several spans not a multiple of 8.
+func TestListArray(t *testing.T) {
+	lens := []int{parallel.SpanSize - 3, 0, 5, parallel.SpanSize + 11, 1}
+	rows := agg.NewRows(lens)
+	flat := make([]float64, rows.Tokens())
+	for i := range flat {
+		flat[i] = float64(i%7) - 3 + 1.0/3
+		if i%11 == 0 {
+			flat[i] = 0
+		}
+	}
+	for _, procs := range []int{1, 8} {
+		prev := runtime.GOMAXPROCS(procs)
+		for _, isMask := range []bool{false, true} {
+			a := listArray(flat, rows, isMask).(*array.List)
+			if a.Len() != len(lens) {
+				t.Fatalf("%d rows, want %d", a.Len(), len(lens))
+			}
+			for r := range lens {
+				lo, hi := a.ValueOffsets(r)
+				if int(lo) != rows.Off[r] || int(hi) != rows.Off[r+1] {
+					t.Fatalf("row %d at [%d, %d), want [%d, %d)", r, lo, hi, rows.Off[r], rows.Off[r+1])
+				}
+			}
+			for i, v := range flat {
+				var ok bool
+				switch vals := a.ListValues().(type) {
+				case *array.Boolean:
+					ok = isMask && vals.Value(i) == (v != 0)
+				case *array.Float32:
+					ok = !isMask && vals.Value(i) == float32(v)
+				}
+				if !ok {
+					t.Fatalf("GOMAXPROCS %d, mask %v: value %d wrong (%v)", procs, isMask, i, v)
+				}
+			}
+			a.Release()
 		}
 		runtime.GOMAXPROCS(prev)
 	}

@@ -119,15 +119,14 @@ func finiteUnderMask(file string, row int64, lp, mask array.ListLike, i int) err
 		mv, _ = mask.ListValues().(*array.Boolean)
 		mlo, _ = mask.ValueOffsets(i)
 	}
-	for k := lo; k < hi; k++ {
-		v := float64(vals.Value(int(k)))
-		if !math.IsNaN(v) && !math.IsInf(v, 1) {
+	for k, x := range vals.Float32Values()[lo:hi] {
+		if x <= math.MaxFloat32 { // finite or -Inf
 			continue
 		}
-		if mv != nil && !mv.Value(int(mlo+k-lo)) {
+		if mv != nil && !mv.Value(int(mlo)+k) {
 			continue
 		}
-		return Errorf(file, row, Logprobs, "log-prob %v at token %d", v, k-lo)
+		return Errorf(file, row, Logprobs, "log-prob %v at token %d", float64(x), k)
 	}
 	return nil
 }

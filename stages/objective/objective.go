@@ -27,6 +27,7 @@ import (
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -153,9 +154,12 @@ func (w *Window) Wait() error {
 		if err != nil {
 			return fmt.Errorf("KL loss %s: %w", e.o.KL.Name, err)
 		}
-		for i, v := range w.klGrad {
-			w.grad[i] += v
-		}
+		grad, klGrad := w.grad, w.klGrad
+		parallel.Spans(len(klGrad), parallel.SpanSize, func(lo, hi int) {
+			for i, v := range klGrad[lo:hi] {
+				grad[lo+i] += v
+			}
+		})
 		e.kl = accumulate(e.kl, r[0])
 		e.free = append(e.free, w.klGrad)
 	}

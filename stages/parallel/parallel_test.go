@@ -38,3 +38,28 @@ func TestFor(t *testing.T) {
 		runtime.GOMAXPROCS(prev)
 	}
 }
+
+// TestSpans: the spans cover [0, n) once each, in pieces of size (the last
+// shorter), for lengths around the size.
+func TestSpans(t *testing.T) {
+	for _, procs := range []int{1, 8} {
+		prev := runtime.GOMAXPROCS(procs)
+		for _, n := range []int{0, 1, 7, 8, 9, 64, 1000} {
+			seen := make([]atomic.Int32, n)
+			Spans(n, 8, func(lo, hi int) {
+				if lo%8 != 0 || hi-lo > 8 || hi <= lo || hi > n || hi-lo < 8 && hi != n {
+					t.Errorf("GOMAXPROCS %d, n %d: span [%d, %d)", procs, n, lo, hi)
+				}
+				for i := lo; i < hi; i++ {
+					seen[i].Add(1)
+				}
+			})
+			for i := range seen {
+				if c := seen[i].Load(); c != 1 {
+					t.Errorf("GOMAXPROCS %d, n %d: element %d in %d spans", procs, n, i, c)
+				}
+			}
+		}
+		runtime.GOMAXPROCS(prev)
+	}
+}

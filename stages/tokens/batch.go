@@ -14,6 +14,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 )
 
 // Canonical input names (Trinity naming).
@@ -104,12 +105,18 @@ func (b *Batch) Set(name string, v []float64) error {
 	}
 	b.cols[name] = v
 	if name == ActionMask {
+		// Rows count over the cores; the total adds them in row order.
 		b.counts = make([]float64, b.Rows.N())
+		bounds := b.Rows.Chunks(parallel.SpanSize)
+		parallel.For(len(bounds)-1, func(k int) {
+			for r := bounds[k]; r < bounds[k+1]; r++ {
+				lo, hi := b.Rows.Span(r)
+				b.counts[r] = agg.Count(v[lo:hi])
+			}
+		})
 		b.total = 0
-		for r := range b.counts {
-			lo, hi := b.Rows.Span(r)
-			b.counts[r] = agg.Count(v[lo:hi])
-			b.total += b.counts[r]
+		for _, c := range b.counts {
+			b.total += c
 		}
 	}
 	return nil

@@ -2,6 +2,8 @@ package tokens
 
 import (
 	"errors"
+	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -107,5 +109,41 @@ func TestEval(t *testing.T) {
 	}
 	if _, err := b.Eval(grad[:2], Term{Kernel: sumKernel{}}); !errors.Is(err, schema.ErrBadInput) {
 		t.Errorf("short grad: %v", err)
+	}
+}
+
+// TestMaskCountsOverTheCores: setting a mask of several spans gives each
+// row's count and the total, added in row order, as one loop does, at
+// GOMAXPROCS 1 and 8.
+func TestMaskCountsOverTheCores(t *testing.T) {
+	src := Synthetic(300, 517, 3) // 155,100 tokens: three spans
+	mask := src.Col(ActionMask)
+	for i := range mask {
+		if i%5 == 0 {
+			mask[i] = 0.1 * float64(i%9) // fractional: the order of the adds shows
+		}
+	}
+	for _, procs := range []int{1, 8} {
+		prev := runtime.GOMAXPROCS(procs)
+		b := New(src.Rows)
+		if err := b.Set(ActionMask, mask); err != nil {
+			t.Fatal(err)
+		}
+		total := 0.0
+		for r := range b.counts {
+			lo, hi := b.Rows.Span(r)
+			c := 0.0
+			for _, m := range mask[lo:hi] {
+				c += m
+			}
+			if b.counts[r] != c {
+				t.Fatalf("GOMAXPROCS %d: row %d counts %v, want %v", procs, r, b.counts[r], c)
+			}
+			total += c
+		}
+		if math.Float64bits(b.total) != math.Float64bits(total) {
+			t.Errorf("GOMAXPROCS %d: total %v, want %v", procs, b.total, total)
+		}
+		runtime.GOMAXPROCS(prev)
 	}
 }
