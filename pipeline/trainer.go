@@ -404,7 +404,7 @@ func (t *trainerStage) Apply(b *Batch) error {
 	if err := b.SetList(schema.Advantages, res.Advantages); err != nil {
 		return err
 	}
-	if slices.Equal(res.Returns, res.Advantages) {
+	if sameSlice(res.Returns, res.Advantages) || slices.Equal(res.Returns, res.Advantages) {
 		// returns = advantages (outcome-score fns): one array, encoded once
 		adv := b.set[schema.Advantages]
 		adv.Retain()
@@ -433,4 +433,10 @@ func columnHint(err error) string {
 		}
 	}
 	return ""
+}
+
+// sameSlice reports whether a and b are the same values in memory (so
+// equal without reading them).
+func sameSlice(a, b []float64) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

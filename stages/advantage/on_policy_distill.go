@@ -93,6 +93,6 @@ func distill(b *TokenBatch, fn string, tok func(old, teacher float64) (div, adv 
 			advSum[r] += a
 		}
 	}
-	res := &TokenResult{Advantages: adv, Returns: append([]float64(nil), adv...), Metrics: agg.Metrics{}}
+	res := &TokenResult{Advantages: adv, Returns: adv, Metrics: agg.Metrics{}}
 	return res, []rowValues{divSum, advSum}, nil
 }

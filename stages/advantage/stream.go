@@ -104,7 +104,7 @@ func (g *groupStream) Apply(c *Chunk) (*TokenResult, error) {
 		return nil, errorf(g.fn, "window past the %d rows observed", len(g.score))
 	}
 	adv := c.broadcast(g.score[c.First : c.First+c.Rows.N()])
-	return &TokenResult{Advantages: adv, Returns: append([]float64(nil), adv...)}, nil
+	return &TokenResult{Advantages: adv, Returns: adv}, nil
 }
 
 func (g *groupStream) Metrics() agg.Metrics { return agg.Metrics{} }

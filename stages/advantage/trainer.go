@@ -2,6 +2,7 @@ package advantage
 
 import (
 	"github.com/rftpipe/rftpipe/stages/agg"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 )
 
 // TokenBatch is the trainer batch a trainer-side fn reads: ragged [B, T]
@@ -25,7 +26,9 @@ type TokenBatch struct {
 	Groups Groups
 }
 
-// TokenResult is the output of a trainer-side fn, flat like its batch.
+// TokenResult is the output of a trainer-side fn, flat like its batch. Its
+// slices are not written after the fn returns; Returns is Advantages itself
+// where the two are equal by definition (the outcome-score fns).
 type TokenResult struct {
 	Advantages []float64
 	Returns    []float64
@@ -66,15 +69,19 @@ func (b *TokenBatch) rowSums(x []float64) []float64 {
 	return s
 }
 
-// broadcast returns score[row] × mask for every token.
+// broadcast returns score[row] × mask for every token, the rows in chunks
+// over the cores.
 func (b *TokenBatch) broadcast(score []float64) []float64 {
 	out := make([]float64, len(b.Mask))
-	for r := 0; r < b.Rows.N(); r++ {
-		lo, hi := b.Rows.Span(r)
-		for t := lo; t < hi; t++ {
-			out[t] = score[r] * b.Mask[t]
+	bounds := b.Rows.Chunks(parallel.SpanSize)
+	parallel.For(len(bounds)-1, func(k int) {
+		for r := bounds[k]; r < bounds[k+1]; r++ {
+			lo, hi := b.Rows.Span(r)
+			for t := lo; t < hi; t++ {
+				out[t] = score[r] * b.Mask[t]
+			}
 		}
-	}
+	})
 	return out
 }
 
@@ -106,7 +113,7 @@ func (b *TokenBatch) groupResult(fn string, rule groupRule) (*TokenResult, error
 		return nil, err
 	}
 	adv := b.broadcast(score)
-	return &TokenResult{Advantages: adv, Returns: append([]float64(nil), adv...), Metrics: agg.Metrics{}}, nil
+	return &TokenResult{Advantages: adv, Returns: adv, Metrics: agg.Metrics{}}, nil
 }
 
 // rowStats returns the mean of x over rows and its unbiased std (0 for <= 1 row).

@@ -2,6 +2,8 @@ package advantage
 
 import (
 	"errors"
+	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -108,5 +110,37 @@ func TestRaggedGroupFns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBroadcastOverTheCores: a batch of several spans gets score[row] × mask
+// at every token (the sign of a zero included) at GOMAXPROCS 1 and 8.
+func TestBroadcastOverTheCores(t *testing.T) {
+	lens := make([]int, 300)
+	for i := range lens {
+		lens[i] = 400 + i%97
+	}
+	b := &TokenBatch{Rows: agg.NewRows(lens)}
+	b.Mask = make([]float64, b.Rows.Tokens())
+	score := make([]float64, len(lens))
+	for r := range score {
+		score[r] = float64(r%13) - 6.5
+		lo, hi := b.Rows.Span(r)
+		for k := lo; k < hi; k++ {
+			b.Mask[k] = float64((k + r) % 3 % 2)
+		}
+	}
+	for _, procs := range []int{1, 8} {
+		prev := runtime.GOMAXPROCS(procs)
+		out := b.broadcast(score)
+		runtime.GOMAXPROCS(prev)
+		for r := range score {
+			lo, hi := b.Rows.Span(r)
+			for k := lo; k < hi; k++ {
+				if want := score[r] * b.Mask[k]; math.Float64bits(out[k]) != math.Float64bits(want) {
+					t.Fatalf("GOMAXPROCS %d: row %d token %d is %v, want %v", procs, r, k, out[k], want)
+				}
+			}
+		}
 	}
 }

@@ -2,6 +2,8 @@ package objective
 
 import (
 	"math"
+	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/rftpipe/rftpipe/stages/agg"
@@ -113,5 +115,35 @@ func TestWindowsEqualWhole(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSameBitsWhateverTheCores: an objective with KL and entropy terms over
+// a batch of several spans (each term's rows, the KL gradient's add) gives
+// the same loss, metrics and gradient bits at GOMAXPROCS 1 and 8.
+func TestSameBitsWhateverTheCores(t *testing.T) {
+	b := tokens.Synthetic(300, 517, 7) // 155,100 tokens: three spans
+	o, err := New(Config{PolicyLoss: "ppo", KLLoss: "low_var_kl", KLCoef: 0.01, Entropy: "default", EntropyCoef: 0.001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res [2]Result
+	var grads [2][]float64
+	for i, procs := range []int{1, 8} {
+		prev := runtime.GOMAXPROCS(procs)
+		grads[i] = make([]float64, b.Rows.Tokens())
+		res[i], err = o.Eval(tokens.CPU, b, grads[i])
+		runtime.GOMAXPROCS(prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if math.Float64bits(res[0].Loss) != math.Float64bits(res[1].Loss) || !reflect.DeepEqual(res[0].Metrics, res[1].Metrics) {
+		t.Errorf("loss %v %v, metrics %v %v", res[0].Loss, res[1].Loss, res[0].Metrics, res[1].Metrics)
+	}
+	for i := range grads[0] {
+		if math.Float64bits(grads[0][i]) != math.Float64bits(grads[1][i]) {
+			t.Fatalf("token %d: gradient %v at GOMAXPROCS 1, %v at 8", i, grads[0][i], grads[1][i])
+		}
 	}
 }
