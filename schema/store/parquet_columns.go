@@ -123,6 +123,20 @@ func (t *tellWriter) copyFrom(in *inputFile, off, n int64) error {
 	return nil
 }
 
+// An input's column chunk of alignMin bytes or more is copied to an offset
+// of the output congruent with its own modulo alignBlock, the block size of
+// most file systems, after at most alignBlock-1 zero bytes (a gap between
+// column chunks, which Parquet readers skip: they read each chunk at its
+// offset). Where the file system shares blocks between files (XFS, Btrfs:
+// copy_file_range clones block-aligned ranges), the chunk's whole blocks
+// are then cloned, not copied: no bytes are written and no space used for
+// them. Elsewhere the chunk is copied as before. The layout depends on the
+// input alone, so the output's bytes do not depend on the file system.
+const (
+	alignBlock = 4096
+	alignMin   = 64 << 10
+)
+
 // levels holds one column's definition and repetition levels.
 type levels struct{ def, rep []int16 }
 
@@ -585,6 +599,14 @@ func rawCopy(r *rawChunk) (*chunkCopy, error) {
 // metadata there (pages, then the chunk's metadata, as arrow-go lays a
 // chunk out).
 func (c *columnSink) writeCopy(cc *metadata.ColumnChunkMetaDataBuilder, cp *chunkCopy) error {
+	if cp.in != nil && cp.size >= alignMin {
+		// Zeros up to the offset congruent with the chunk's in the input,
+		// so that its whole blocks can be shared (see alignBlock).
+		pad := (cp.off - c.out.Tell()) & (alignBlock - 1)
+		if _, err := c.out.Write(make([]byte, pad)); err != nil {
+			return err
+		}
+	}
 	start := c.out.Tell()
 	info := metadata.ChunkMetaInfo{NumValues: cp.values, IndexPageOffset: -1, DataPageOffset: start + cp.data,
 		CompressedSize: cp.size, UncompressedSize: cp.uncompressed}

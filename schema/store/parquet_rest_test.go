@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -17,6 +18,7 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
 )
 
 // deferredCopy copies in to out through a deferred read that decodes only
@@ -308,5 +310,180 @@ func TestCopiesKeepBatchStatistics(t *testing.T) {
 	want, _ := readAll(t, demo)
 	if got, _ := readAll(t, out); got != want {
 		t.Fatal("the copy reads back differently")
+	}
+}
+
+// chunkSpans returns each column chunk's [start, start+size) in a Parquet
+// file, row group by row group.
+func chunkSpans(t *testing.T, path string) [][2]int64 {
+	t.Helper()
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	var out [][2]int64
+	for rg := 0; rg < pf.NumRowGroups(); rg++ {
+		for c := 0; c < pf.MetaData().Schema.NumColumns(); c++ {
+			cc, err := pf.MetaData().RowGroup(rg).ColumnChunk(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := cc.DataPageOffset()
+			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 {
+				start = min(start, cc.DictionaryPageOffset())
+			}
+			out = append(out, [2]int64{start, start + cc.TotalCompressedSize()})
+		}
+	}
+	return out
+}
+
+// TestLargeChunksCopiedAligned: an input's column chunk of 64 KiB or more
+// is copied to an output offset congruent with its own modulo 4096 (so a
+// file system that shares blocks clones it), a smaller one right after the
+// chunk before, when a re-encoded column before them moves the output's
+// offsets off the input's; the output reads back as the input, twice the
+// same bytes.
+func TestLargeChunksCopiedAligned(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "batch", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "logprobs", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
+		{Name: "note", Type: arrow.BinaryTypes.String},
+		{Name: "entropy", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
+	}, nil)
+	// arrow-go's writer, "batch" without a dictionary: re-encoded by
+	// rftpipe's writer (with one) it takes another number of bytes.
+	f, err := os.Create(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pqarrow.NewFileWriter(sc, f, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithDictionaryFor("batch", false)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint32(1)
+	next := func() float32 { seed = seed*1664525 + 1013904223; return float32(seed>>8) / (1 << 24) }
+	for g := 0; g < 3; g++ { // three row groups of 300 rows × 120 random floats: ~140 KiB chunks
+		bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		for i := 0; i < 300; i++ {
+			bld.Field(0).(*array.Int64Builder).Append(int64(g*1000 + i))
+			for _, c := range []int{1, 3} {
+				lb := bld.Field(c).(*array.ListBuilder)
+				lb.Append(true)
+				for k := 0; k < 120; k++ {
+					lb.ValueBuilder().(*array.Float32Builder).Append(next())
+				}
+			}
+			bld.Field(2).(*array.StringBuilder).Append("n")
+		}
+		rec := bld.NewRecord()
+		bld.Release()
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := readAll(t, in)
+	inSpans := chunkSpans(t, in)
+	for _, name := range []string{"a.parquet", "b.parquet"} {
+		out := filepath.Join(dir, name)
+		copyReencoding(t, in, out, sc)
+		if got, _ := readAll(t, out); got != want {
+			t.Fatalf("%s reads back differently", name)
+		}
+		outSpans := chunkSpans(t, out)
+		if len(outSpans) != len(inSpans) {
+			t.Fatalf("%s: %d chunks, want %d", name, len(outSpans), len(inSpans))
+		}
+		large, moved := 0, 0
+		for i, s := range inSpans {
+			o := outSpans[i]
+			if i%4 == 0 {
+				continue // "batch", re-encoded
+			}
+			if o[1]-o[0] != s[1]-s[0] {
+				t.Fatalf("%s: chunk %d has %d bytes, the input's %d", name, i, o[1]-o[0], s[1]-s[0])
+			}
+			if o[0] != s[0] {
+				moved++
+			}
+			if s[1]-s[0] >= 64<<10 {
+				large++
+				if (o[0]-s[0])%4096 != 0 {
+					t.Errorf("%s: chunk %d of %d bytes at %d, the input's at %d: not congruent modulo 4096", name, i, s[1]-s[0], o[0], s[0])
+				}
+			} else if o[0] > outSpans[i-1][1]+1024 {
+				t.Errorf("%s: small chunk %d at %d, %d bytes after the chunk before", name, i, o[0], o[0]-outSpans[i-1][1])
+			}
+		}
+		if large != 6 || moved == 0 {
+			t.Errorf("%s: %d chunks of 64 KiB or more (want 6), %d moved (want some): not the test's input", name, large, moved)
+		}
+	}
+	if sha(t, filepath.Join(dir, "a.parquet")) != sha(t, filepath.Join(dir, "b.parquet")) {
+		t.Fatal("two copies differ")
+	}
+	// DuckDB reads the chunks after the gaps as the input's.
+	db, err := duckdb.Open(duckdb.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var sums [2]string
+	for i, p := range []string{in, filepath.Join(dir, "a.parquet")} {
+		q := `SELECT count(*)::VARCHAR || ' ' || sum(hash(t))::VARCHAR FROM read_parquet(` + duckdb.QuoteString(p) + `) t`
+		if err := db.QueryRow(q).Scan(&sums[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sums[0] != sums[1] || !strings.HasPrefix(sums[0], "900 ") {
+		t.Fatalf("DuckDB reads the copy as %q, the input as %q", sums[1], sums[0])
+	}
+}
+
+// copyReencoding copies in to out through a deferred read of column
+// "batch", which it writes as a new array of the same values (encoded),
+// the other columns as the batches' Rest (copied).
+func copyReencoding(t *testing.T, in, out string, sc *arrow.Schema) {
+	t.Helper()
+	r, err := store.Open(in, store.Columns("batch"), store.Deferred())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := store.Create(out, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch, err := array.Concatenate([]arrow.Array{rec.Column(0)}, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := array.NewRecord(rec.Schema(), []arrow.Array{batch}, rec.NumRows())
+		rest := r.Rest()
+		if err := w.WriteWith(other, rest); err != nil {
+			t.Fatal(err)
+		}
+		rest.Release()
+		other.Release()
+		batch.Release()
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }
