@@ -200,23 +200,21 @@ func createExps(ctx context.Context, db *dbsql.DB, files []string) error {
 // scanTasks reads tasks.sql into g's rewards and planRow; it returns the task
 // group id of every kept row.
 func scanTasks(ctx context.Context, db *dbsql.DB, g *Grouping, vars map[string]string) ([]int32, error) {
-	var tid []int32
-	err := query(ctx, db, rsql.Pipeline("tasks", vars), func(rows *dbsql.Rows) error {
-		var (
-			row    int64
-			reward dbsql.NullFloat64
-			id     dbsql.NullInt64
-		)
-		if err := rows.Scan(&row, &reward, &id); err != nil {
-			return err
-		}
-		if v := nullNaN(reward); math.IsNaN(v) || math.IsInf(v, 0) {
+	var rowIdx, ids []int64
+	var rewards []float64
+	if _, err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("tasks", vars), &rowIdx, &rewards, &ids); err != nil {
+		return nil, groupError(err)
+	}
+	tid := make([]int32, 0, len(ids))
+	g.Input.Reward = slices.Grow(g.Input.Reward, len(ids))
+	for i, id := range ids {
+		if v := rewards[i]; math.IsNaN(v) || math.IsInf(v, 0) {
 			if g.Invalid == 0 {
-				g.FirstInvalid = row
+				g.FirstInvalid = rowIdx[i]
 			}
 			g.Invalid++
 		}
-		if !id.Valid { // invalid reward, dropped
+		if id < 0 { // invalid reward, dropped
 			if g.planRow == nil {
 				g.planRow = make([]int32, g.Rows, g.Rows+1)
 				for i := range g.planRow {
@@ -228,34 +226,29 @@ func scanTasks(ctx context.Context, db *dbsql.DB, g *Grouping, vars map[string]s
 			if g.planRow != nil {
 				g.planRow = append(g.planRow, int32(len(tid)))
 			}
-			tid = append(tid, int32(id.Int64))
-			g.Input.Reward = append(g.Input.Reward, nullNaN(reward))
+			tid = append(tid, int32(id))
+			g.Input.Reward = append(g.Input.Reward, rewards[i])
 		}
 		g.Rows++
-		return nil
-	})
-	return tid, err
+	}
+	return tid, nil
 }
 
 // scanRuns reads runs.sql into g's run grouping (and steps).
 func scanRuns(ctx context.Context, db *dbsql.DB, g *Grouping, withStep bool, vars map[string]string) error {
-	rid := make([]int32, 0, len(g.Input.Reward))
-	var steps []int64
-	err := query(ctx, db, rsql.Pipeline("runs", vars), func(rows *dbsql.Rows) error {
-		var id, step int64
-		if err := rows.Scan(&id, &step); err != nil {
-			return err
-		}
-		rid = append(rid, int32(id))
-		steps = append(steps, step)
-		return nil
-	})
+	var ids, steps []int64
+	if _, err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("runs", vars), &ids, &steps); err != nil {
+		return groupError(err)
+	}
+	rid := make([]int32, len(ids))
+	for i, id := range ids {
+		rid[i] = int32(id)
+	}
+	runs, err := groupsOf(rid)
 	if err != nil {
 		return err
 	}
-	if g.Input.Runs, err = groupsOf(rid); err != nil {
-		return err
-	}
+	g.Input.Runs = runs
 	if withStep {
 		g.Input.Step = steps
 	}

@@ -1,7 +1,8 @@
 // Package duckdb is the one package that links DuckDB. It opens in-process
 // DuckDB databases configured through the DSN; DuckDB reads Parquet stores
-// itself (read_parquet) and hands back small scalar results, so no bulk data
-// crosses between DuckDB and Go.
+// itself (read_parquet) and hands back small results, or a few numeric
+// columns of one value per experience by columns (QueryColumns), so the
+// stores' bulk data does not cross between DuckDB and Go.
 package duckdb
 
 import (

@@ -15,8 +15,8 @@
 -- Why not the group statistics here: DuckDB would give mean/std in double
 -- precision (avg, stddev_samp), while upstream computes float32 statistics
 -- (aggregation.md §Numerics) and the advantage stage owns that arithmetic
--- (stages/advantage). Moving the rewards as one scalar column costs ~0.3 s per
--- million rows, so Go computes the per-group float32 statistics from them.
+-- (stages/advantage). The rewards come to Go as one column (read by columns,
+-- not row by row), and Go computes the per-group float32 statistics from them.
 WITH k AS (
     SELECT row_idx,
            reward,
@@ -33,6 +33,10 @@ ids AS (
 )
 -- (An equi-join on the key alone: an extra condition in a LEFT JOIN's ON
 -- clause makes DuckDB fall back to a nested-loop join.)
-SELECT k.row_idx, k.reward, CASE WHEN {{grouped}} THEN ids.tid_id END AS tid_id
+-- The result has no nulls (it is read by columns): a null reward is NaN, a
+-- row in no group has tid_id -1.
+SELECT k.row_idx,
+       coalesce(k.reward, 'NaN'::DOUBLE) AS reward,
+       coalesce(CASE WHEN {{grouped}} THEN ids.tid_id END, -1) AS tid_id
 FROM k LEFT JOIN ids USING (tb, tt)
 ORDER BY k.row_idx;

@@ -1,0 +1,61 @@
+package duckdb
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	duck "github.com/marcboeker/go-duckdb"
+)
+
+// TestQueryColumns: a result of several record batches comes back whole by
+// columns (integers of either width, doubles, NaN kept); a null, a column
+// of another type or count is an error; a failing query's error is
+// DuckDB's own, typed.
+func TestQueryColumns(t *testing.T) {
+	db, err := Open(Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	var a, b []int64
+	var c []float64
+	q := `SELECT i, (i % 7)::INTEGER, CASE WHEN i = 4000 THEN 'NaN'::DOUBLE ELSE i / 4 END FROM range(5000) t(i) ORDER BY i`
+	n, err := QueryColumns(ctx, db, q, &a, &b, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5000 || len(a) != n || len(b) != n || len(c) != n {
+		t.Fatalf("%d rows, columns of %d, %d, %d", n, len(a), len(b), len(c))
+	}
+	for i := range a {
+		want := float64(i) / 4
+		if i == 4000 {
+			want = math.NaN()
+		}
+		if a[i] != int64(i) || b[i] != int64(i%7) || !(c[i] == want || math.IsNaN(c[i]) && math.IsNaN(want)) {
+			t.Fatalf("row %d: %d %d %v", i, a[i], b[i], c[i])
+		}
+	}
+	for _, tc := range []struct {
+		q, want string
+		dst     []any
+	}{
+		{`SELECT NULL::BIGINT`, "holds nulls", []any{new([]int64)}},
+		{`SELECT 'x'`, "is utf8", []any{new([]int64)}},
+		{`SELECT 1::BIGINT, 2::BIGINT`, "gives 2 columns, 1 wanted", []any{new([]int64)}},
+		{`SELECT 1.5::DOUBLE`, "is float64, not what *[]int64 takes", []any{new([]int64)}},
+	} {
+		if _, err := QueryColumns(ctx, db, tc.q, tc.dst...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.q, err, tc.want)
+		}
+	}
+	_, err = QueryColumns(ctx, db, `SELECT * FROM no_such_table`, new([]int64))
+	var de *duck.Error
+	if !errors.As(err, &de) || de.Type != duck.ErrorTypeCatalog {
+		t.Errorf("a failing query: error %v (%T), want DuckDB's catalog error", err, err)
+	}
+}
