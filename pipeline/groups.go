@@ -137,16 +137,8 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, sh
 	}
 	if n.LogprobMean {
 		q := make([]float64, 0, len(g.Input.Reward))
-		err := query(ctx, db, rsql.Pipeline("logprob_mean", vars), func(rows *dbsql.Rows) error {
-			var v dbsql.NullFloat64
-			if err := rows.Scan(&v); err != nil {
-				return err
-			}
-			q = append(q, nullNaN(v))
-			return nil
-		})
-		if err != nil {
-			return nil, err
+		if _, err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("logprob_mean", vars), &q); err != nil {
+			return nil, groupError(err)
 		}
 		g.Input.LogprobMean = q
 	}

@@ -12,8 +12,8 @@ import (
 )
 
 // QueryColumns runs q and appends its result's columns, in order, to dst:
-// one per column of the result, each a *[]int64 (an integer column) or a
-// *[]float64 (a DOUBLE one). It returns the number of rows. DuckDB hands
+// one per column of the result, each a *[]int64 (an INTEGER or BIGINT
+// column) or a *[]float64 (a DOUBLE or FLOAT one, widened). It returns the number of rows. DuckDB hands
 // the result over by columns (its Arrow interface, whose records are
 // arrow-go v18's: go-duckdb's), not row by row through database/sql, which
 // costs about half a microsecond a row on the Go side. A null is an error:
@@ -87,8 +87,14 @@ func appendColumn(dst any, a arrow.Array, name string) error {
 			return nil
 		}
 	case *[]float64:
-		if c, ok := a.(*array.Float64); ok {
+		switch c := a.(type) {
+		case *array.Float64:
 			*d = append(*d, c.Float64Values()...)
+			return nil
+		case *array.Float32:
+			for _, v := range c.Float32Values() {
+				*d = append(*d, float64(v))
+			}
 			return nil
 		}
 	}

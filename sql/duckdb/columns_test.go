@@ -22,9 +22,9 @@ func TestQueryColumns(t *testing.T) {
 	defer db.Close()
 	ctx := context.Background()
 	var a, b []int64
-	var c []float64
-	q := `SELECT i, (i % 7)::INTEGER, CASE WHEN i = 4000 THEN 'NaN'::DOUBLE ELSE i / 4 END FROM range(5000) t(i) ORDER BY i`
-	n, err := QueryColumns(ctx, db, q, &a, &b, &c)
+	var c, f []float64
+	q := `SELECT i, (i % 7)::INTEGER, CASE WHEN i = 4000 THEN 'NaN'::DOUBLE ELSE i / 4 END, (i / 3)::FLOAT FROM range(5000) t(i) ORDER BY i`
+	n, err := QueryColumns(ctx, db, q, &a, &b, &c, &f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +36,8 @@ func TestQueryColumns(t *testing.T) {
 		if i == 4000 {
 			want = math.NaN()
 		}
-		if a[i] != int64(i) || b[i] != int64(i%7) || !(c[i] == want || math.IsNaN(c[i]) && math.IsNaN(want)) {
-			t.Fatalf("row %d: %d %d %v", i, a[i], b[i], c[i])
+		if a[i] != int64(i) || b[i] != int64(i%7) || !(c[i] == want || math.IsNaN(c[i]) && math.IsNaN(want)) || f[i] != float64(float32(float64(i)/3)) {
+			t.Fatalf("row %d: %d %d %v %v", i, a[i], b[i], c[i], f[i])
 		}
 	}
 	for _, tc := range []struct {
