@@ -25,19 +25,23 @@ import (
 // decode, writing each batch with WriteWith (its other columns as a Rest);
 // it returns the batches read.
 func deferredCopy(t *testing.T, in, out string, decode ...string) int {
+	return copyDeferred(t, in, out, false, decode...)
+}
+
+// copyReencoding is deferredCopy with the decoded columns written as new
+// arrays of the same values (encoded, not copied as read).
+func copyReencoding(t *testing.T, in, out string, decode ...string) int {
+	return copyDeferred(t, in, out, true, decode...)
+}
+
+func copyDeferred(t *testing.T, in, out string, reencode bool, decode ...string) int {
 	t.Helper()
-	full, err := store.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := full.Schema()
-	full.Close()
 	r, err := store.Open(in, store.Columns(decode...), store.Deferred(), store.BatchRows(7))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	w, err := store.Create(out, sc)
+	w, err := store.Create(out, fullSchema(t, in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +55,21 @@ func deferredCopy(t *testing.T, in, out string, decode ...string) int {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if reencode {
+			// The same values in new arrays (each its slice of itself, concatenated).
+			cols := make([]arrow.Array, rec.NumCols())
+			for i := range cols {
+				if cols[i], err = array.Concatenate([]arrow.Array{rec.Column(i)}, memory.DefaultAllocator); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec = array.NewRecord(rec.Schema(), cols, rec.NumRows())
+			for _, c := range cols {
+				c.Release() // the record holds them
+			}
+		} else {
+			rec.Retain()
+		}
 		rest := r.Rest()
 		if rest == nil || rest.Rows() != rec.NumRows() {
 			t.Fatalf("batch %d: rest %v for %d rows", batches, rest, rec.NumRows())
@@ -59,6 +78,7 @@ func deferredCopy(t *testing.T, in, out string, decode ...string) int {
 			t.Fatal(err)
 		}
 		rest.Release()
+		rec.Release()
 	}
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
@@ -159,28 +179,13 @@ func TestSharedColumnArray(t *testing.T) {
 // group by row group.
 func chunkBytes(t *testing.T, path string) [][]byte {
 	t.Helper()
-	pf, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pf.Close()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out [][]byte
-	for rg := 0; rg < pf.NumRowGroups(); rg++ {
-		for c := 0; c < pf.MetaData().Schema.NumColumns(); c++ {
-			cc, err := pf.MetaData().RowGroup(rg).ColumnChunk(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			start := cc.DataPageOffset()
-			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 {
-				start = min(start, cc.DictionaryPageOffset())
-			}
-			out = append(out, data[start:start+cc.TotalCompressedSize()])
-		}
+	for _, s := range chunkSpans(t, path) {
+		out = append(out, data[s[0]:s[1]])
 	}
 	return out
 }
@@ -202,42 +207,8 @@ func TestDecodedColumnsCopiedAsRead(t *testing.T) {
 		}
 	}
 
-	r, err := store.Open(demo, store.Columns("reward"), store.Deferred())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	fresh := filepath.Join(t.TempDir(), "b.parquet")
-	w, err := store.Create(fresh, fullSchema(t, demo))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Abort()
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The same values in a new array (its slice of itself, concatenated).
-		reward, err := array.Concatenate([]arrow.Array{rec.Column(0)}, memory.DefaultAllocator)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other := array.NewRecord(rec.Schema(), []arrow.Array{reward}, rec.NumRows())
-		rest := r.Rest()
-		if err := w.WriteWith(other, rest); err != nil {
-			t.Fatal(err)
-		}
-		rest.Release()
-		other.Release()
-		reward.Release()
-	}
-	if err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	copyReencoding(t, demo, fresh, "reward")
 	want, _ := readAll(t, demo)
 	if back, _ := readAll(t, fresh); back != want {
 		t.Fatal("the store with a re-encoded column reads back differently")
@@ -393,7 +364,7 @@ func TestLargeChunksCopiedAligned(t *testing.T) {
 	inSpans := chunkSpans(t, in)
 	for _, name := range []string{"a.parquet", "b.parquet"} {
 		out := filepath.Join(dir, name)
-		copyReencoding(t, in, out, sc)
+		copyReencoding(t, in, out, "batch")
 		if got, _ := readAll(t, out); got != want {
 			t.Fatalf("%s reads back differently", name)
 		}
@@ -444,46 +415,5 @@ func TestLargeChunksCopiedAligned(t *testing.T) {
 	}
 	if sums[0] != sums[1] || !strings.HasPrefix(sums[0], "900 ") {
 		t.Fatalf("DuckDB reads the copy as %q, the input as %q", sums[1], sums[0])
-	}
-}
-
-// copyReencoding copies in to out through a deferred read of column
-// "batch", which it writes as a new array of the same values (encoded),
-// the other columns as the batches' Rest (copied).
-func copyReencoding(t *testing.T, in, out string, sc *arrow.Schema) {
-	t.Helper()
-	r, err := store.Open(in, store.Columns("batch"), store.Deferred())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	w, err := store.Create(out, sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Abort()
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		batch, err := array.Concatenate([]arrow.Array{rec.Column(0)}, memory.DefaultAllocator)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other := array.NewRecord(rec.Schema(), []arrow.Array{batch}, rec.NumRows())
-		rest := r.Rest()
-		if err := w.WriteWith(other, rest); err != nil {
-			t.Fatal(err)
-		}
-		rest.Release()
-		other.Release()
-		batch.Release()
-	}
-	if err := w.Commit(); err != nil {
-		t.Fatal(err)
 	}
 }
