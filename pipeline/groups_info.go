@@ -54,26 +54,14 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 	}
 	if n.Components && len(n.ComponentColumns) > 0 {
 		cols := make([]string, len(n.ComponentColumns))
-		for i, c := range n.ComponentColumns {
-			cols[i] = "CAST(" + duckdb.QuoteIdent(c) + " AS DOUBLE)"
-		}
 		in.Components = make([][]float64, len(cols))
-		vals := make([]dbsql.NullFloat64, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
+		dst := make([]any, len(cols))
+		for i, c := range n.ComponentColumns {
+			cols[i] = "coalesce(CAST(" + duckdb.QuoteIdent(c) + " AS DOUBLE), 'NaN'::DOUBLE)" // a null component is NaN
+			dst[i] = &in.Components[i]
 		}
-		err := query(ctx, db, rsql.Pipeline("components", with("cols", strings.Join(cols, ", "))), func(r *dbsql.Rows) error {
-			if err := r.Scan(ptrs...); err != nil {
-				return err
-			}
-			for i, v := range vals {
-				in.Components[i] = append(in.Components[i], nullNaN(v))
-			}
-			return nil
-		})
-		if err != nil {
-			return err
+		if _, err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("components", with("cols", strings.Join(cols, ", "))), dst...); err != nil {
+			return groupError(err)
 		}
 	}
 	if n.NoInfo {
