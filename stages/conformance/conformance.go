@@ -292,9 +292,10 @@ func (k *Checker) MetricsJSON(field string, got map[string]float64, raw json.Raw
 
 // LossJSON compares a loss function's loss, metrics and per-token gradient
 // (one row per batch row) with the golden expected object: its "loss",
-// "metrics" and gradField. A null gradient is none at all (a function with
-// no term) and is not compared.
-func (k *Checker) LossJSON(expected json.RawMessage, gradField string, loss float64, metrics map[string]float64, grad [][]float64) error {
+// "metrics" and gradField. With noTerm, a null gradient is none at all (a
+// KL or entropy function with no term, "none") and is not compared;
+// otherwise it is compared as any other.
+func (k *Checker) LossJSON(expected json.RawMessage, gradField string, noTerm bool, loss float64, metrics map[string]float64, grad [][]float64) error {
 	var want map[string]json.RawMessage
 	if err := json.Unmarshal(expected, &want); err != nil {
 		return err
@@ -309,7 +310,7 @@ func (k *Checker) LossJSON(expected json.RawMessage, gradField string, loss floa
 	if err := k.MetricsJSON("metrics", metrics, want["metrics"]); err != nil {
 		return err
 	}
-	if string(want[gradField]) == "null" {
+	if noTerm && string(want[gradField]) == "null" {
 		return nil
 	}
 	return k.MatrixJSON(gradField, grad, want[gradField])

@@ -82,19 +82,22 @@ func TestJSONChecks(t *testing.T) {
 			return k.MetricsJSON("metrics", nil, json.RawMessage(`[1]`))
 		}, "", "expected metrics: "},
 		{"loss equal", func(k *Checker) error {
-			return k.LossJSON(json.RawMessage(`{"loss":0.5,"metrics":{"m":1},"g":[[1],[2]]}`), "g", 0.5, map[string]float64{"m": 1}, [][]float64{{1}, {2}})
+			return k.LossJSON(json.RawMessage(`{"loss":0.5,"metrics":{"m":1},"g":[[1],[2]]}`), "g", false, 0.5, map[string]float64{"m": 1}, [][]float64{{1}, {2}})
 		}, "", ""},
 		{"loss differs", func(k *Checker) error {
-			return k.LossJSON(json.RawMessage(`{"loss":0.5,"metrics":{"m":1},"g":[[1],[2]]}`), "g", 0.25, map[string]float64{"m": 1}, [][]float64{{1}, {2}})
+			return k.LossJSON(json.RawMessage(`{"loss":0.5,"metrics":{"m":1},"g":[[1],[2]]}`), "g", false, 0.25, map[string]float64{"m": 1}, [][]float64{{1}, {2}})
 		}, "loss", ""},
 		{"loss gradient differs", func(k *Checker) error {
-			return k.LossJSON(json.RawMessage(`{"loss":0.5,"metrics":{"m":1},"g":[[1],[2]]}`), "g", 0.5, map[string]float64{"m": 1}, [][]float64{{1}, {3}})
+			return k.LossJSON(json.RawMessage(`{"loss":0.5,"metrics":{"m":1},"g":[[1],[2]]}`), "g", false, 0.5, map[string]float64{"m": 1}, [][]float64{{1}, {3}})
 		}, "g[1][0]", ""},
-		{"loss null gradient", func(k *Checker) error {
-			return k.LossJSON(json.RawMessage(`{"loss":0,"metrics":{},"g":null}`), "g", 0, map[string]float64{}, [][]float64{{7}})
+		{"loss null gradient, no term", func(k *Checker) error {
+			return k.LossJSON(json.RawMessage(`{"loss":0,"metrics":{},"g":null}`), "g", true, 0, map[string]float64{}, [][]float64{{7}})
 		}, "", ""},
+		{"loss null gradient compared", func(k *Checker) error {
+			return k.LossJSON(json.RawMessage(`{"loss":0,"metrics":{},"g":null}`), "g", false, 0, map[string]float64{}, [][]float64{{7}})
+		}, "g rows", ""},
 		{"loss no metrics", func(k *Checker) error {
-			return k.LossJSON(json.RawMessage(`{"loss":0,"g":[[0]]}`), "g", 0, nil, [][]float64{{0}})
+			return k.LossJSON(json.RawMessage(`{"loss":0,"g":[[0]]}`), "g", false, 0, nil, [][]float64{{0}})
 		}, "", "expected metrics: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

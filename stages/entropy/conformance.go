@@ -42,6 +42,6 @@ func ConformanceRunnerOn(ev tokens.Evaluator) conformance.Runner {
 		if err != nil {
 			return err
 		}
-		return chk.LossJSON(c.Expected, "grad_entropy", loss, metrics, b.Split(grad))
+		return chk.LossJSON(c.Expected, "grad_entropy", true, loss, metrics, b.Split(grad))
 	}
 }

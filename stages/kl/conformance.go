@@ -79,7 +79,7 @@ func ConformanceRunnerOn(ev tokens.Evaluator) conformance.Runner {
 			if err != nil {
 				return err
 			}
-			return chk.LossJSON(c.Expected, "grad_logprob", loss, metrics, b.Split(grad))
+			return chk.LossJSON(c.Expected, "grad_logprob", true, loss, metrics, b.Split(grad))
 		case "apply_kl_penalty_to_reward":
 			m, err := conformance.Matrix(c.Inputs["token_level_scores"])
 			if err != nil {

@@ -222,6 +222,8 @@ func (k Kernel) Row(r *tokens.Row, s []float64) {
 	case f.Kind == CorrectedK3:
 		old := r.Old[:n]
 		sum = rowSum(r, func(t int) (float64, float64) { return f.correctedK3(lp[t], ref[t], old[t]) })
+	default: // none: no term, its gradient 0
+		clear(r.Grad[:n])
 	}
 	s[0] += r.Scale * sum
 }

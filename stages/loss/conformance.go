@@ -50,7 +50,7 @@ func ConformanceRunnerOn(reg *Registry, ev tokens.Evaluator) conformance.Runner 
 		if wantErr, _ := c.ExpectedError(); wantErr {
 			return nil
 		}
-		return chk.LossJSON(c.Expected, "grad_logprob", res.Loss, res.Metrics, b.Split(grad))
+		return chk.LossJSON(c.Expected, "grad_logprob", false, res.Loss, res.Metrics, b.Split(grad))
 	}
 }
 

@@ -154,12 +154,7 @@ func (w *Window) Wait() error {
 		if err != nil {
 			return fmt.Errorf("KL loss %s: %w", e.o.KL.Name, err)
 		}
-		grad, klGrad := w.grad, w.klGrad
-		parallel.Spans(len(klGrad), parallel.SpanSize, func(lo, hi int) {
-			for i, v := range klGrad[lo:hi] {
-				grad[lo+i] += v
-			}
-		})
+		addInto(w.grad, w.klGrad)
 		e.kl = accumulate(e.kl, r[0])
 		e.free = append(e.free, w.klGrad)
 	}
@@ -234,11 +229,19 @@ func (e *Eval) GradWindow(b *tokens.Batch, grad []float64) error {
 		if _, err := e.ev.Eval(b, g, t); err != nil {
 			return fmt.Errorf("KL loss %s: %w", e.o.KL.Name, err)
 		}
-		for i, v := range g {
-			grad[i] += v
-		}
+		addInto(grad, g)
 	}
 	return nil
+}
+
+// addInto adds src into dst elementwise (the KL term's gradient into the
+// policy loss's), over the cores.
+func addInto(dst, src []float64) {
+	parallel.Spans(len(src), parallel.SpanSize, func(lo, hi int) {
+		for i, v := range src[lo:hi] {
+			dst[lo+i] += v
+		}
+	})
 }
 
 // Eval evaluates the objective over one whole batch; grad receives

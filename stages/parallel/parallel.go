@@ -52,7 +52,7 @@ const SpanSize = 1 << 16
 // Spans calls fn(lo, hi) for the consecutive spans of size elements (the
 // last one shorter) that cover [0, n), over the cores as For hands out
 // chunks: for an elementwise pass over a flat slice, each span's elements
-// written by one call alone.
+// written by one call alone. size must be positive.
 func Spans(n, size int, fn func(lo, hi int)) {
 	For((n+size-1)/size, func(k int) { fn(k*size, min((k+1)*size, n)) })
 }

@@ -107,9 +107,8 @@ func (b *Batch) Set(name string, v []float64) error {
 	if name == ActionMask {
 		// Rows count over the cores; the total adds them in row order.
 		b.counts = make([]float64, b.Rows.N())
-		bounds := b.Rows.Chunks(parallel.SpanSize)
-		parallel.For(len(bounds)-1, func(k int) {
-			for r := bounds[k]; r < bounds[k+1]; r++ {
+		parallel.For(len(b.chunks)-1, func(k int) {
+			for r := b.chunks[k]; r < b.chunks[k+1]; r++ {
 				lo, hi := b.Rows.Span(r)
 				b.counts[r] = agg.Count(v[lo:hi])
 			}
