@@ -412,17 +412,20 @@ var errClosed = errors.New("gpu: evaluator closed before the evaluation's result
 func (e *Evaluator) Close() error {
 	return e.d.locked(func() error {
 		e.closed = true
+		// Results not yet collected are dropped: every owner fails before
+		// any sync or free can, so that none reads partial sums as good.
+		for _, s := range e.slots {
+			if s != nil && s.owner != nil && s.owner.err == nil {
+				s.owner.err = errClosed
+			}
+		}
 		drv := e.d.drv
 		for i, s := range e.slots {
 			if s == nil {
 				continue
 			}
-			// Results not yet collected are dropped.
 			if err := drv.sync(s.stream); err != nil {
 				return err
-			}
-			if s.owner != nil && s.owner.err == nil {
-				s.owner.err = errClosed
 			}
 			s.pending, s.owner = nil, nil
 			for _, b := range s.dev {
@@ -701,10 +704,9 @@ func convertTo(dst unsafe.Pointer, src []float64, elt int) {
 		return
 	}
 	d := unsafe.Slice((*float32)(dst), len(src))
-	const chunk = 1 << 16
-	parallel.For((len(src)+chunk-1)/chunk, func(k int) {
-		for i := k * chunk; i < min(len(src), (k+1)*chunk); i++ {
-			d[i] = float32(src[i])
+	parallel.Spans(len(src), parallel.SpanSize, func(lo, hi int) {
+		for i, x := range src[lo:hi] {
+			d[lo+i] = float32(x)
 		}
 	})
 }

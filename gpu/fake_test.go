@@ -526,3 +526,41 @@ func TestFakeClosedInFlight(t *testing.T) {
 		t.Fatalf("Start after Close: %v; want errClosed", err)
 	}
 }
+
+// TestFakeCloseFailingFailsEveryOwner: a Close whose first stream sync
+// fails (a kernel faulted) still fails every evaluation in flight: none's
+// Wait returns the sums it had so far as good.
+func TestFakeCloseFailingFailsEveryOwner(t *testing.T) {
+	d := fakeDevice(t)
+	h, err := purego.Dlopen(fakeLib, purego.RTLD_NOW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failLaunch, err := purego.Dlsym(h, "fakecuda_fail_launch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer purego.SyscallN(failLaunch, 0)
+	l, err := loss.Default().New("ppo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tokens.Synthetic(6, 400, 1) // 2,400 tokens: chunks in both slots
+	p, err := l.Plan(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := d.NewEvaluator(Options{Float64: true, ChunkTokens: 500})
+	purego.SyscallN(failLaunch, 11) // a launch of the chunks still in flight when Start returns
+	pending, err := ev.Start(b, make([]float64, b.Rows.Tokens()), p.Terms...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Close(); err == nil {
+		t.Fatal("Close after a faulted launch: no error")
+	}
+	purego.SyscallN(failLaunch, 0)
+	if res, err := pending.Wait(); err == nil || res != nil {
+		t.Fatalf("Wait after a failed Close: %v, %v; want an error and no sums", res, err)
+	}
+}
