@@ -44,9 +44,10 @@ var zstdEncoders sync.Map // level → *zstd.Encoder
 
 // zstdWindow is the encoders' window: twice the 1 MiB data page, so that a
 // page up to 2 MiB compresses to the same bytes as under the library's
-// default 8 MiB window, while each of an Encoder's GOMAXPROCS block encoders
-// holds a quarter of the history (`convert` of 100k × 256 rows, peak RSS at
-// GOMAXPROCS 2: 516–530 → 490–502 MB; at 16: 870–948 → 852–874 MB).
+// default window (4 MiB at level 1, the default; 8 MiB from level 3), while
+// each of an Encoder's GOMAXPROCS block encoders holds half the history (a
+// quarter from level 3): `convert` of 100k × 256 rows, peak RSS at
+// GOMAXPROCS 2 516–530 → 490–502 MB, at 16 870–948 → 852–874 MB.
 const zstdWindow = 2 << 20
 
 func (z zstdLevels) EncodeLevel(dst, src []byte, level int) []byte {

@@ -9,8 +9,9 @@ import (
 )
 
 // copyFileRange copies what it can of bytes [off, off+n) of src to offset
-// at of dst with copy_file_range(2) and returns how many it copied: none
-// where the kernel or file system cannot (the caller copies the rest).
+// at of dst with copy_file_range(2) and returns how many it copied, which
+// stops short where the kernel or file system refuses (the caller copies
+// the rest).
 // When off and at are congruent modulo alignBlock, the bytes before off's
 // next block boundary go first, alone: the kernel clones a range (on file
 // systems that share blocks) only from a block-aligned start, and copies
@@ -31,9 +32,9 @@ func copyFileRange(dst, src *os.File, off, n, at int64) (int64, error) {
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
-		case err != nil && done == 0 && (errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) ||
-			errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EBADF)):
-			return 0, nil
+		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) ||
+			errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EBADF):
+			return done, nil // the caller copies the rest (after a head, say)
 		case err != nil:
 			return done, fmt.Errorf("copy from %s: %w", src.Name(), err)
 		case k == 0:

@@ -137,6 +137,9 @@ const (
 	alignMin   = 64 << 10
 )
 
+// zeroBlock is the padding written before an aligned chunk (never written to).
+var zeroBlock [alignBlock]byte
+
 // levels holds one column's definition and repetition levels.
 type levels struct{ def, rep []int16 }
 
@@ -602,9 +605,10 @@ func (c *columnSink) writeCopy(cc *metadata.ColumnChunkMetaDataBuilder, cp *chun
 	if cp.in != nil && cp.size >= alignMin {
 		// Zeros up to the offset congruent with the chunk's in the input,
 		// so that its whole blocks can be shared (see alignBlock).
-		pad := (cp.off - c.out.Tell()) & (alignBlock - 1)
-		if _, err := c.out.Write(make([]byte, pad)); err != nil {
-			return err
+		if pad := (cp.off - c.out.Tell()) & (alignBlock - 1); pad > 0 {
+			if _, err := c.out.Write(zeroBlock[:pad]); err != nil {
+				return err
+			}
 		}
 	}
 	start := c.out.Tell()
