@@ -137,7 +137,7 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, sh
 	}
 	if n.LogprobMean {
 		q := make([]float64, 0, len(g.Input.Reward))
-		if _, err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("logprob_mean", vars), &q); err != nil {
+		if err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("logprob_mean", vars), &q); err != nil {
 			return nil, groupError(err)
 		}
 		g.Input.LogprobMean = q
@@ -194,7 +194,7 @@ func createExps(ctx context.Context, db *dbsql.DB, files []string) error {
 func scanTasks(ctx context.Context, db *dbsql.DB, g *Grouping, vars map[string]string) ([]int32, error) {
 	var rowIdx, ids []int64
 	var rewards []float64
-	if _, err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("tasks", vars), &rowIdx, &rewards, &ids); err != nil {
+	if err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("tasks", vars), &rowIdx, &rewards, &ids); err != nil {
 		return nil, groupError(err)
 	}
 	tid := make([]int32, 0, len(ids))
@@ -229,7 +229,7 @@ func scanTasks(ctx context.Context, db *dbsql.DB, g *Grouping, vars map[string]s
 // scanRuns reads runs.sql into g's run grouping (and steps).
 func scanRuns(ctx context.Context, db *dbsql.DB, g *Grouping, withStep bool, vars map[string]string) error {
 	var ids, steps []int64
-	if _, err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("runs", vars), &ids, &steps); err != nil {
+	if err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("runs", vars), &ids, &steps); err != nil {
 		return groupError(err)
 	}
 	rid := make([]int32, len(ids))

@@ -60,7 +60,7 @@ func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars
 			cols[i] = "coalesce(CAST(" + duckdb.QuoteIdent(c) + " AS DOUBLE), 'NaN'::DOUBLE)" // a null component is NaN
 			dst[i] = &in.Components[i]
 		}
-		if _, err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("components", with("cols", strings.Join(cols, ", "))), dst...); err != nil {
+		if err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("components", with("cols", strings.Join(cols, ", "))), dst...); err != nil {
 			return groupError(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -13,20 +14,23 @@ import (
 
 // QueryColumns runs q and appends its result's columns, in order, to dst:
 // one per column of the result, each a *[]int64 (an INTEGER or BIGINT
-// column) or a *[]float64 (a DOUBLE or FLOAT one, widened). It returns the number of rows. DuckDB hands
+// column) or a *[]float64 (a DOUBLE or FLOAT one, widened). DuckDB hands
 // the result over by columns (its Arrow interface, whose records are
 // arrow-go v18's: go-duckdb's), not row by row through database/sql, which
-// costs about half a microsecond a row on the Go side. A null is an error:
-// the query renders what is absent (coalesce). When the query fails, it is
-// run again through database/sql, whose error carries DuckDB's error type
-// (ReadFailure tells a damaged file by it).
-func QueryColumns(ctx context.Context, db *sql.DB, q string, dst ...any) (int, error) {
+// costs about half a microsecond a row on the Go side. go-duckdb gathers
+// the whole result before the first column is read, so it is held twice
+// for a moment (DuckDB's and the slices), and a cancelled ctx stops the
+// query between result chunks only, not within DuckDB's execution. A null
+// is an error: the query renders what is absent (coalesce). A query that
+// fails while it executes is run again through database/sql, whose error
+// carries DuckDB's error type (ReadFailure tells a damaged file by it); the
+// Arrow interface's own error for it is untyped.
+func QueryColumns(ctx context.Context, db *sql.DB, q string, dst ...any) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer conn.Close()
-	rows := 0
 	var failed error
 	err = conn.Raw(func(dc any) error {
 		dconn, ok := dc.(driver.Conn)
@@ -53,20 +57,20 @@ func QueryColumns(ctx context.Context, db *sql.DB, q string, dst ...any) (int, e
 					return err
 				}
 			}
-			rows += int(rec.NumRows())
 		}
 		return rdr.Err()
 	})
-	if err != nil {
-		return 0, err
+	if err != nil || failed == nil {
+		return err
 	}
-	if failed != nil {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			return 0, err
-		}
-		return 0, failed
+	var de *duck.Error
+	if errors.As(failed, &de) || ctx.Err() != nil {
+		return failed // typed already (a prepare error), or cancelled
 	}
-	return rows, nil
+	if _, err := conn.ExecContext(ctx, q); err != nil {
+		return err
+	}
+	return failed
 }
 
 // appendColumn appends column a (named name) to dst.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,12 +26,11 @@ func TestQueryColumns(t *testing.T) {
 	var a, b []int64
 	var c, f []float64
 	q := `SELECT i, (i % 7)::INTEGER, CASE WHEN i = 4000 THEN 'NaN'::DOUBLE ELSE i / 4 END, (i / 3)::FLOAT FROM range(5000) t(i) ORDER BY i`
-	n, err := QueryColumns(ctx, db, q, &a, &b, &c, &f)
-	if err != nil {
+	if err := QueryColumns(ctx, db, q, &a, &b, &c, &f); err != nil {
 		t.Fatal(err)
 	}
-	if n != 5000 || len(a) != n || len(b) != n || len(c) != n {
-		t.Fatalf("%d rows, columns of %d, %d, %d", n, len(a), len(b), len(c))
+	if n := 5000; len(a) != n || len(b) != n || len(c) != n || len(f) != n {
+		t.Fatalf("columns of %d, %d, %d, %d rows, want %d", len(a), len(b), len(c), len(f), n)
 	}
 	for i := range a {
 		want := float64(i) / 4
@@ -49,13 +50,30 @@ func TestQueryColumns(t *testing.T) {
 		{`SELECT 1::BIGINT, 2::BIGINT`, "gives 2 columns, 1 wanted", []any{new([]int64)}},
 		{`SELECT 1.5::DOUBLE`, "is float64, not what *[]int64 takes", []any{new([]int64)}},
 	} {
-		if _, err := QueryColumns(ctx, db, tc.q, tc.dst...); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := QueryColumns(ctx, db, tc.q, tc.dst...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.q, err, tc.want)
 		}
 	}
-	_, err = QueryColumns(ctx, db, `SELECT * FROM no_such_table`, new([]int64))
+	err = QueryColumns(ctx, db, `SELECT * FROM no_such_table`, new([]int64))
 	var de *duck.Error
 	if !errors.As(err, &de) || de.Type != duck.ErrorTypeCatalog {
 		t.Errorf("a failing query: error %v (%T), want DuckDB's catalog error", err, err)
+	}
+	// A query that fails as it executes, on a damaged file: its error is
+	// DuckDB's typed one, which ReadFailure tells.
+	bad := filepath.Join(t.TempDir(), "bad.parquet")
+	data, err := os.ReadFile("../../fixtures/stores/demo.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1500; i < 30000; i += 97 { // pages, not the footer: the query fails as it runs
+		data[i] ^= 0x5a
+	}
+	if err := os.WriteFile(bad, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = QueryColumns(ctx, db, `SELECT sum(len(logprobs))::BIGINT FROM read_parquet(`+QuoteString(bad)+`)`, new([]int64))
+	if !ReadFailure(err) {
+		t.Errorf("a damaged file: error %v (%T), want one ReadFailure tells", err, err)
 	}
 }

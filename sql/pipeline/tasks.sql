@@ -7,7 +7,7 @@
 -- the integer 0 and the string "0" are one id. A group is the pair of
 -- renderings, never their concatenation: batch "0", task "a/b" and batch
 -- "0/a", task "b" are two groups whatever the ids hold. A row whose reward is null,
--- NaN or infinite belongs to no group (tid_id NULL): the pipeline reports it,
+-- NaN or infinite belongs to no group (tid_id -1): the pipeline reports it,
 -- or drops it with --on-invalid-reward drop, before any group forms.
 -- Placeholder grouped: which rows form groups — `valid`, or `TRUE` when a
 -- stage filters the invalid rewards itself (invalid_reward_filter).
