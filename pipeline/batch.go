@@ -157,19 +157,32 @@ func (b *Batch) Rows() (agg.Rows, error) {
 // replaces it for the stages after. A null row or a row of another length
 // is an error naming the row.
 func (b *Batch) Tokens(name string) ([]float64, error) {
-	if err := b.LoadTokens(name); err != nil {
+	v, err := b.TokensOf(name)
+	if err != nil {
 		return nil, err
 	}
-	return b.tokens[name], nil
+	return v[0], nil
 }
 
-// LoadTokens converts the named per-token columns that Tokens has not yet
-// returned, all in one pass over the cores: a stage that reads several
-// columns names them here first, so that their allocation (the runtime
-// zeroes each fresh slice) and conversion run in parallel rather than one
-// column after another on the stages' goroutine. A column the store lacks
-// is skipped; the error is the first in the names' order, then row order.
-func (b *Batch) LoadTokens(names ...string) error {
+// TokensOf is Tokens of several columns, in the names' order: those not
+// yet converted are converted in one pass over the cores, so that their
+// allocation (the runtime zeroes each fresh slice) and conversion run in
+// parallel rather than one column after another on the stages' goroutine.
+// The error is the first in the names' order, then row order.
+func (b *Batch) TokensOf(names ...string) ([][]float64, error) {
+	if err := b.loadTokens(names); err != nil {
+		return nil, err
+	}
+	out := make([][]float64, len(names))
+	for i, name := range names {
+		out[i] = b.tokens[name]
+	}
+	return out, nil
+}
+
+// loadTokens converts the named columns not yet converted (a column the
+// store lacks is skipped) and keeps them for Tokens.
+func (b *Batch) loadTokens(names []string) error {
 	type column struct {
 		name string
 		l    array.ListLike

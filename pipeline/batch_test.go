@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -143,11 +144,11 @@ func TestTokensInChunks(t *testing.T) {
 	}
 }
 
-// TestLoadTokens: LoadTokens converts several columns in one pass to the
-// values Tokens gives one column at a time (a missing or repeated name
-// skipped), and its error is the first in the names' order, then in row
+// TestTokensOf: TokensOf converts several columns in one pass to the
+// values Tokens gives one column at a time (nil for a missing column, a
+// repeated name converted once), and its error is the first in the names' order, then in row
 // order, at GOMAXPROCS 1 and 8.
-func TestLoadTokens(t *testing.T) {
+func TestTokensOf(t *testing.T) {
 	const rows, width = 600, 256 // three chunks per column
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: schema.ActionMask, Type: arrow.ListOf(arrow.FixedWidthTypes.Boolean)},
@@ -194,15 +195,19 @@ func TestLoadTokens(t *testing.T) {
 	for _, procs := range []int{1, 8} {
 		prev := runtime.GOMAXPROCS(procs)
 		one, many := &Batch{rec: good, cols: newColumns("mem", sc, nil)}, &Batch{rec: good, cols: newColumns("mem", sc, nil)}
-		if err := many.LoadTokens(all...); err != nil {
+		vals, err := many.TokensOf(all...)
+		if err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range all {
+		if len(vals) != len(all) {
+			t.Fatalf("%d columns for %d names", len(vals), len(all))
+		}
+		for i, name := range all {
 			want, err := one.Tokens(name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := many.tokens[name]
+			got := vals[i]
 			if name == "no_such_column" {
 				if got != nil || want != nil {
 					t.Errorf("GOMAXPROCS %d: a missing column gave %d values", procs, len(got))
@@ -225,11 +230,11 @@ func TestLoadTokens(t *testing.T) {
 		} {
 			bad := build(tc.nullLP, tc.nullOld)
 			b := &Batch{rec: bad, cols: newColumns("mem", sc, nil)}
-			if err := b.LoadTokens(tc.names...); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("GOMAXPROCS %d: LoadTokens%q: error %v, want %q", procs, tc.names, err, tc.want)
+			if _, err := b.TokensOf(tc.names...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("GOMAXPROCS %d: TokensOf%q: error %v, want %q", procs, tc.names, err, tc.want)
 			}
 			if len(b.tokens) != 0 {
-				t.Errorf("GOMAXPROCS %d: LoadTokens%q kept %d columns after an error", procs, tc.names, len(b.tokens))
+				t.Errorf("GOMAXPROCS %d: TokensOf%q kept %d columns after an error", procs, tc.names, len(b.tokens))
 			}
 			bad.Release()
 		}
@@ -334,6 +339,74 @@ func checkPickBits[T float32 | float64](t *testing.T, bm []byte, pick [2]T) {
 					t.Fatalf("%T: offset %d length %d: token %d is %v, want %v", pick[0], j, n, k, dst[k], w)
 				}
 			}
+		}
+	}
+}
+
+// TestBroadcastRows: broadcast gives every row of several spans its score
+// times its mask (-0 for a negative score on a masked token), or the score
+// on every token unmasked, a null mask row a null row, at GOMAXPROCS 1 and
+// 8, read through a slice of the mask column.
+func TestBroadcastRows(t *testing.T) {
+	lb := array.NewListBuilder(memory.DefaultAllocator, arrow.FixedWidthTypes.Boolean)
+	defer lb.Release()
+	vb := lb.ValueBuilder().(*array.BooleanBuilder)
+	const rows = 700
+	for i := range rows + 1 { // row 0 is sliced off
+		if i%97 == 5 {
+			lb.AppendNull()
+			continue
+		}
+		lb.Append(true)
+		for k := range 100 + i%300 {
+			vb.Append((i+k)%3 != 0)
+		}
+	}
+	full := lb.NewListArray()
+	defer full.Release()
+	mask := array.NewSlice(full, 1, rows+1).(*array.List)
+	defer mask.Release()
+	score := make([]float32, rows)
+	for i := range score {
+		score[i] = float32(i%11) - 5
+	}
+	for _, procs := range []int{1, 8} {
+		for _, masked := range []bool{true, false} {
+			prev := runtime.GOMAXPROCS(procs)
+			a, err := broadcast(mask, score, masked)
+			runtime.GOMAXPROCS(prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := a.(*array.List)
+			vals := got.ListValues().(*array.Float32)
+			for i := range rows {
+				if mask.IsNull(i) != got.IsNull(i) {
+					t.Fatalf("GOMAXPROCS %d masked %v: row %d null %v, the mask's %v", procs, masked, i, got.IsNull(i), mask.IsNull(i))
+				}
+				lo, hi := mask.ValueOffsets(i)
+				glo, ghi := got.ValueOffsets(i)
+				if mask.IsNull(i) {
+					if ghi != glo {
+						t.Fatalf("row %d: a null row with %d values", i, ghi-glo)
+					}
+					continue
+				}
+				if ghi-glo != hi-lo {
+					t.Fatalf("row %d: %d values, the mask has %d", i, ghi-glo, hi-lo)
+				}
+				m := mask.ListValues().(*array.Boolean)
+				for k := range int(hi - lo) {
+					want := score[i]
+					if masked && !m.Value(int(lo)+k) {
+						want = score[i] * 0
+					}
+					if g := vals.Value(int(glo) + k); math.Float32bits(g) != math.Float32bits(want) {
+						t.Fatalf("GOMAXPROCS %d masked %v: row %d token %d is %v, want %v", procs, masked, i, k, g, want)
+					}
+				}
+			}
+			a.Release()
 		}
 	}
 }

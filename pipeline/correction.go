@@ -48,17 +48,11 @@ func (s *correctionStage) input(b *Batch) (rollout.Input, error) {
 		return rollout.Input{}, err
 	}
 	in := rollout.Input{Rows: rows}
-	if err := b.LoadTokens(schema.OldLogprob, schema.Logprobs, schema.ActionMask); err != nil {
+	v, err := b.TokensOf(schema.OldLogprob, schema.Logprobs, schema.ActionMask)
+	if err != nil {
 		return in, err
 	}
-	for _, c := range []struct {
-		dst *[]float64
-		col string
-	}{{&in.Old, schema.OldLogprob}, {&in.Rollout, schema.Logprobs}, {&in.Mask, schema.ActionMask}} {
-		if *c.dst, err = b.Tokens(c.col); err != nil {
-			return in, err
-		}
-	}
+	in.Old, in.Rollout, in.Mask = v[0], v[1], v[2]
 	return in, nil
 }
 

@@ -113,7 +113,7 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		return nil, err
 	}
 	tb := tokens.New(rows)
-	var ins, cols, lists []string // the inputs read, their columns, the per-token ones
+	var ins, cols []string // the per-token inputs read and their columns
 	for _, in := range schema.Inputs {
 		col := l.column(b, in.Input)
 		if _, named := l.cols[in.Input]; col == "" || !named && !objective.Reads(in.Input) {
@@ -122,17 +122,7 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		if !b.Has(col) {
 			return nil, schema.Errorf(b.File, -1, col, "no such column (--col %s=%s)", in.Input, col)
 		}
-		ins, cols = append(ins, in.Input), append(cols, col)
-		if in.Input != tokens.ExpertMask { // a per-row flag
-			lists = append(lists, col)
-		}
-	}
-	if err := b.LoadTokens(lists...); err != nil {
-		return nil, err
-	}
-	for i, in := range ins {
-		col := cols[i]
-		if in == tokens.ExpertMask {
+		if in.Input == tokens.ExpertMask { // a per-row flag
 			flags, err := rowFlags(b, col)
 			if err != nil {
 				return nil, err
@@ -142,11 +132,14 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 			}
 			continue
 		}
-		v, err := b.Tokens(col)
-		if err != nil {
-			return nil, err
-		}
-		if err := tb.Set(in, v); err != nil {
+		ins, cols = append(ins, in.Input), append(cols, col)
+	}
+	vals, err := b.TokensOf(cols...)
+	if err != nil {
+		return nil, err
+	}
+	for i, in := range ins {
+		if err := tb.Set(in, vals[i]); err != nil {
 			return nil, err
 		}
 	}

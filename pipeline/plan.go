@@ -11,6 +11,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/parallel"
 )
 
@@ -172,21 +173,24 @@ func broadcast(maskCol arrow.Array, score []float32, masked bool) (arrow.Array, 
 		return nil, schema.BadInputf("column %s: want list<bool>, have %s", schema.ActionMask, maskCol.DataType())
 	}
 	n := mask.Len()
-	offsets := make([]int32, n+1)
-	for i := 0; i < n; i++ {
-		lo, hi := mask.ValueOffsets(i)
-		if mask.IsNull(i) {
-			hi = lo
+	lens := make([]int, n)
+	for i := range lens {
+		if lo, hi := mask.ValueOffsets(i); mask.IsValid(i) {
+			lens[i] = int(hi - lo)
 		}
-		offsets[i+1] = offsets[i] + int32(hi-lo)
 	}
-	vals := make([]float32, offsets[n])
+	rows := agg.NewRows(lens)
+	offsets := make([]int32, n+1)
+	for i, o := range rows.Off {
+		offsets[i] = int32(o)
+	}
+	vals := make([]float32, rows.Tokens())
 	bm, off := bitmap(bits)
-	const chunk = 256 // rows per chunk, spread over the cores
-	parallel.For((n+chunk-1)/chunk, func(c int) {
-		for i := c * chunk; i < min(n, (c+1)*chunk); i++ {
+	bounds := rows.Chunks(parallel.SpanSize) // chunks of rows spread over the cores
+	parallel.For(len(bounds)-1, func(c int) {
+		for i := bounds[c]; i < bounds[c+1]; i++ {
 			lo, _ := mask.ValueOffsets(i)
-			dst := vals[offsets[i]:offsets[i+1]]
+			dst := vals[rows.Off[i]:rows.Off[i+1]]
 			s := score[i]
 			if !masked {
 				for k := range dst {

@@ -134,18 +134,15 @@ func (s *scoresStage) scores(b *Batch, p *kl.Penalty) error {
 		for i, name := range names {
 			cols[i] = inputColumn(b, name)
 		}
-		if err := b.LoadTokens(cols...); err != nil {
+		vals, err := b.TokensOf(cols...)
+		if err != nil {
 			return err
 		}
 		for i, name := range names {
-			v, err := b.Tokens(cols[i])
-			if err != nil {
-				return err
-			}
-			if v == nil {
+			if vals[i] == nil {
 				continue // no ref_logprob: the penalty says kl = 0
 			}
-			if err := tb.Set(name, v); err != nil {
+			if err := tb.Set(name, vals[i]); err != nil {
 				return err
 			}
 		}
