@@ -112,7 +112,8 @@ func benchCUDA(c *cli.Context, d *gpu.Device, o *build.Objective, rows, width in
 }
 
 // maxBenchTokens bounds B×T of `bench loss --shape`: the inputs and the
-// gradient are held in memory, some 50 bytes a token.
+// gradient are held in memory, some 50 bytes a token (on the CPU, beside
+// the two 256 MiB buffers of the copy the bandwidth floor is measured by).
 const maxBenchTokens = 1 << 26
 
 // parseShape parses "BxT" with B, T >= 1.

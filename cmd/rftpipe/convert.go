@@ -18,7 +18,7 @@ func convertCommand() *cli.Command {
 		ArgsUsage: "IN OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
-			&cli.StringFlag{Name: "on-invalid-reward", Value: "error", Usage: "null/NaN/Inf rewards: error (stop at the first, naming its row) | keep"},
+			&cli.StringFlag{Name: "on-invalid-reward", Value: "error", Usage: "null/NaN/Inf rewards: error (stop at the first, naming its row) | keep; DPO and SFT rows (the input's, or an output buffer's schema_type=dpo|sft) may have null rewards either way"},
 			progressFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -57,16 +57,7 @@ func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt sche
 		return 0, nil, err
 	}
 	defer r.Close()
-	// DPO and SFT rows carry no reward: a null one is theirs, whether the
-	// input holds them or the output buffer is to.
-	kind := trinity.KindOf(r.Schema())
-	if trinity.IsURL(out) {
-		if loc, err := trinity.ParseURL(out); err == nil && loc.Kind != "" {
-			kind = loc.Kind
-		}
-	}
-	switch kind {
-	case trinity.KindDPO, trinity.KindSFT:
+	if trinity.RewardOptional(r.Schema(), out) {
 		opt.RequireReward = false
 	}
 	bar := newProgress(c, "convert", -1)

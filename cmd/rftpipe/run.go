@@ -25,7 +25,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "advantage-fn", Usage: "advantage fn or filter (`NAME`, listed below)"},
 			&cli.StringSliceFlag{Name: "arg", Usage: "fn argument `KEY=VALUE` (repeatable), e.g. --arg std_threshold=0; an operator's: NAME.KEY=VALUE, e.g. --arg dapo_dynamic_sampling.metric_key=acc"},
 			&cli.StringSliceFlag{Name: "operator", Usage: "experience operator `NAME` (repeatable, run in order before the fn; listed below)"},
-			&cli.StringFlag{Name: "rejected", Usage: "store (`FILE` or Trinity buffer URL) of every dropped row, unchanged, with drop_reason and dropped_by; the output is the same with or without it"},
+			&cli.StringFlag{Name: "rejected", Usage: "store (`FILE` or Trinity buffer URL) of every dropped row, unchanged, with drop_reason and dropped_by (with --shards a directory of parts, REJ/part-I.parquet); the output is the same with or without it"},
 			&cli.StringFlag{Name: "add-strategy", Usage: "run an add strategy preset (`NAME`) instead of an advantage fn"},
 			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "input store (`STORE`: file, directory, glob or Trinity buffer URL)"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output store (`FILE`: .parquet, .arrow, .arrows, .jsonl or a Trinity buffer URL; a directory with --shards); a missing directory is made"},
