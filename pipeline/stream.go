@@ -416,27 +416,16 @@ func (s *streamer) commit(ctx context.Context) error {
 	return s.commitOut()
 }
 
-// commitOut commits the output store and the rejected rows. Both files are
-// finished first, and a buffer table's transaction, which can still fail
-// as it commits, commits before any file is renamed into place: a failed
-// write leaves neither output behind.
+// commitOut commits the output store and the rejected rows together
+// (store.CommitAll: a failed write leaves neither behind, unless both are
+// buffer tables).
 func (s *streamer) commitOut() error {
 	outs := []*store.Writer{s.w}
 	if s.rej != nil {
 		outs = append(outs, s.rej)
 	}
-	for _, w := range outs {
-		if err := w.Prepare(); err != nil {
-			return err
-		}
-	}
-	if len(outs) == 2 && outs[1].IsTable() && !outs[0].IsTable() {
-		outs[0], outs[1] = outs[1], outs[0]
-	}
-	for _, w := range outs {
-		if err := w.Commit(); err != nil {
-			return err
-		}
+	if err := store.CommitAll(outs...); err != nil {
+		return err
 	}
 	if s.rej != nil {
 		s.rejectedRows, s.rej = s.rej.Rows(), nil

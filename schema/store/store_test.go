@@ -180,6 +180,20 @@ func TestWriterPrepare(t *testing.T) {
 	for _, commit := range []bool{false, true} {
 		dir := t.TempDir()
 		out := filepath.Join(dir, "out.parquet")
+		if table := "sqlite:///" + filepath.Join(dir, "b.db") + "?table=t"; commit {
+			// A buffer table too refuses a write once prepared.
+			w, err := store.Create(table, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Prepare(); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Write(rec); err == nil || !strings.Contains(err.Error(), "the store is finished") {
+				t.Fatalf("Write to a table after Prepare: %v", err)
+			}
+			w.Abort()
+		}
 		w, err := store.Create(out, s)
 		if err != nil {
 			t.Fatal(err)

@@ -155,9 +155,29 @@ func (w *Writer) WriteWith(rec arrow.Record, rest *Rest) error {
 // Rows returns the number of rows written so far.
 func (w *Writer) Rows() int64 { return w.rows }
 
-// IsTable reports whether the target is a buffer table: it commits in one
-// transaction, which Prepare cannot finish ahead.
-func (w *Writer) IsTable() bool { return w.table != nil }
+// CommitAll commits the outputs of one job so that a failure leaves as
+// little behind as it can: every file is first finished and fsynced
+// (Prepare), then the buffer tables commit (a transaction, which cannot be
+// finished ahead), then the files are renamed into place. A failure before
+// the renames leaves no file behind and no table committed, except when
+// there are two tables and the second fails to commit after the first has.
+func CommitAll(ws ...*Writer) error {
+	for _, w := range ws {
+		if err := w.Prepare(); err != nil {
+			return err
+		}
+	}
+	for _, tables := range []bool{true, false} {
+		for _, w := range ws {
+			if (w.table != nil) == tables {
+				if err := w.Commit(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
 
 // Prepare finishes the file and fsyncs it, everything Commit does but the
 // rename, so that a job with several outputs can have every one of them
@@ -168,8 +188,12 @@ func (w *Writer) Prepare() error {
 	if w.done {
 		return errors.New("store: writer already closed")
 	}
-	if w.prepared || w.table != nil {
-		return nil // a table's transaction commits in one step
+	if w.prepared {
+		return nil
+	}
+	if w.table != nil {
+		w.prepared = true // no more writes; the transaction commits in one step
+		return nil
 	}
 	err := w.sink.Close()
 	if err != nil {
