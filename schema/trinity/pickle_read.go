@@ -188,14 +188,14 @@ func unpickle(b []byte) (any, error) {
 		}
 		return nil
 	}
-	appendItems := func(items ...any) error {
+	appendItems := func(op string, items ...any) error {
 		l, err := top()
 		if err != nil {
 			return err
 		}
 		list, ok := l.(*List)
 		if !ok {
-			return fmt.Errorf("pickle: APPEND to %T", l)
+			return fmt.Errorf("pickle: %s to %T", op, l)
 		}
 		list.Items = append(list.Items, items...)
 		return nil
@@ -286,7 +286,7 @@ func unpickle(b []byte) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := appendItems(v); err != nil {
+			if err := appendItems("APPEND", v); err != nil {
 				return nil, err
 			}
 		case opAppends:
@@ -294,7 +294,7 @@ func unpickle(b []byte) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := appendItems(items...); err != nil {
+			if err := appendItems("APPENDS", items...); err != nil {
 				return nil, err
 			}
 		case opSetItem:
