@@ -410,15 +410,7 @@ func TestFakeOverlapped(t *testing.T) {
 // Close returns every byte.
 func TestFakeFaultInFlight(t *testing.T) {
 	d := fakeDevice(t)
-	h, err := purego.Dlopen(fakeLib, purego.RTLD_NOW)
-	if err != nil {
-		t.Fatal(err)
-	}
-	failLaunch, err := purego.Dlsym(h, "fakecuda_fail_launch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer purego.SyscallN(failLaunch, 0)
+	failLaunch := faultingLaunch(t)
 	l, err := loss.Default().New("ppo", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -468,11 +460,11 @@ func TestFakeFaultInFlight(t *testing.T) {
 	live0, _ := fakeDeviceBytes(t)
 	for _, k := range []int{1, 5, 13} { // launches: two per window, chunk by chunk
 		ev := d.NewEvaluator(Options{ChunkTokens: 700})
-		purego.SyscallN(failLaunch, uintptr(k))
+		failLaunch(k)
 		if err := overlapped(ev); err == nil || !strings.Contains(err.Error(), "cuStreamSynchronize: CUDA_ERROR_LAUNCH_FAILED") {
 			t.Errorf("launch %d faulting: err %v", k, err)
 		}
-		purego.SyscallN(failLaunch, 0)
+		failLaunch(0)
 		got := make([]float64, b.Rows.Tokens())
 		res, err := ev.Eval(b, got, p.Terms...)
 		if err != nil {
@@ -532,15 +524,7 @@ func TestFakeClosedInFlight(t *testing.T) {
 // Wait returns the sums it had so far as good.
 func TestFakeCloseFailingFailsEveryOwner(t *testing.T) {
 	d := fakeDevice(t)
-	h, err := purego.Dlopen(fakeLib, purego.RTLD_NOW)
-	if err != nil {
-		t.Fatal(err)
-	}
-	failLaunch, err := purego.Dlsym(h, "fakecuda_fail_launch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer purego.SyscallN(failLaunch, 0)
+	failLaunch := faultingLaunch(t)
 	l, err := loss.Default().New("ppo", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -551,7 +535,7 @@ func TestFakeCloseFailingFailsEveryOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := d.NewEvaluator(Options{Float64: true, ChunkTokens: 500})
-	purego.SyscallN(failLaunch, 11) // a launch of the chunks still in flight when Start returns
+	failLaunch(11) // a launch of the chunks still in flight when Start returns
 	pending, err := ev.Start(b, make([]float64, b.Rows.Tokens()), p.Terms...)
 	if err != nil {
 		t.Fatal(err)
@@ -559,8 +543,24 @@ func TestFakeCloseFailingFailsEveryOwner(t *testing.T) {
 	if err := ev.Close(); err == nil {
 		t.Fatal("Close after a faulted launch: no error")
 	}
-	purego.SyscallN(failLaunch, 0)
+	failLaunch(0)
 	if res, err := pending.Wait(); err == nil || res != nil {
 		t.Fatalf("Wait after a failed Close: %v, %v; want an error and no sums", res, err)
 	}
+}
+
+// faultingLaunch returns the fake driver's fault switch: the k-th kernel
+// launch from now on faults (0: none). The test's end switches it off.
+func faultingLaunch(t *testing.T) func(k int) {
+	t.Helper()
+	h, err := purego.Dlopen(fakeLib, purego.RTLD_NOW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sym, err := purego.Dlsym(h, "fakecuda_fail_launch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { purego.SyscallN(sym, 0) })
+	return func(k int) { purego.SyscallN(sym, uintptr(k)) }
 }

@@ -1,7 +1,6 @@
 package loss
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -21,7 +20,6 @@ func TestPPOVectorBits(t *testing.T) {
 	if !vectorPPO {
 		t.Skip("no vector PPO loop in this build or on this CPU")
 	}
-	defer func(v bool) { vectorPPO = v }(vectorPPO)
 	rng := rand.New(rand.NewPCG(25, 6))
 	// Log-ratios whose ratios are the clip bounds and the dual-clip bound:
 	// 1-(1-r) and (r-1)+1 are exact for r in [0.5, 2].
@@ -51,23 +49,7 @@ func TestPPOVectorBits(t *testing.T) {
 		}
 		return 0.6 * rng.NormFloat64()
 	}
-	vector := func(v bool) { vectorPPO = v }
-	vectorRows := 0
-	for ki := range kernels {
-		k := &kernels[ki]
-		for _, n := range vectorLengths() {
-			for rep := range 40 {
-				r := vectorRow(rng, n, rep%10 == 9, logRatio)
-				sameRow(t, fmt.Sprintf("kernel %d (%+v), length %d, row %d", ki, *k, n, rep), k, r, vector)
-				if n >= 4 && !k.Fallback && !(k.SeqMask && k.Delta < 0) {
-					vectorRows++
-				}
-			}
-		}
-	}
-	if vectorRows == 0 {
-		t.Fatal("no row took the vector loop")
-	}
+	checkVectorBits(t, rng, kernels, logRatio, &vectorPPO)
 }
 
 // TestPPOVectorRange checks that ppoVector runs the first n&^3 tokens and
@@ -132,7 +114,6 @@ func BenchmarkPPOLoop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func(v bool) { vectorPPO = v }(vectorPPO)
 	for _, loop := range []struct {
 		name   string
 		vector bool

@@ -1,7 +1,6 @@
 package loss
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -17,7 +16,6 @@ func TestSAPOVectorBits(t *testing.T) {
 	if !vectorSAPO {
 		t.Skip("no vector SAPO loop in this build or on this CPU")
 	}
-	defer func(v bool) { vectorSAPO = v }(vectorSAPO)
 	rng := rand.New(rand.NewPCG(25, 7))
 	kernels := []SAPO{
 		{TauPos: 1, TauNeg: 1.05},
@@ -43,23 +41,7 @@ func TestSAPOVectorBits(t *testing.T) {
 		}
 		return 0.6 * rng.NormFloat64()
 	}
-	vector := func(v bool) { vectorSAPO = v }
-	vectorRows := 0
-	for ki := range kernels {
-		k := &kernels[ki]
-		for _, n := range vectorLengths() {
-			for rep := range 40 {
-				r := vectorRow(rng, n, rep%10 == 9, logRatio)
-				sameRow(t, fmt.Sprintf("kernel %d (%+v), length %d, row %d", ki, *k, n, rep), k, r, vector)
-				if n >= 4 {
-					vectorRows++
-				}
-			}
-		}
-	}
-	if vectorRows == 0 {
-		t.Fatal("no row took the vector loop")
-	}
+	checkVectorBits(t, rng, kernels, logRatio, &vectorSAPO)
 }
 
 // TestSAPOVectorRange checks that sapoVector runs whole groups of four
@@ -70,51 +52,9 @@ func TestSAPOVectorRange(t *testing.T) {
 	if !vectorSAPO {
 		t.Skip("no vector SAPO loop in this build or on this CPU")
 	}
-	rng := rand.New(rand.NewPCG(7, 9))
-	for _, tc := range []struct {
-		n, from, far, want int // far: the token with d = 800, or -1
-		weighted           bool
-	}{
-		{0, 0, -1, 0, false}, {3, 0, -1, 0, false}, {7, 4, -1, 4, false}, {33, 0, -1, 32, true},
-		{4099, 8, -1, 4096, true}, {33, 0, 13, 12, false}, {33, 12, 13, 12, true}, {33, 16, 13, 32, false},
-	} {
-		p := sapoTokens{
-			lp: make([]float64, tc.n), old: make([]float64, tc.n), adv: make([]float64, tc.n),
-			m: make([]float64, tc.n), grad: make([]float64, tc.n), tauPos: 1, tauNeg: 1.05, gs: 0.5,
-		}
-		if tc.weighted {
-			p.w = make([]float64, tc.n)
-		}
-		for i := range tc.n {
-			p.lp[i], p.old[i], p.adv[i] = rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()
-			p.m[i] = float64(rng.IntN(2))
-			p.grad[i] = -7
-			if p.w != nil {
-				p.w[i] = 2 * rng.Float64()
-			}
-		}
-		if tc.far >= 0 {
-			p.lp[tc.far], p.old[tc.far], p.m[tc.far] = 800, 0, 1
-		}
-		s0 := sapoSums{L: 1, KL: 2, Gate: 3, Ratio: 4, Pos: 5}
-		to, s := sapoVector(&p, tc.from, s0)
-		if to != tc.want {
-			t.Fatalf("%+v: ran to token %d, want %d", tc, to, tc.want)
-		}
-		for i := range tc.n {
-			if (i < tc.from || i >= to) && p.grad[i] != -7 {
-				t.Fatalf("%+v: wrote grad[%d]", tc, i)
-			}
-		}
-		want := p
-		want.grad = make([]float64, tc.n)
-		if w := want.run(tc.from, to, s0); s != w {
-			t.Fatalf("%+v: sums %+v, the Go loop's %+v", tc, s, w)
-		}
-		for i := tc.from; i < to; i++ {
-			if p.grad[i] != want.grad[i] {
-				t.Fatalf("%+v: grad[%d] %v, the Go loop's %v", tc, i, p.grad[i], want.grad[i])
-			}
-		}
-	}
+	checkVectorRange(t, rand.New(rand.NewPCG(7, 9)), 800, sapoSums{L: 1, KL: 2, Gate: 3, Ratio: 4, Pos: 5}, sapoTokens{tauPos: 1, tauNeg: 1.05, gs: 0.5},
+		func(p *sapoTokens) (lp, old, adv, m, grad, w *[]float64) {
+			return &p.lp, &p.old, &p.adv, &p.m, &p.grad, &p.w
+		},
+		sapoVector, (*sapoTokens).run)
 }

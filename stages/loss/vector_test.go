@@ -1,6 +1,7 @@
 package loss
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -83,6 +84,87 @@ func vectorLengths() []int {
 		lengths = append(lengths, n)
 	}
 	return lengths
+}
+
+// checkVectorBits compares the kernels' Row with their vector token loop
+// (switched by *on, restored after) against the Go loop alone (sameRow),
+// over 40 random rows of every vectorLengths() length, every tenth
+// weighted, with log-ratios drawn by logRatio. That the vector loop runs
+// at all is the Test*VectorRange tests' to show.
+func checkVectorBits[K any, PK interface {
+	*K
+	tokens.Kernel
+}](t *testing.T, rng *rand.Rand, kernels []K, logRatio func() float64, on *bool) {
+	t.Helper()
+	defer func(v bool) { *on = v }(*on)
+	vector := func(v bool) { *on = v }
+	for ki := range kernels {
+		k := PK(&kernels[ki])
+		for _, n := range vectorLengths() {
+			for rep := range 40 {
+				r := vectorRow(rng, n, rep%10 == 9, logRatio)
+				sameRow(t, fmt.Sprintf("kernel %d (%+v), length %d, row %d", ki, kernels[ki], n, rep), k, r, vector)
+			}
+		}
+	}
+}
+
+// checkVectorRange checks a vector loop vec that runs groups of four from
+// where it is asked to and stops at the first group holding a token whose
+// exp argument is out of Core's range: on rows of n tokens (weighted or
+// not) with, at token far (-1: none), an unmasked log-ratio farD, vec from
+// token from runs to token want, writes no gradient outside what it ran,
+// and returns the sums the Go loop run gives over the tokens it ran, and
+// their gradients. params holds the token loop's settings (its columns are
+// made here); cols names its lp, old, adv, m, grad and w columns.
+func checkVectorRange[T any, S comparable](t *testing.T, rng *rand.Rand, farD float64, s0 S, params T,
+	cols func(*T) (lp, old, adv, m, grad, w *[]float64), vec func(*T, int, S) (int, S), run func(*T, int, int, S) S) {
+	t.Helper()
+	for _, tc := range []struct {
+		n, from, far, want int
+		weighted           bool
+	}{
+		{0, 0, -1, 0, false}, {3, 0, -1, 0, false}, {7, 4, -1, 4, false}, {33, 0, -1, 32, true},
+		{4099, 8, -1, 4096, true}, {33, 0, 13, 12, false}, {33, 12, 13, 12, true}, {33, 16, 13, 32, false},
+	} {
+		p := params
+		lp, old, adv, m, grad, w := cols(&p)
+		*lp, *old, *adv, *m, *grad = make([]float64, tc.n), make([]float64, tc.n), make([]float64, tc.n), make([]float64, tc.n), make([]float64, tc.n)
+		if tc.weighted {
+			*w = make([]float64, tc.n)
+		}
+		for i := range tc.n {
+			(*lp)[i], (*old)[i], (*adv)[i] = rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()
+			(*m)[i] = float64(rng.IntN(2))
+			(*grad)[i] = -7
+			if *w != nil {
+				(*w)[i] = 2 * rng.Float64()
+			}
+		}
+		if tc.far >= 0 {
+			(*lp)[tc.far], (*old)[tc.far], (*m)[tc.far] = farD, 0, 1
+		}
+		to, s := vec(&p, tc.from, s0)
+		if to != tc.want {
+			t.Fatalf("%+v: ran to token %d, want %d", tc, to, tc.want)
+		}
+		for i := range tc.n {
+			if (i < tc.from || i >= to) && (*grad)[i] != -7 {
+				t.Fatalf("%+v: wrote grad[%d]", tc, i)
+			}
+		}
+		want := p
+		_, _, _, _, wantGrad, _ := cols(&want)
+		*wantGrad = make([]float64, tc.n)
+		if ws := run(&want, tc.from, to, s0); s != ws {
+			t.Fatalf("%+v: sums %+v, the Go loop's %+v", tc, s, ws)
+		}
+		for i := tc.from; i < to; i++ {
+			if (*grad)[i] != (*wantGrad)[i] {
+				t.Fatalf("%+v: grad[%d] %v, the Go loop's %v", tc, i, (*grad)[i], (*wantGrad)[i])
+			}
+		}
+	}
 }
 
 // sameRow runs k.Row on r with the vector loop on and off (set by
