@@ -131,6 +131,15 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, sh
 		return nil, err
 	}
 	if n.Runs || n.Step {
+		var first []int64
+		if err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("null_ids", nil), &first); err != nil {
+			return nil, groupError(err)
+		}
+		if first[0] >= 0 {
+			return nil, locateRow(in, first[0], schema.ValidateOptions{AllowInvalidReward: true}, func(file string, row int64) error {
+				return schema.Errorf(file, row, "", "null id (batch, task, run or step)")
+			})
+		}
 		if err := scanRuns(ctx, db, g, n.Step, vars); err != nil {
 			return nil, err
 		}
@@ -315,12 +324,14 @@ func parquetFiles(ctx context.Context, in string, files, cols []string, dir stri
 	return []string{tmp}, nil
 }
 
-// locateInvalidReward returns the located error for the first null, NaN or
-// infinite reward of the store (the group pass knows the store row; the
-// reader knows the file and the row within it).
-func locateInvalidReward(in string, storeRow int64) error {
+// locateRow returns the error of the store's row storeRow, which the
+// group pass found invalid (it knows the store row; the reader knows the
+// file and the row within it): Validate's with opt, from that row on, else
+// fallback's for the row's file and row in it.
+func locateRow(in string, storeRow int64, opt schema.ValidateOptions, fallback func(file string, row int64) error) error {
 	// All columns: the row DuckDB counted may be invalid for another
-	// reason than its reward (a null id), which Validate must see.
+	// reason than the one it was found by (a null id), which Validate must
+	// see.
 	r, err := store.Open(in)
 	if err != nil {
 		return err
@@ -330,7 +341,7 @@ func locateInvalidReward(in string, storeRow int64) error {
 		rec, err := r.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return schema.Errorf(in, storeRow, schema.Reward, "invalid reward (use --on-invalid-reward drop to drop such rows)")
+				return fallback(in, storeRow)
 			}
 			return err
 		}
@@ -338,10 +349,10 @@ func locateInvalidReward(in string, storeRow int64) error {
 		if k := storeRow - first; k < rec.NumRows() {
 			tail := rec.NewSlice(k, rec.NumRows())
 			defer tail.Release()
-			if err := schema.Validate(file, fileRow+k, tail, schema.ValidateOptions{RequireReward: true}); err != nil {
+			if err := schema.Validate(file, fileRow+k, tail, opt); err != nil {
 				return err
 			}
-			return schema.Errorf(file, fileRow+k, schema.Reward, "invalid reward (use --on-invalid-reward drop to drop such rows)")
+			return fallback(file, fileRow+k)
 		}
 	}
 }

@@ -73,7 +73,9 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		switch {
 		case gn.InvalidRewards:
 		case g.Invalid > 0 && job.OnInvalidReward == InvalidError:
-			return nil, locateInvalidReward(job.In, g.FirstInvalid)
+			return nil, locateRow(job.In, g.FirstInvalid, schema.ValidateOptions{RequireReward: true}, func(file string, row int64) error {
+				return schema.Errorf(file, row, schema.Reward, "invalid reward (use --on-invalid-reward drop to drop such rows)")
+			})
 		case job.OnInvalidReward == InvalidDrop:
 			res.InvalidDropped = g.Invalid
 			// Upstream's invalid_reward_filter operator reports its count.
