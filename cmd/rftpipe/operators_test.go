@@ -191,26 +191,50 @@ func TestRejectedCoDJudgeFlagged(t *testing.T) {
 	}
 }
 
-// TestOperatorBadMetricRow: a metrics value that is not a number is refused
-// naming its row in the store, not its place among the grouped rows (a row
-// with a null reward before it is not grouped).
+// TestOperatorBadMetricRow: a metrics or info value that is not a number
+// (an operator's metric, gigpo's step reward, CoD's returns_norm and
+// task_idx) is refused naming its row in the store, not its place among
+// the grouped rows (a row with a null reward before it is not grouped).
 func TestOperatorBadMetricRow(t *testing.T) {
-	dir := t.TempDir()
-	in := filepath.Join(dir, "in.jsonl")
-	var b strings.Builder
-	for i, m := range []string{"1", "1", "0", "0", `"x"`} {
-		reward := "1"
-		if i == 0 {
-			reward = "null"
-		}
-		fmt.Fprintf(&b, `{"eid":{"batch":0,"task":"t","run":%d,"step":0},"reward":%s,"prompt_length":2,"tokens":[1,2,3,4],"logprobs":[-0.5,-0.25],"action_mask":[true,true],"metrics":{"accuracy":%s}}`+"\n", i, reward, m)
-	}
-	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, stderr, code := runCLI(t, "run", "--in", in, "--operator", "dapo_dynamic_sampling", "--arg", "dapo_dynamic_sampling.metric_key=accuracy",
-		"--advantage-fn", "grpo", "--on-invalid-reward", "drop", "--out", filepath.Join(dir, "o.parquet"), "--progress", "never")
-	if code != 2 || !strings.Contains(stderr, "row 4: metrics.accuracy is not a number") {
-		t.Fatalf("exit %d: %s", code, stderr)
+	for _, tc := range []struct {
+		name      string
+		good, bad string // the JSON fields of the other rows and of row 4
+		args      []string
+		want      string
+	}{
+		{"operator metric", `"metrics":{"accuracy":1}`, `"metrics":{"accuracy":"x"}`,
+			[]string{"--operator", "dapo_dynamic_sampling", "--arg", "dapo_dynamic_sampling.metric_key=accuracy", "--advantage-fn", "grpo"},
+			"row 4: metrics.accuracy is not a number"},
+		{"gigpo step reward", `"info":{"step_reward":0.5}`, `"info":{"step_reward":"x"}`,
+			[]string{"--advantage-fn", "gigpo"}, "row 4: info.step_reward is not a number"},
+		{"cod returns_norm", `"info":{"returns_norm":0.5}`, `"info":{"returns_norm":"x"}`,
+			[]string{"--operator", "cod_overwrite_reward_with_returns", "--advantage-fn", "grpo"}, "row 4: info.returns_norm is not a number"},
+		{"cod task_idx", `"info":{"exp_type":"solve_task","task_idx":0,"task_rewards":[1],"taskset_id":0}`,
+			`"info":{"exp_type":"solve_task","task_idx":"1e400","task_rewards":[1],"taskset_id":0}`,
+			[]string{"--advantage-fn", "cod", "--arg", "iterative_hint_e2e_causal=true"}, `row 4: info task_idx/hint_idx "1e400" is not an integer`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			in := filepath.Join(dir, "in.jsonl")
+			var b strings.Builder
+			for i := range 5 {
+				reward, fields := "1", tc.good
+				if i == 0 {
+					reward = "null"
+				}
+				if i == 4 {
+					fields = tc.bad
+				}
+				fmt.Fprintf(&b, `{"eid":{"batch":0,"task":"t","run":%d,"step":0},"reward":%s,"prompt_length":2,"tokens":[1,2,3,4],"logprobs":[-0.5,-0.25],"action_mask":[true,true],%s}`+"\n", i, reward, fields)
+			}
+			if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"run", "--in", in}, tc.args...)
+			_, stderr, code := runCLI(t, append(args, "--on-invalid-reward", "drop", "--out", filepath.Join(dir, "o.parquet"), "--progress", "never")...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+		})
 	}
 }
