@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 )
 
 // Eps is the epsilon upstream adds to every mask count.
@@ -138,26 +140,31 @@ func Whiten(dst, v, m []float64, shiftMean bool) error {
 // Mode is a loss aggregation mode (loss_agg_mode).
 type Mode int
 
-// The four loss_agg_modes.
+// The loss_agg_modes: Trinity's four, and verl's token-sum, which
+// Trinity's aggregate_loss lacks (there rftpipe takes the masked sum
+// Σ v·m, verl's local value).
 const (
 	TokenMean Mode = iota
 	SeqMeanTokenSum
 	SeqMeanTokenMean
 	SeqMeanTokenSumNorm
+	TokenSum
 )
 
-var modeNames = []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"}
+var modeNames = []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum"}
 
 func (m Mode) String() string { return modeNames[m] }
 
-// ParseMode parses a loss_agg_mode name; the error lists the valid names as upstream.
+// ModeNames returns the loss_agg_mode names in Mode order.
+func ModeNames() []string { return slices.Clone(modeNames) }
+
+// ParseMode parses a loss_agg_mode name; the error lists the valid names as
+// upstream's does.
 func ParseMode(s string) (Mode, error) {
-	for i, n := range modeNames {
-		if n == s {
-			return Mode(i), nil
-		}
+	if i := slices.Index(modeNames, s); i >= 0 {
+		return Mode(i), nil
 	}
-	return 0, fmt.Errorf("Invalid loss_agg_mode: %s. Choose from ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm']", s)
+	return 0, fmt.Errorf("Invalid loss_agg_mode: %s. Choose from ['%s']", s, strings.Join(modeNames, "', '"))
 }
 
 // Weights writes into w, for every token, the derivative of Aggregate with
@@ -169,6 +176,7 @@ func ParseMode(s string) (Mode, error) {
 //	seq-mean-token-sum       w = m / B
 //	seq-mean-token-mean      w = m / (B · (Σ_row m + 1e-8))
 //	seq-mean-token-sum-norm  w = m / (T + 1e-8)
+//	token-sum                w = m
 func Weights(r Rows, m []float64, mode Mode, w []float64) float64 {
 	n := Count(m)
 	for b := 0; b < r.N(); b++ {
@@ -192,6 +200,8 @@ func Aggregate(r Rows, v, m []float64, mode Mode) float64 {
 	switch mode {
 	case TokenMean:
 		return Mean(v, m)
+	case TokenSum:
+		return Sum(v, m)
 	case SeqMeanTokenSum, SeqMeanTokenMean:
 		B := r.N()
 		if B == 0 {

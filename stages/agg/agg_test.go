@@ -19,6 +19,7 @@ func TestAggregateModes(t *testing.T) {
 		{SeqMeanTokenSum, (3 + 0 + 5) / 3.0},
 		{SeqMeanTokenMean, (3/(2+Eps) + 0 + 5/(1+Eps)) / 3},
 		{SeqMeanTokenSumNorm, 8 / (3 + Eps)},
+		{TokenSum, 8},
 	}
 	for _, tc := range tests {
 		got := Aggregate(r, v, m, tc.mode)
@@ -67,12 +68,12 @@ func TestWhitenAndParseMode(t *testing.T) {
 			t.Errorf("whiten[%d] = %v, want ≈ %v", i, out[i], want)
 		}
 	}
-	for _, name := range []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"} {
+	for _, name := range []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum"} {
 		if md, err := ParseMode(name); err != nil || md.String() != name {
 			t.Errorf("ParseMode(%q) = %v, %v", name, md, err)
 		}
 	}
-	if _, err := ParseMode("token-sum"); err == nil {
+	if _, err := ParseMode("seq-sum"); err == nil {
 		t.Error("ParseMode accepts an unknown mode")
 	}
 }

@@ -1,8 +1,10 @@
 package agg
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -31,8 +33,7 @@ func randomBatch(rng *rand.Rand, rows int) (r Rows, v, m []float64) {
 // TestPiecesSumToWhole: split a mini-batch at random into micro-batches on
 // D ranks; with the global denominators of the whole mini-batch the
 // composed objective and gradient equal the whole batch's agg_loss (D = 1),
-// for every mode — sum-norm has no D factor, so there the pieces equal the
-// whole with F·D.
+// for every mode.
 func TestPiecesSumToWhole(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for trial := 0; trial < 20; trial++ {
@@ -52,14 +53,14 @@ func TestPiecesSumToWhole(t *testing.T) {
 			mbs = append(mbs, MicroBatch{Rank: rng.IntN(g.DPSize), Rows: NewRows(lens), Loss: v[t0:t1], Mask: m[t0:t1]})
 			lo = hi
 		}
-		for mode := TokenMean; mode <= SeqMeanTokenSumNorm; mode++ {
+		for mode := TokenMean; mode <= TokenSum; mode++ {
 			whole := g
 			whole.DPSize = 1
-			if mode == SeqMeanTokenSumNorm {
-				whole.LossScaleFactor *= float64(g.DPSize)
-			}
 			grad := make([]float64, r.Tokens())
-			want := whole.Loss(r, v, m, mode, grad)
+			want, err := whole.Loss(r, v, m, mode, grad)
+			if err != nil {
+				t.Fatal(err)
+			}
 			c, err := ComposeEngine(mbs, mode, g)
 			if err != nil {
 				t.Fatal(err)
@@ -81,7 +82,8 @@ func TestPiecesSumToWhole(t *testing.T) {
 }
 
 // TestGlobalLocal: with no field set, verl's local agg_loss — token-mean
-// without epsilon, seq-means over the non-empty rows, sum-norm over T.
+// without epsilon, token-sum the masked sum, seq-means over the non-empty
+// rows, sum-norm the seq-mean-token-sum value over T.
 func TestGlobalLocal(t *testing.T) {
 	r := NewRows([]int{3, 2, 2})
 	v := []float64{1, 2, 3, 4, 5, 6, math.Inf(1)}
@@ -91,12 +93,13 @@ func TestGlobalLocal(t *testing.T) {
 		want float64
 	}{
 		{TokenMean, 9.0 / 3},
+		{TokenSum, 9},
 		{SeqMeanTokenSum, math.NaN()},     // inf·0 in a partly valid row poisons it, as upstream
 		{SeqMeanTokenSumNorm, math.NaN()}, // likewise
 		{SeqMeanTokenMean, math.NaN()},
 	}
 	for _, tc := range tests {
-		if got := (Global{}).Loss(r, v, m, tc.mode, nil); !(got == tc.want || math.IsNaN(got) && math.IsNaN(tc.want)) {
+		if got, _ := (Global{}).Loss(r, v, m, tc.mode, nil); !(got == tc.want || math.IsNaN(got) && math.IsNaN(tc.want)) {
 			t.Errorf("%v: %v, want %v", tc.mode, got, tc.want)
 		}
 	}
@@ -107,10 +110,11 @@ func TestGlobalLocal(t *testing.T) {
 	}{
 		{SeqMeanTokenSum, (3.0 + 6) / 2},
 		{SeqMeanTokenMean, (3/(2+Eps) + 6/(1+Eps)) / 2},
-		{SeqMeanTokenSumNorm, 9.0 / 3},
+		{SeqMeanTokenSumNorm, (3.0 + 6) / 2 / 3}, // the empty row 1 is left out
+		{TokenSum, 9},
 	} {
 		grad := make([]float64, len(v))
-		if got := (Global{}).Loss(r, v, m, tc.mode, grad); math.Abs(got-tc.want) > 1e-15 {
+		if got, _ := (Global{}).Loss(r, v, m, tc.mode, grad); math.Abs(got-tc.want) > 1e-15 {
 			t.Errorf("%v: %v, want %v", tc.mode, got, tc.want)
 		}
 		if grad[2] != 0 || grad[3] != 0 || grad[0] == 0 {
@@ -118,51 +122,63 @@ func TestGlobalLocal(t *testing.T) {
 		}
 	}
 	empty := []float64{0, 0, 0, 0, 0, 0, 0}
-	if got := (Global{}).Loss(r, v, empty, TokenMean, nil); !math.IsNaN(got) {
-		t.Errorf("empty micro-batch, local token-mean: %v, want NaN", got)
-	}
-	if got := (Global{BatchNumTokens: 10, DPSize: 2}).Loss(r, v, empty, TokenMean, nil); got != 0 {
-		t.Errorf("empty micro-batch, global token-mean: %v, want 0", got)
+	for _, tc := range []struct {
+		g    Global
+		mode Mode
+		want float64
+	}{
+		{Global{}, TokenMean, math.NaN()},
+		{Global{}, SeqMeanTokenSumNorm, math.NaN()},
+		{Global{}, TokenSum, 0},
+		{Global{BatchNumTokens: 10, DPSize: 2}, TokenMean, 0},
+		{Global{GlobalBatchSize: 4, DPSize: 2}, SeqMeanTokenSumNorm, 0},
+	} {
+		if got, _ := tc.g.Loss(r, v, empty, tc.mode, nil); !(got == tc.want || math.IsNaN(got) && math.IsNaN(tc.want)) {
+			t.Errorf("empty micro-batch, %+v %v: %v, want %v", tc.g, tc.mode, got, tc.want)
+		}
 	}
 }
 
-// TestComposeLegacy: each micro-batch's local loss times 1/GA (or
-// rows/mini-batch with dynamic batch size), averaged over the ranks.
-func TestComposeLegacy(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 3))
-	var mbs []MicroBatch
-	for i := 0; i < 4; i++ {
-		r, v, m := randomBatch(rng, 2+i)
-		for m[0] == 0 { // a valid token in every micro-batch
-			m[0] = 1
-		}
-		mbs = append(mbs, MicroBatch{Rank: i % 2, Rows: r, Loss: v, Mask: m})
+// TestGlobalCheck: with dp_size > 1 a mode's missing global count is
+// verl's error (token-sum needs none); dp_size 1 falls back to local.
+func TestGlobalCheck(t *testing.T) {
+	r := NewRows([]int{2})
+	v, m := []float64{1, 2}, []float64{1, 1}
+	tests := []struct {
+		g       Global
+		mode    Mode
+		wantErr string
+	}{
+		{Global{DPSize: 2}, TokenMean, "(global) batch_num_tokens is required when dp_size > 1"},
+		{Global{DPSize: 2, GlobalBatchSize: 8}, TokenMean, "(global) batch_num_tokens is required when dp_size > 1"},
+		{Global{DPSize: 2, BatchNumTokens: 8}, TokenMean, ""},
+		{Global{DPSize: 2, BatchNumTokens: 8}, SeqMeanTokenSum, "global_batch_size is required when dp_size > 1"},
+		{Global{DPSize: 2, BatchNumTokens: 8}, SeqMeanTokenMean, "global_batch_size is required when dp_size > 1"},
+		{Global{DPSize: 2, LossScaleFactor: 4}, SeqMeanTokenSumNorm, "global_batch_size is required when dp_size > 1"},
+		{Global{DPSize: 2, GlobalBatchSize: 8}, SeqMeanTokenSumNorm, ""},
+		{Global{DPSize: 2}, TokenSum, ""},
+		{Global{DPSize: 1}, TokenMean, ""},
+		{Global{}, SeqMeanTokenMean, ""},
 	}
-	for _, dyn := range []bool{false, true} {
-		c, err := ComposeLegacy(mbs, TokenMean, Legacy{DPSize: 2, MiniBatchSize: 8, MicroBatchSizePerGPU: 2, DynamicBatchSize: dyn})
-		if err != nil {
-			t.Fatal(err)
+	for _, tc := range tests {
+		err := tc.g.Check(tc.mode)
+		if got := fmt.Sprint(err); (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(got, tc.wantErr) {
+			t.Errorf("%+v %v: error %v, want %q", tc.g, tc.mode, err, tc.wantErr)
 		}
-		want := 0.0
-		for i, mb := range mbs {
-			s := 1 / 4.0
-			if dyn {
-				s = float64(mb.Rows.N()) / 8
-			}
-			l := Sum(mb.Loss, mb.Mask) / Count(mb.Mask) * s
-			if math.Abs(c.MicroLosses[i]-l) > 1e-15 {
-				t.Errorf("dynamic=%v micro %d: %v, want %v", dyn, i, c.MicroLosses[i], l)
-			}
-			want += l / 2
-		}
-		if math.Abs(c.Objective-want) > 1e-15 {
-			t.Errorf("dynamic=%v: objective %v, want %v", dyn, c.Objective, want)
+		if _, lerr := tc.g.Loss(r, v, m, tc.mode, nil); (lerr == nil) != (err == nil) {
+			t.Errorf("%+v %v: Loss error %v, Check error %v", tc.g, tc.mode, lerr, err)
 		}
 	}
-	if _, err := ComposeLegacy(mbs, TokenMean, Legacy{DPSize: 2, MiniBatchSize: 1, MicroBatchSizePerGPU: 2}); err == nil {
-		t.Error("micro-batch larger than the mini-batch: no error")
-	}
-	if _, err := ComposeEngine(mbs, TokenMean, Global{DPSize: 1}); err == nil {
+}
+
+// TestComposeRanks: a micro-batch's rank must lie in 0..dp_size−1.
+func TestComposeRanks(t *testing.T) {
+	r := NewRows([]int{2})
+	mbs := []MicroBatch{{Rank: 1, Rows: r, Loss: []float64{1, 2}, Mask: []float64{1, 1}}}
+	if _, err := ComposeEngine(mbs, TokenSum, Global{DPSize: 1}); err == nil {
 		t.Error("rank 1 with dp_size 1: no error")
+	}
+	if _, err := ComposeEngine(mbs, TokenSum, Global{DPSize: 2}); err != nil {
+		t.Errorf("rank 1 with dp_size 2: %v", err)
 	}
 }

@@ -11,12 +11,15 @@ import "math"
 //	seq-mean-token-sum       c = 1 / B
 //	seq-mean-token-mean      c = 1 / (B · (rowCount + 1e-8))
 //	seq-mean-token-sum-norm  c = 1 / (T + 1e-8)
+//	token-sum                c = 1
 //
 // A per-token gradient of the aggregate is c·m; Weights is that, written out.
 func Scale(mode Mode, rows, width int, total, rowCount float64) float64 {
 	switch mode {
 	case TokenMean:
 		return 1 / (total + Eps)
+	case TokenSum:
+		return 1
 	case SeqMeanTokenSum:
 		return 1 / float64(rows)
 	case SeqMeanTokenMean:
