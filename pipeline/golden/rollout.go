@@ -77,14 +77,9 @@ func verlLoss(fn string, actor args.Values) (string, args.Values, error) {
 			for k, v := range rc {
 				switch k {
 				case "bypass_mode":
-				case "rollout_rs_threshold":
+				case "rollout_is_threshold", "rollout_rs_threshold":
 					if f, ok := v.(json.Number); ok {
 						v = f.String() // the loss argument is the threshold spec string
-					}
-					out[k] = v
-				case "rollout_is_threshold":
-					if f, ok := v.(json.Number); ok {
-						v, _ = f.Float64()
 					}
 					out[k] = v
 				default:

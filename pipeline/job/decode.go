@@ -10,6 +10,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/operator"
 	"github.com/rftpipe/rftpipe/stages/rollout"
 )
@@ -224,7 +225,7 @@ func algorithmKeys() []field {
 		return nil
 	}})
 	fs = append(fs, field{"loss_agg_mode", "aggregation of the losses (default token-mean)", func(d *decoder, n *yaml.Node, path string) error {
-		return d.choice(n, path, &cfg(d.j).LossAggMode, []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"})
+		return d.choice(n, path, &cfg(d.j).LossAggMode, agg.ModeNames())
 	}})
 	fs = append(fs, field{"bypass_old_logprobs", "old_log_probs are the rollout log-probs (default true; m2po requires it)", func(d *decoder, n *yaml.Node, path string) error {
 		bypass := true

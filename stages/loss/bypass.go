@@ -27,7 +27,7 @@ func bypassDef() *Def {
 		args.Param{Name: "clip_ratio_c", Kind: args.Float, Range: "(1,inf)", Ctor: 3.0, Doc: "dual-clip bound (ppo_clip)"},
 		aggParam("token-mean"),
 		opt("rollout_is", args.String, nil, "IS weight level: token or sequence (null: none)"),
-		args.Param{Name: "rollout_is_threshold", Kind: args.Float, Range: args.Positive, Nullable: true, Ctor: 2.0, Doc: "truncation cap of the weights (null: no weights)"},
+		opt("rollout_is_threshold", args.String, "2.0", `truncation cap of the weights, or IcePop's "lower_upper" (null: no weights)`),
 		opt("rollout_is_batch_normalize", args.Bool, false, "divide the weights by their batch mean"),
 		opt("rollout_rs", args.String, nil, "rejection-sampling options, comma-separated (null: none)"),
 		opt("rollout_rs_threshold", args.String, nil, "rejection thresholds: one shared or one per option"),
@@ -44,8 +44,8 @@ func bypassDef() *Def {
 			cfg := rollout.Default()
 			cfg.IS, cfg.BatchNormalize = v.String("rollout_is"), v.Bool("rollout_is_batch_normalize")
 			cfg.ISThreshold = nil
-			if c, ok := v.OptFloat("rollout_is_threshold"); ok {
-				cfg.ISThreshold = &c
+			if t, ok := v["rollout_is_threshold"].(string); ok {
+				cfg.ISThreshold = t
 			}
 			cfg.RS, cfg.BypassMode, cfg.LossType = v.String("rollout_rs"), true, v.String("loss_type")
 			if t, ok := v["rollout_rs_threshold"].(string); ok {

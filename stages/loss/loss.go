@@ -193,7 +193,7 @@ func (s single) plan(*tokens.Batch) (*Plan, error) {
 // aggParam is the loss_agg_mode argument with the given defaults.
 func aggParam(def string) args.Param {
 	return args.Param{Name: "loss_agg_mode", Kind: args.String, Ctor: def, Default: def, InDefaults: true,
-		Choices: []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"},
+		Choices: agg.ModeNames(),
 		Doc:     "how per-token losses are reduced to a scalar"}
 }
 

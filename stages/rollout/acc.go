@@ -16,15 +16,19 @@ type Acc struct {
 	off      offAcc
 }
 
-// isAcc holds the IS metric sums of the raw (untruncated) weights.
+// isAcc holds the IS metric sums: of the applied weights w (truncated, or
+// IcePop's zeroed) and, for the ratio fractions, of the raw weights.
 type isAcc struct {
 	sumW      float64 // Σ w·m
-	high, low float64 // token level: Σ [w > C]·m, Σ [w < 1/C]·m
+	high, low float64 // token level: Σ [raw > U]·m, Σ [raw < Lo]·m
+	oob       float64 // Σ [raw < Lo ∨ raw > U]·m (IcePop's rollout_is_oob_ratio)
 	ext       extrema // token level: valid tokens' w; sequence level: every row's S_b
-	seqHigh   int     // sequence level: rows with S_b > log C (float32)
-	seqLow    int     // sequence level: rows with S_b < log 1/C (float32)
-	x         moments // clamp(w, 1/C, C) over valid tokens
-	r         series  // row means r_b of every row
+	seqHigh   int     // sequence level: rows with S_b > log U (float32)
+	seqLow    int     // sequence level: rows with S_b < log Lo (float32)
+	x         moments // clamp(w, 0, U) over valid tokens
+	r         series  // row means r_b of w, every row
+	rowHigh   int     // rows whose raw row mean ρ_b > U
+	rowLow    int     // rows whose raw row mean ρ_b < Lo
 }
 
 // rsAcc holds one rejection option's metric sums.
@@ -60,11 +64,14 @@ func (a *Acc) merge(o *Acc) {
 	a.is.sumW += o.is.sumW
 	a.is.high += o.is.high
 	a.is.low += o.is.low
+	a.is.oob += o.is.oob
 	a.is.ext.merge(o.is.ext)
 	a.is.seqHigh += o.is.seqHigh
 	a.is.seqLow += o.is.seqLow
 	a.is.x.merge(o.is.x)
 	a.is.r.merge(o.is.r)
+	a.is.rowHigh += o.is.rowHigh
+	a.is.rowLow += o.is.rowLow
 	for i := range a.rs {
 		r, q := &a.rs[i], &o.rs[i]
 		r.sumS += q.sumS

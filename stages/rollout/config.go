@@ -13,9 +13,11 @@ import (
 type Config struct {
 	// IS is rollout_is: "" (null: no weights), "token" or "sequence".
 	IS string
-	// ISThreshold is rollout_is_threshold, the truncation cap C; nil (null)
-	// also disables the weights, as upstream.
-	ISThreshold *float64
+	// ISThreshold is rollout_is_threshold as given: a number or a number
+	// string, the truncation cap C (TIS), or a string "lower_upper", the
+	// IcePop bounds (weights outside [lower, upper] set to 0); nil (null)
+	// also disables the weights, as upstream. See parseISThreshold.
+	ISThreshold any
 	// BatchNormalize is rollout_is_batch_normalize: divide the truncated
 	// weights by their batch mean (needs the first pass, see Norm).
 	BatchNormalize bool
@@ -46,8 +48,7 @@ var Keys = []string{"rollout_is", "rollout_is_threshold", "rollout_is_batch_norm
 // Default is the section as verl's YAML (rollout_correction.yaml) fills it:
 // every feature off, metrics only.
 func Default() Config {
-	c := 2.0
-	return Config{ISThreshold: &c, LossType: "ppo_clip"}
+	return Config{ISThreshold: 2.0, LossType: "ppo_clip"}
 }
 
 func cfg(is string, rs string, rsThr any, bypass bool, loss string) Config {
@@ -56,10 +57,21 @@ func cfg(is string, rs string, rsThr any, bypass bool, loss string) Config {
 	return c
 }
 
+// icePop is a preset with token-level IcePop weights at verl's default
+// bounds [0.5, 5.0].
+func icePop(bypass bool, loss string) Config {
+	c := cfg("token", "", nil, bypass, loss)
+	c.ISThreshold = "0.5_5.0"
+	return c
+}
+
 // Presets are verl's RolloutCorrectionConfig class methods at their default
-// arguments (algorithm.py); a section's "preset" key selects one.
+// arguments (algorithm.py, verl 1dda039b); a section's "preset" key selects
+// one.
 var Presets = registry.Of("rollout_correction preset", map[string]Config{
 	"decoupled_token_is":         cfg("token", "", nil, false, "ppo_clip"),
+	"decoupled_token_icepop":     icePop(false, "ppo_clip"),
+	"bypass_pg_token_icepop":     icePop(true, "reinforce"),
 	"decoupled_seq_is":           cfg("sequence", "", nil, false, "ppo_clip"),
 	"decoupled_seq_is_rs":        cfg("sequence", "seq_sum_k1", "0.5_2.0", false, "ppo_clip"),
 	"decoupled_geo_rs":           cfg("", "seq_mean_k1", "0.999_1.001", false, "ppo_clip"),
@@ -109,13 +121,7 @@ func Parse(m map[string]any) (Config, error) {
 		case "rollout_is":
 			c.IS, err = optString(k, v)
 		case "rollout_is_threshold":
-			if v == nil {
-				c.ISThreshold = nil
-				break
-			}
-			var x float64
-			x, err = number(k, v)
-			c.ISThreshold = &x
+			c.ISThreshold = v
 		case "rollout_is_batch_normalize":
 			c.BatchNormalize, err = boolean(k, v)
 		case "rollout_rs":
@@ -152,18 +158,75 @@ func Parse(m map[string]any) (Config, error) {
 	return c, c.validate()
 }
 
-// validate checks the IS and loss_type keys as verl does when it uses them.
+// validate checks the IS and loss_type keys as verl does when it uses them
+// (the IS threshold only when weights are computed).
 func (c Config) validate() error {
 	if c.IS != "" && c.IS != "token" && c.IS != "sequence" {
 		return badKey("rollout_is", "Invalid rollout_is: %s. Must be one of {'token', 'sequence'}.", c.IS)
 	}
-	if c.weighted() && !(*c.ISThreshold > 0) {
-		return badKey("rollout_is_threshold", "rollout_is_threshold must be positive, got %v.", *c.ISThreshold)
+	if c.weighted() {
+		if _, err := parseISThreshold(c.ISThreshold); err != nil {
+			return err
+		}
 	}
 	if c.LossType != "ppo_clip" && c.LossType != "reinforce" {
 		return badKey("loss_type", "Invalid loss_type: %s. Must be 'reinforce' or 'ppo_clip'.", c.LossType)
 	}
 	return nil
+}
+
+// isBounds is a parsed rollout_is_threshold: the upper bound U and, for
+// IcePop, the lower bound (TIS has none: its metrics take 1/U for it).
+type isBounds struct {
+	upper, lower float64
+	icePop       bool
+}
+
+// parseISThreshold is verl's _parse_rollout_is_threshold: a number is the
+// TIS cap; a string, blanks stripped, is a number or "lower_upper" split
+// at the first "_" (IcePop). The bounds must be positive, lower ≤ upper.
+// The messages are verl's.
+func parseISThreshold(spec any) (isBounds, error) {
+	const key = "rollout_is_threshold"
+	var b isBounds
+	switch x := spec.(type) {
+	case bool:
+		return b, badKey(key, "rollout_is_threshold must be specified as a float or a string threshold specification, not a boolean.")
+	case float64:
+		b.upper = x
+	case int:
+		b.upper = float64(x)
+	case int64:
+		b.upper = float64(x)
+	case string:
+		s := strings.TrimSpace(x)
+		if s == "" {
+			return b, badKey(key, "rollout_is_threshold must not be an empty string.")
+		}
+		up := s
+		if lo, hi, ok := strings.Cut(s, "_"); ok {
+			var good bool
+			if b.lower, good = pyFloat(lo); !good {
+				return b, badKey(key, "Invalid rollout_is_threshold '%s'.", x)
+			}
+			b.icePop, up = true, hi
+		}
+		var good bool
+		if b.upper, good = pyFloat(up); !good {
+			return b, badKey(key, "Invalid rollout_is_threshold '%s'.", x)
+		}
+	default:
+		return b, badKey(key, "rollout_is_threshold must be a float or a string threshold specification.")
+	}
+	switch {
+	case b.upper <= 0:
+		return b, badKey(key, "rollout_is_threshold upper bound must be positive, got %s.", pyRepr(b.upper))
+	case b.icePop && b.lower <= 0:
+		return b, badKey(key, "rollout_is_threshold lower bound must be positive, got %s.", pyRepr(b.lower))
+	case b.icePop && b.lower > b.upper:
+		return b, badKey(key, "rollout_is_threshold lower bound must be <= upper bound.")
+	}
+	return b, nil
 }
 
 // weighted reports whether IS weights are computed (rollout_is and its
@@ -191,18 +254,6 @@ func optString(k string, v any) (string, error) {
 	return "", badKey(k, "want a string or null, got %v", v)
 }
 
-func number(k string, v any) (float64, error) {
-	switch x := v.(type) {
-	case float64:
-		return x, nil
-	case int:
-		return float64(x), nil
-	case int64:
-		return float64(x), nil
-	}
-	return 0, badKey(k, "want a number, got %v", v)
-}
-
 func boolean(k string, v any) (bool, error) {
 	if b, ok := v.(bool); ok {
 		return b, nil
@@ -212,16 +263,18 @@ func boolean(k string, v any) (bool, error) {
 
 // String is the section in verl's keys, for logs.
 func (c Config) String() string {
-	thr := "null"
-	if c.ISThreshold != nil {
-		thr = fmt.Sprint(*c.ISThreshold)
-	}
 	or := func(s string) string {
 		if s == "" {
 			return "null"
 		}
 		return s
 	}
-	return fmt.Sprintf("rollout_is=%s rollout_is_threshold=%s rollout_is_batch_normalize=%v rollout_rs=%s rollout_rs_threshold=%v bypass_mode=%v loss_type=%s",
-		or(c.IS), thr, c.BatchNormalize, or(c.RS), c.RSThreshold, c.BypassMode, c.LossType)
+	orNull := func(v any) any {
+		if v == nil {
+			return "null"
+		}
+		return v
+	}
+	return fmt.Sprintf("rollout_is=%s rollout_is_threshold=%v rollout_is_batch_normalize=%v rollout_rs=%s rollout_rs_threshold=%v bypass_mode=%v loss_type=%s",
+		or(c.IS), orNull(c.ISThreshold), c.BatchNormalize, or(c.RS), orNull(c.RSThreshold), c.BypassMode, c.LossType)
 }

@@ -209,9 +209,9 @@ func runAggLoss(c *conformance.Case, chk *conformance.Checker, want map[string]j
 		return err
 	}
 	grad := make([]float64, rows.Tokens())
-	v := g.Loss(rows, in[0], in[1], md, grad)
-	if chk == nil {
-		return nil
+	v, err := g.Loss(rows, in[0], in[1], md, grad)
+	if err != nil || chk == nil {
+		return err
 	}
 	var wl conformance.Float
 	if err := json.Unmarshal(want["loss"], &wl); err != nil {
@@ -246,20 +246,14 @@ func runAggMicro(c *conformance.Case, chk *conformance.Checker, want map[string]
 	if err != nil {
 		return err
 	}
+	if p := v.String("path"); p != "engine" {
+		return fmt.Errorf("unknown path %q (verl's engine workers are the only path)", p)
+	}
 	md, g, err := globalOf(c.Args)
 	if err != nil {
 		return err
 	}
-	var comp agg.Composition
-	switch v.String("path") {
-	case "engine":
-		comp, err = agg.ComposeEngine(mbs, md, g)
-	case "legacy":
-		comp, err = agg.ComposeLegacy(mbs, md, agg.Legacy{DPSize: g.DPSize, MiniBatchSize: int(v.Int("ppo_mini_batch_size")),
-			MicroBatchSizePerGPU: int(v.Int("ppo_micro_batch_size_per_gpu")), DynamicBatchSize: v.Bool("use_dynamic_bsz")})
-	default:
-		return fmt.Errorf("unknown path %q", v.String("path"))
-	}
+	comp, err := agg.ComposeEngine(mbs, md, g)
 	if err != nil || chk == nil {
 		return err
 	}

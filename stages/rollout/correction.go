@@ -47,8 +47,9 @@ func (in Input) check() error {
 type Corrector struct {
 	cfg        Config
 	rules      []rule
-	c, cLo     float64 // truncation cap C and 1/C
-	lHi, lLo   float64 // float32 log(C), log(1/C): the sequence-level ratio fraction bounds
+	c, cLo     float64 // upper bound U (the TIS cap C) and Lo: IcePop's lower bound, or 1/C
+	icePop     bool    // weights outside [Lo, U] are set to 0 (else truncated at U)
+	lHi, lLo   float64 // float32 log(U), log(Lo): the sequence-level ratio fraction bounds
 	seq        bool    // sequence-level weights
 	stats      [4]bool // statistics the rules need (index Statistic)
 	rowMaxNeed [4]bool // statistics a seq_max rule needs
@@ -66,8 +67,14 @@ func New(cfg Config) (*Corrector, error) {
 	}
 	c := &Corrector{cfg: cfg, rules: rules, seq: cfg.IS == "sequence"}
 	if cfg.weighted() {
-		c.c = *cfg.ISThreshold
-		c.cLo = 1 / c.c
+		b, err := parseISThreshold(cfg.ISThreshold)
+		if err != nil {
+			return nil, err
+		}
+		c.c, c.cLo, c.icePop = b.upper, 1/b.upper, b.icePop
+		if b.icePop {
+			c.cLo = b.lower
+		}
 		c.lHi = float64(float32(math.Log(float64(float32(c.c)))))
 		c.lLo = float64(float32(math.Log(float64(float32(c.cLo)))))
 	}
@@ -96,9 +103,22 @@ func (c *Corrector) Weighted() bool { return c.cfg.weighted() }
 // Apply.
 func (c *Corrector) NeedsFirstPass() bool { return c.cfg.weighted() && c.cfg.BatchNormalize }
 
+// apply is a raw IS weight's applied value: IcePop keeps it within
+// [Lo, U] and sets it to 0 outside (NaN too); TIS truncates it at U (NaN
+// stays NaN).
+func (c *Corrector) apply(raw float64) float64 {
+	if c.icePop {
+		if c.cLo <= raw && raw <= c.c {
+			return raw
+		}
+		return 0
+	}
+	return min(raw, c.c)
+}
+
 // Norm is the first-pass statistic of batch normalisation, accumulated over
 // every record batch with Observe: token level Σ w·m and Σ m of the
-// truncated weights; sequence level Σ of the valid rows' mean weights and
+// applied (truncated or zeroed) weights; sequence level Σ of the valid rows' mean weights and
 // the number of valid rows. The zero value is empty.
 type Norm struct{ Sum, Count float64 }
 
@@ -190,16 +210,15 @@ func (c *Corrector) observeSeq(n *Norm, old, ro, m []float64) {
 		}
 	}
 	if nb > 0 {
-		w := math.Min(math.Exp(clamp(s, -safety, safety)), c.c) // NaN stays NaN, as torch.clamp
+		w := c.apply(math.Exp(clamp(s, -safety, safety)))
 		n.Sum += w * nb / (nb + eps)
 		n.Count++
 	}
 }
 
-// observeToken adds a row's Σ w·m and Σ m of the truncated token weights
-// w = min(e^ℓ·m, C) to n.
+// observeToken adds a row's Σ w·m and Σ m of the applied token weights
+// w = apply(e^ℓ·m) to n.
 func (c *Corrector) observeToken(n *Norm, old, ro, m []float64) {
-	C := c.c
 	sum, cnt := 0.0, 0.0
 	plain := true
 	for t, mt := range m {
@@ -208,10 +227,7 @@ func (c *Corrector) observeToken(n *Norm, old, ro, m []float64) {
 		if l != lam {
 			plain = false
 		}
-		w := fastexp.Core(l) * mt
-		if w > C {
-			w = C
-		}
+		w := c.apply(fastexp.Core(l) * mt)
 		sum += w * mt
 		cnt += mt
 	}
@@ -223,10 +239,7 @@ func (c *Corrector) observeToken(n *Norm, old, ro, m []float64) {
 			if l == l {
 				w = fastexp.Core(l) * mt
 			}
-			if w > C {
-				w = C
-			}
-			sum += sel(w, mt)
+			sum += sel(c.apply(w), mt)
 		}
 	}
 	n.Sum += sum

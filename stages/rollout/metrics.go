@@ -7,8 +7,9 @@ import (
 )
 
 // Metrics turns the accumulated sums into verl's metrics, every name
-// prefixed "rollout_corr/": the IS metrics (with rollout_is_batch_norm_factor
-// from n when normalising), the rejection metrics per option and overall,
+// prefixed "rollout_corr/": the IS metrics (of the applied weights, the
+// ratio fractions of the raw ones; rollout_is_oob_ratio with IcePop,
+// rollout_is_batch_norm_factor from n when normalising), the rejection metrics per option and overall,
 // and the off-policy metrics (on the original mask). A batch without a valid
 // token is verl's error.
 func (c *Corrector) Metrics(a *Acc, n *Norm) (agg.Metrics, error) {
@@ -42,8 +43,11 @@ func (c *Corrector) Metrics(a *Acc, n *Norm) (agg.Metrics, error) {
 		put("rollout_is_seq_max", is.r.ext.max)
 		put("rollout_is_seq_min", is.r.ext.min)
 		put("rollout_is_seq_max_deviation", is.r.maxDev.max)
-		put("rollout_is_seq_fraction_high", f32frac(is.r.high, a.rows))
-		put("rollout_is_seq_fraction_low", f32frac(is.r.low, a.rows))
+		put("rollout_is_seq_fraction_high", f32frac(is.rowHigh, a.rows))
+		put("rollout_is_seq_fraction_low", f32frac(is.rowLow, a.rows))
+		if c.icePop {
+			put("rollout_is_oob_ratio", mean(is.oob))
+		}
 		if c.cfg.BatchNormalize {
 			mu, ok := c.mu(n)
 			if !ok {

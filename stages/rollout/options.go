@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -136,8 +137,8 @@ func parseRules(rs string, threshold any, ratioBounds bool) ([]rule, error) {
 // parseBounds parses one option's threshold spec.
 func parseBounds(o Option, spec string, ratioBounds bool) (rule, error) {
 	num := func(s string) (float64, error) {
-		x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil {
+		x, ok := pyFloat(s)
+		if !ok {
 			return 0, badKey("rollout_rs_threshold", "Invalid numeric threshold '%s' for option '%s'.", spec, o.Name)
 		}
 		return x, nil
@@ -175,11 +176,21 @@ func parseBounds(o Option, spec string, ratioBounds bool) (rule, error) {
 	if !(lo > 0 && hi > 0) {
 		return r, badKey("rollout_rs_threshold", "Thresholds for option '%s' must be positive, got %s.", o.Name, spec)
 	}
+	if lo > hi {
+		return r, badKey("rollout_rs_threshold", "Thresholds for option '%s' must be lower <= upper, got %s.", o.Name, spec)
+	}
 	r.Lo, r.Hi = math.Log(lo), math.Log(hi)
 	if ratioBounds {
 		r.Lo, r.Hi = -math.Log(hi), -math.Log(lo)
 	}
 	return r, nil
+}
+
+// pyFloat parses a number as Python's float() does (surrounding blanks
+// allowed, "inf" and "nan" too, out of range is ±inf or 0).
+func pyFloat(s string) (float64, bool) {
+	x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	return x, err == nil || errors.Is(err, strconv.ErrRange)
 }
 
 // pyRepr formats a float as Python's repr does for the values thresholds

@@ -167,13 +167,20 @@ func (c *Corrector) row(in Input, b int, inv float64, w, mout []float64, a *Acc,
 		if w != nil {
 			wr = w[lo:hi:hi][:n]
 		}
-		var rowW float64
+		var rowW, rowRaw float64
 		if c.seq {
-			rowW = c.seqWeights(s, m, wr, inv, &a.is)
+			rowW, rowRaw = c.seqWeights(s, m, wr, inv, &a.is)
 		} else {
-			rowW = c.tokenWeights(sc.e, m, wr, inv, &a.is)
+			rowW, rowRaw = c.tokenWeights(sc.e, m, wr, inv, &a.is)
 		}
-		a.is.r.add(rowW/(s.nb+eps), 1, c.c, c.cLo)
+		a.is.r.add(rowW/(s.nb+eps), 1, math.Inf(1), math.Inf(-1))
+		rho := rowRaw / (s.nb + eps) // the raw row mean ρ_b
+		if rho > c.c {
+			a.is.rowHigh++
+		}
+		if rho < c.cLo {
+			a.is.rowLow++
+		}
 	}
 
 	// Off-policy row terms.
@@ -227,38 +234,38 @@ func (c *Corrector) row(in Input, b int, inv float64, w, mout []float64, a *Acc,
 }
 
 // tokenWeights is the token level of IS: the raw weights e^ℓ·m (a plain
-// product: NaN at a masked position stays, RC-06), their metric sums over
-// the valid tokens into is, and the truncated (and normalised) weights
-// into wr when not nil (one loop reads e^ℓ once for both). It returns
-// Σ w·m of the row.
-func (c *Corrector) tokenWeights(e, m, wr []float64, inv float64, is *isAcc) float64 {
+// product: NaN at a masked position stays, RC-06) and the applied ones
+// (truncated, or IcePop's zeroed), their metric sums over the valid tokens
+// into is, and the applied (and normalised) weights into wr when not nil
+// (one loop reads e^ℓ once for all). It returns the row's Σ w·m of the
+// applied and of the raw weights.
+func (c *Corrector) tokenWeights(e, m, wr []float64, inv float64, is *isAcc) (rowW, rowRaw float64) {
 	e = e[:len(m)]
 	if wr != nil {
 		wr = wr[:len(m)]
 	}
-	C, cLo := c.c, c.cLo
+	U, Lo := c.c, c.cLo
 	zero := c.cfg.ZeroMaskedWeights
-	var rowW, hiW, loW float64
+	var hiW, loW, oob float64
 	var x moments
 	// The extrema of the valid tokens' weights (Go's max and min: a NaN
 	// makes both NaN, as torch's).
 	ext := extrema{max: math.Inf(-1), min: math.Inf(1)}
 	for t, mt := range m {
 		raw := e[t] * mt
+		w := c.apply(raw)
 		if mt != 0 {
-			rowW += raw * mt
-			if raw > C {
-				hiW += mt
-			}
-			if raw < cLo {
-				loW += mt
-			}
-			ext.max, ext.min = max(ext.max, raw), min(ext.min, raw)
+			rowW += w * mt
+			rowRaw += raw * mt
+			hiW += b2f(raw > U) * mt
+			loW += b2f(raw < Lo) * mt
+			oob += b2f(raw < Lo || raw > U) * mt
+			ext.max, ext.min = max(ext.max, w), min(ext.min, w)
 			ext.n++
-			x.add(clamp(raw, cLo, C), mt)
+			x.add(clamp(w, 0, U), mt)
 		}
 		if wr != nil {
-			v := min(raw, C) * inv
+			v := w * inv
 			if zero && mt == 0 {
 				v = 0
 			}
@@ -268,17 +275,19 @@ func (c *Corrector) tokenWeights(e, m, wr []float64, inv float64, is *isAcc) flo
 	is.sumW += rowW
 	is.high += hiW
 	is.low += loW
+	is.oob += oob
 	is.ext.merge(ext)
 	is.x.merge(x)
-	return rowW
+	return rowW, rowRaw
 }
 
-// seqWeights is the sequence level of IS: one weight e^clamp(S_b) per row
-// (from the unclamped sum), its metric terms into is and the truncated
-// (and normalised) weights into wr when not nil. It returns Σ w·m of the
-// row.
-func (c *Corrector) seqWeights(s rowSums, m, wr []float64, inv float64, is *isAcc) float64 {
-	wb := math.Exp(clamp(s.S, -safety, safety))
+// seqWeights is the sequence level of IS: one raw weight e^clamp(S_b) per
+// row (from the unclamped sum) and its applied value, their metric terms
+// into is and the applied (and normalised) weights into wr when not nil.
+// It returns the row's Σ w·m of the applied and of the raw weights.
+func (c *Corrector) seqWeights(s rowSums, m, wr []float64, inv float64, is *isAcc) (rowW, rowRaw float64) {
+	raw := math.Exp(clamp(s.S, -safety, safety))
+	w := c.apply(raw)
 	is.ext.add(s.S)
 	if s.S > c.lHi {
 		is.seqHigh++
@@ -286,24 +295,24 @@ func (c *Corrector) seqWeights(s rowSums, m, wr []float64, inv float64, is *isAc
 	if s.S < c.lLo {
 		is.seqLow++
 	}
-	rowW := 0.0
 	if s.nb > 0 {
-		rowW = wb * s.nb
+		rowW, rowRaw = w*s.nb, raw*s.nb
 		is.sumW += rowW
-		is.x.add(clamp(wb, c.cLo, c.c), s.nb)
+		is.oob += b2f(raw < c.cLo || raw > c.c) * s.nb
+		is.x.add(clamp(w, 0, c.c), s.nb)
 	}
 	if wr != nil {
 		wr = wr[:len(m)]
-		C, zero := c.c, c.cfg.ZeroMaskedWeights
+		zero := c.cfg.ZeroMaskedWeights
 		for t, mt := range m {
-			x := min(wb*mt, C) * inv
+			x := c.apply(raw*mt) * inv
 			if zero && mt == 0 {
 				x = 0
 			}
 			wr[t] = x
 		}
 	}
-	return rowW
+	return rowW, rowRaw
 }
 
 // tokenRejection evaluates the token-level options over the row's valid

@@ -14,6 +14,14 @@ func sel(v, m float64) float64 {
 	return v * m
 }
 
+// b2f is Iverson's bracket.
+func b2f(c bool) float64 {
+	if c {
+		return 1
+	}
+	return 0
+}
+
 // clamp is torch.clamp: NaN stays NaN (as with Go's min and max, which
 // compile to branch-free code).
 func clamp(x, lo, hi float64) float64 { return min(max(x, lo), hi) }

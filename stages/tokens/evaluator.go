@@ -80,7 +80,9 @@ type Layout struct {
 }
 
 // Layout checks the batch against the terms (mask present, expert_mask
-// present where a term selects rows by it) and assigns rows to terms.
+// present where a term selects rows by it, verl's global counts present
+// where its aggregation needs them: agg.Global.Check) and assigns rows to
+// terms.
 func (b *Batch) Layout(terms []Term) (Layout, error) {
 	if b.counts == nil {
 		return Layout{}, &schema.MissingInputError{Column: ActionMask}
@@ -90,6 +92,11 @@ func (b *Batch) Layout(terms []Term) (Layout, error) {
 	for i, t := range terms {
 		if t.Rows != AllRows && !tot.Expert {
 			return Layout{}, &schema.MissingInputError{Column: ExpertMask}
+		}
+		if t.Global != nil {
+			if err := t.Global.Check(t.Mode); err != nil {
+				return Layout{}, err
+			}
 		}
 		l.Stats[i] = Stats{Rows: tot.Rows[t.Rows], Total: tot.Mask[t.Rows], NonEmpty: tot.NonEmpty[t.Rows], Width: tot.Width}
 	}
