@@ -3,6 +3,7 @@ package loss
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -34,6 +35,8 @@ func TestWeightedGradientFiniteDifference(t *testing.T) {
 		{"ppo", args.Values{"clip_range": 0.2, "dp_size": 2, "batch_num_tokens": 21.0}},
 		{"ppo", args.Values{"clip_range": 0.2, "loss_agg_mode": "seq-mean-token-mean", "global_batch_size": 7.0}},
 		{"ppo", args.Values{"clip_range": 0.2, "loss_agg_mode": "seq-mean-token-sum-norm", "dp_size": 1}},
+		{"ppo", args.Values{"clip_range": 0.2, "loss_agg_mode": "seq-mean-token-sum-norm", "dp_size": 2, "global_batch_size": 5.0, "loss_scale_factor": 3.0}},
+		{"gpg", args.Values{"loss_agg_mode": "token-sum", "dp_size": 2}},
 		{"sapo", args.Values{"verl": true}},
 		{"gpg", args.Values{"loss_agg_mode": "seq-mean-token-sum"}},
 		{"reinforce", nil},
@@ -88,6 +91,54 @@ func TestUnitWeights(t *testing.T) {
 	}
 	if !near(res.Loss, want/(n+1e-8)) {
 		t.Errorf("gpg weighted loss %v, want %v", res.Loss, want/(n+1e-8))
+	}
+}
+
+// TestVerlAggregation: token-sum is D·Σ pg·w·m (gpg: pg = −A·lp), with or
+// without verl's arguments; sum-norm is the seq-mean-token-sum value over
+// loss_scale_factor; with dp_size > 1 a missing global count is verl's
+// error, at evaluation.
+func TestVerlAggregation(t *testing.T) {
+	sum, rows := 0.0, 0.0
+	for b := range lp3 {
+		n := 0.0
+		for i := range lp3[b] {
+			sum += -adv3[b][i] * lp3[b][i] * w3[b][i] * mask3[b][i]
+			n += mask3[b][i]
+		}
+		if n > 0 {
+			rows++
+		}
+	}
+	for _, tc := range []struct {
+		args args.Values
+		want float64
+	}{
+		{args.Values{"loss_agg_mode": "token-sum"}, sum},
+		{args.Values{"loss_agg_mode": "token-sum", "dp_size": 2}, 2 * sum},
+		{args.Values{"loss_agg_mode": "seq-mean-token-sum-norm", "dp_size": 1, "loss_scale_factor": 4.0}, sum / rows / 4},
+		{args.Values{"loss_agg_mode": "seq-mean-token-sum-norm", "dp_size": 2, "global_batch_size": 8.0, "loss_scale_factor": 4.0}, sum / 8 * 2 / 4},
+	} {
+		res, _ := eval(t, "gpg", tc.args, weighted(t, nil))
+		if !near(res.Loss, tc.want) {
+			t.Errorf("gpg %v: loss %v, want %v", tc.args, res.Loss, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args args.Values
+		want string
+	}{
+		{args.Values{"clip_range": 0.2, "dp_size": 2, "global_batch_size": 8.0}, "(global) batch_num_tokens is required when dp_size > 1"},
+		{args.Values{"clip_range": 0.2, "dp_size": 2, "batch_num_tokens": 20.0, "loss_agg_mode": "seq-mean-token-mean"}, "global_batch_size is required when dp_size > 1"},
+	} {
+		l, err := Default().New("ppo", tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := weighted(t, nil)
+		if _, err := l.Eval(b, make([]float64, b.Rows.Tokens())); !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ppo %v: error %v, want %q", tc.args, err, tc.want)
+		}
 	}
 }
 
