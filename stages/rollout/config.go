@@ -18,7 +18,7 @@ type Config struct {
 	// IcePop bounds (weights outside [lower, upper] set to 0); nil (null)
 	// also disables the weights, as upstream. See parseISThreshold.
 	ISThreshold any
-	// BatchNormalize is rollout_is_batch_normalize: divide the truncated
+	// BatchNormalize is rollout_is_batch_normalize: divide the applied
 	// weights by their batch mean (needs the first pass, see Norm).
 	BatchNormalize bool
 	// RS is rollout_rs: "" (null) or a comma list of Options names.

@@ -118,15 +118,15 @@ func (c *Corrector) apply(raw float64) float64 {
 
 // Norm is the first-pass statistic of batch normalisation, accumulated over
 // every record batch with Observe: token level Σ w·m and Σ m of the
-// applied (truncated or zeroed) weights; sequence level Σ of the valid rows' mean weights and
-// the number of valid rows. The zero value is empty.
+// applied (truncated or zeroed) weights; sequence level Σ of the valid
+// rows' mean weights and the number of valid rows. The zero value is empty.
 type Norm struct{ Sum, Count float64 }
 
 // Merge adds another partial statistic.
 func (n *Norm) Merge(o Norm) { n.Sum += o.Sum; n.Count += o.Count }
 
 // factor returns the reciprocal of the normalisation divisor μ, by which
-// Apply multiplies the truncated weights: 1/μ when μ > 1e-8, else 1 (NaN
+// Apply multiplies the applied weights: 1/μ when μ > 1e-8, else 1 (NaN
 // does not normalise).
 func (c *Corrector) factor(n *Norm) float64 {
 	if mu, ok := c.mu(n); ok {
@@ -196,7 +196,7 @@ func (c *Corrector) Observe(n *Norm, in Input) error {
 }
 
 // observeSeq adds a row's mean weight w_b·n_b/(n_b+1e-8) to n when it has a
-// valid token. The weight is e^clamp(S_b) truncated at C, S_b = Σ λ·m.
+// valid token. The weight is apply(e^clamp(S_b)), S_b = Σ λ·m.
 func (c *Corrector) observeSeq(n *Norm, old, ro, m []float64) {
 	s, nb := 0.0, 0.0
 	for t, mt := range m {

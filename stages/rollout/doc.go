@@ -1,7 +1,8 @@
 // Package rollout is verl's rollout–training mismatch correction
-// (verl/trainer/ppo/rollout_corr_helper.py), exact to its numbers: truncated
-// importance-sampling weights per token or per sequence with optional batch
-// normalisation, the eleven rejection-sampling options (Options) and their
+// (verl/trainer/ppo/rollout_corr_helper.py at verl 1dda039b), exact to its
+// numbers: importance-sampling weights per token or per sequence, truncated
+// at a cap (TIS) or set to 0 outside "lower_upper" bounds (IcePop), with
+// optional batch normalisation, the eleven rejection-sampling options (Options) and their
 // combinations, the off-policy diagnostics, and the assembled call with its
 // metrics under verl's names ("rollout_corr/…"). The f32 fraction metrics
 // are float32(k)/float32(n) exactly, as verl's bool.float().mean().
@@ -23,7 +24,7 @@
 // store:
 //
 //   - first pass, only when NeedsFirstPass (rollout_is_batch_normalize):
-//     Observe adds each batch's truncated-weight sums to a Norm — the batch
+//     Observe adds each batch's applied-weight sums to a Norm — the batch
 //     mean that divides every weight is a whole-store statistic;
 //   - second pass: Apply writes each batch's weights and rejection-sampled
 //     mask and adds its metric sums to an Acc; everything it writes is

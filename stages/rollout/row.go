@@ -142,7 +142,7 @@ func baseExact(old, ro, m, l, e []float64) rowSums {
 	return s
 }
 
-// row evaluates row b: IS weights (written to w when not nil, truncated and
+// row evaluates row b: IS weights (written to w when not nil, applied and
 // multiplied by inv, the reciprocal of the batch normalisation factor), the
 // rejection mask (written to mout) and the row's metric contributions to a.
 // It reads every input of the row before writing mout, so mout may alias
