@@ -1,6 +1,6 @@
 // Package loss holds the 15 policy loss functions of Trinity-RFT, the 0.6
-// line's m2po, and verl's gpg, geo_mean, reinforce and bypass_mode under
-// their upstream names, with
+// line's m2po, and verl's gpg, geo_mean, reinforce, bypass_mode, dppo_tv,
+// dppo_kl, clip_cov, kl_cov and dro under their upstream names, with
 // their default arguments, argument validation, metrics under upstream's
 // names, and dLoss/dlogprob for every token (respecting the reference's
 // stop-gradients), so an external trainer can back-propagate through its
@@ -224,6 +224,21 @@ func global(v args.Values) *agg.Global {
 		return nil
 	}
 	return &agg.Global{DPSize: int(dp), BatchNumTokens: n, GlobalBatchSize: g, LossScaleFactor: f}
+}
+
+// verlGlobal is global(v) for the losses that only exist in verl: they
+// always aggregate with verl's agg_loss (dp_size 1 when no field is set).
+func verlGlobal(v args.Values) *agg.Global {
+	if g := global(v); g != nil {
+		return g
+	}
+	return &agg.Global{}
+}
+
+// actorParam is a float argument of a verl-only loss under verl's config
+// name, with verl's default.
+func actorParam(name string, def float64, r args.Range, doc string) args.Param {
+	return args.Param{Name: name, Kind: args.Float, Ctor: def, Default: def, InDefaults: true, Range: r, Doc: doc}
 }
 
 // verlParam is the argument selecting verl's version of a loss that
