@@ -19,7 +19,7 @@ import "github.com/rftpipe/rftpipe/schema"
 //	token-mean               Σ_b row_b / Ntok · D
 //	seq-mean-token-sum       Σ_{n_b>0} row_b / G · D
 //	seq-mean-token-mean      Σ_{n_b>0} row_b / (n_b + 1e-8) / G · D
-//	seq-mean-token-sum-norm  Σ_b row_b / F          (no D)
+//	seq-mean-token-sum-norm  Σ_{n_b>0} row_b / G · D / F
 //
 // They differ from Trinity's aggregate_loss (Aggregate) even with every
 // field absent: token-mean has no epsilon and the seq-mean modes divide by
@@ -80,7 +80,7 @@ func (g Global) Scale(mode Mode, nonEmpty, width int, total, rowCount float64) f
 		if f == 0 {
 			f = float64(width)
 		}
-		return 1 / f
+		return d / rows / f
 	}
 }
 
@@ -120,28 +120,25 @@ func (g Global) Loss(r Rows, v, m []float64, mode Mode, grad []float64) float64 
 				row += v[i] * m[i]
 			}
 			switch {
-			case mode == SeqMeanTokenSumNorm:
-				s += row
 			case rc == 0: // selected out
-			case mode == SeqMeanTokenSum:
+			case mode == SeqMeanTokenSum || mode == SeqMeanTokenSumNorm:
 				s += row
 			default:
 				s += row / (rc + Eps)
 			}
-		}
-		if mode == SeqMeanTokenSumNorm {
-			f := g.LossScaleFactor
-			if f == 0 {
-				f = float64(r.Width)
-			}
-			loss = s / f
-			break
 		}
 		rows := g.GlobalBatchSize
 		if rows == 0 {
 			rows = float64(nonEmpty)
 		}
 		loss = s / rows * d
+		if mode == SeqMeanTokenSumNorm {
+			f := g.LossScaleFactor
+			if f == 0 {
+				f = float64(r.Width)
+			}
+			loss /= f
+		}
 	}
 	if grad != nil {
 		for b, rc := range counts {

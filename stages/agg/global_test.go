@@ -31,8 +31,8 @@ func randomBatch(rng *rand.Rand, rows int) (r Rows, v, m []float64) {
 // TestPiecesSumToWhole: split a mini-batch at random into micro-batches on
 // D ranks; with the global denominators of the whole mini-batch the
 // composed objective and gradient equal the whole batch's agg_loss (D = 1),
-// for every mode — sum-norm has no D factor, so there the pieces equal the
-// whole with F·D.
+// for every mode, sum-norm included (verl at 1dda039b: its value is
+// seq-mean-token-sum's divided by F).
 func TestPiecesSumToWhole(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for trial := 0; trial < 20; trial++ {
@@ -55,9 +55,6 @@ func TestPiecesSumToWhole(t *testing.T) {
 		for mode := TokenMean; mode <= SeqMeanTokenSumNorm; mode++ {
 			whole := g
 			whole.DPSize = 1
-			if mode == SeqMeanTokenSumNorm {
-				whole.LossScaleFactor *= float64(g.DPSize)
-			}
 			grad := make([]float64, r.Tokens())
 			want := whole.Loss(r, v, m, mode, grad)
 			c, err := ComposeEngine(mbs, mode, g)
@@ -81,7 +78,8 @@ func TestPiecesSumToWhole(t *testing.T) {
 }
 
 // TestGlobalLocal: with no field set, verl's local agg_loss — token-mean
-// without epsilon, seq-means over the non-empty rows, sum-norm over T.
+// without epsilon, seq-means over the non-empty rows, sum-norm the
+// seq-mean-token-sum over T.
 func TestGlobalLocal(t *testing.T) {
 	r := NewRows([]int{3, 2, 2})
 	v := []float64{1, 2, 3, 4, 5, 6, math.Inf(1)}
@@ -107,7 +105,7 @@ func TestGlobalLocal(t *testing.T) {
 	}{
 		{SeqMeanTokenSum, (3.0 + 6) / 2},
 		{SeqMeanTokenMean, (3/(2+Eps) + 6/(1+Eps)) / 2},
-		{SeqMeanTokenSumNorm, 9.0 / 3},
+		{SeqMeanTokenSumNorm, (3.0 + 6) / 2 / 3},
 	} {
 		grad := make([]float64, len(v))
 		if got := (Global{}).Loss(r, v, m, tc.mode, grad); math.Abs(got-tc.want) > 1e-15 {

@@ -204,7 +204,7 @@ func aggParam(def string) args.Param {
 // aggregate_loss.
 var globalParams = args.Schema{
 	{Name: "dp_size", Kind: args.Int, Range: args.AtLeast1, Nullable: true,
-		Doc: "verl aggregation: data-parallel world size D (the loss is multiplied by D, except sum-norm)"},
+		Doc: "verl aggregation: data-parallel world size D (the loss is multiplied by D)"},
 	{Name: "batch_num_tokens", Kind: args.Float, Range: args.Positive, Nullable: true,
 		Doc: "verl aggregation: token-mean denominator, the mask count of the whole mini-batch over all ranks"},
 	{Name: "global_batch_size", Kind: args.Float, Range: args.Positive, Nullable: true,
