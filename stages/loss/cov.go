@@ -466,7 +466,7 @@ func covParams(own ...args.Param) args.Schema {
 func clipCovDef() *Def {
 	return &Def{
 		Name: "clip_cov",
-		Params: covParams(append(clipParams(0.2, nil, nil, false),
+		Params: covParams(append(actorClipParams(),
 			actorParam("clip_cov_ratio", 0.0002, args.Positive, "share of the valid tokens clipped: K = max(int(ratio·N), 1)"),
 			actorParam("clip_cov_lb", 1.0, args.Finite, "candidates have covariance > clip_cov_lb"),
 			actorParam("clip_cov_ub", 5.0, args.Finite, "candidates have covariance < clip_cov_ub"),

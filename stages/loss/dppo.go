@@ -89,7 +89,7 @@ func (k *DPPO) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metrics
 func dppoDef(name string, kl bool) *Def {
 	return &Def{
 		Name: name,
-		Params: append(append(clipParams(0.2, nil, nil, false),
+		Params: append(append(actorClipParams(),
 			actorParam("clip_ratio_c", 3.0, args.Finite, "truncation c of the ratio, τ = min(r, c) (verl's ActorConfig default 3; the DPPO paper: 10000, none)"),
 			aggParam("token-mean")), globalParams...),
 		Inputs:   []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},

@@ -235,6 +235,15 @@ func verlGlobal(v args.Values) *agg.Global {
 	return &agg.Global{}
 }
 
+// actorClipParams are the clip_range arguments of a verl-only loss:
+// ActorConfig's clip_ratio 0.2 also where the user dict omits it, the
+// low/high bounds null (falling back to it).
+func actorClipParams() args.Schema {
+	p := clipParams(0.2, nil, nil, false)
+	p[0].Ctor = 0.2
+	return p
+}
+
 // actorParam is a float argument of a verl-only loss under verl's config
 // name, with verl's default.
 func actorParam(name string, def float64, r args.Range, doc string) args.Param {
