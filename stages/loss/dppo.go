@@ -5,6 +5,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -43,7 +44,10 @@ func (k *DPPO) Row(r *tokens.Row, s []float64) {
 	for t, x := range lp {
 		mt, o, a := m[t], old[t], adv[t]
 		lr := min(max(x-o, -20), 20) // NaN stays NaN
-		ratio := exp(lr)
+		ratio := lr                  // NaN
+		if lr == lr {
+			ratio = fastexp.Core(lr) // exp's bits, inlined: lr is within ±20
+		}
 		tau := ratio // min(r, c), NaN kept
 		if ratio > c {
 			tau = c
