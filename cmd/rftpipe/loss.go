@@ -60,6 +60,7 @@ func lossCommand() *cli.Command {
 			&cli.StringFlag{Name: "in", Usage: "input store (`STORE`: file, directory, glob or Trinity buffer URL)"},
 			&cli.StringSliceFlag{Name: "col", Usage: "read input `CANONICAL=COLUMN` (logprob, old_logprob, ref_logprob, advantages, action_mask, expert_mask, teacher_logprob, entropy, values; verl names accepted)"},
 			int64Flag(&cli.Int64Flag{Name: "step", Value: 1, Usage: "training step of the batch (mix_chord's schedule; the trainer counts from 1)"}, build.AtLeast1),
+			&cli.Uint64Flag{Name: "seed", Usage: "seed of the policy loss's random choice (clip_cov; same input and seed, same output)"},
 			&cli.StringFlag{Name: "grad-out", Usage: "write grad_logprob list<float32> (+ id columns) aligned with the input rows to `FILE`"},
 			deviceFlag(),
 			formatFlag(),

@@ -253,3 +253,46 @@ func TestLossJSONNonFinite(t *testing.T) {
 		t.Errorf("%s lacks %s", b, want)
 	}
 }
+
+// TestLossSeed: clip_cov's random choice among its candidates is drawn
+// from --seed (--arg seed=N alike): the same seed the same output, another
+// seed other tokens; a loss that draws nothing refuses --seed, and a loss
+// without device kernels refuses --device cuda.
+func TestLossSeed(t *testing.T) {
+	in := advantageStore(t)
+	run := func(extra ...string) lossOutput {
+		t.Helper()
+		a := append([]string{"loss", "--fn", "clip_cov", "--arg", "clip_cov_ratio=0.1", "--arg", "clip_cov_lb=-100",
+			"--arg", "clip_cov_ub=100", "--in", in, "--format", "json"}, extra...)
+		stdout, stderr, code := runCLI(t, a...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", a, code, stderr)
+		}
+		var out lossOutput
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatalf("%v: %s", err, stdout)
+		}
+		return out
+	}
+	a, again, b, arg := run("--seed", "3"), run("--seed", "3"), run("--seed", "4"), run("--arg", "seed=3")
+	if *a.Loss != *again.Loss || *a.Loss != *arg.Loss || a.Args["seed"] != 3.0 {
+		t.Errorf("seed 3: losses %v, %v, --arg seed=3: %v; args %v", *a.Loss, *again.Loss, *arg.Loss, a.Args)
+	}
+	if *a.Loss == *b.Loss {
+		t.Errorf("seeds 3 and 4: the same loss %v", *a.Loss)
+	}
+	if f := *a.Metrics["actor/pg_clipfrac"]; !(f > 0.05 && f <= 0.1) {
+		t.Errorf("pg_clipfrac %v: want about clip_cov_ratio 0.1", f)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"loss", "--fn", "ppo", "--seed", "1", "--in", in}, "policy loss ppo draws nothing at random"},
+		{[]string{"loss", "--fn", "dppo_tv", "--device", "cuda", "--in", in}, "policy loss dppo_tv has no device kernels"},
+	} {
+		if _, stderr, code := runCLI(t, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %s; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}

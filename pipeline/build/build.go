@@ -357,7 +357,14 @@ func prepareLoss(o *Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev, _, err := gpu.Select(o.Device, o.Log)
+	device := o.Device
+	if obj.Policy.Def.CPUOnly && device != "cpu" { // no device kernels: auto is the CPU, cuda refused
+		if device == "cuda" {
+			return nil, schema.BadInputf("policy loss %s has no device kernels: use --device cpu (or auto)", obj.Policy.Name())
+		}
+		device = "cpu"
+	}
+	ev, _, err := gpu.Select(device, o.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,12 @@ package build
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/objective"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -15,7 +18,8 @@ import (
 var idColumns = []string{schema.Batch, schema.Task, schema.Run, schema.Step, schema.Suffix}
 
 // FlagObjective configures the objective of `loss --fn`: the policy loss
-// Fn with Args, LossAggMode, the KL and the entropy terms.
+// Fn with Args (and Seed as its seed argument, for clip_cov's random
+// choice), LossAggMode, the KL and the entropy terms.
 func FlagObjective(o *Options) (*objective.Objective, error) {
 	if o.Fn == "" {
 		return nil, usagef("give --fn, --algorithm or --config")
@@ -27,6 +31,17 @@ func FlagObjective(o *Options) (*objective.Objective, error) {
 	user, err := def.Schema().ParseKV(o.Args)
 	if err != nil {
 		return nil, fmt.Errorf("policy loss %s: %w", def.Name, err)
+	}
+	if o.HasSeed {
+		if !slices.ContainsFunc(def.Params, func(p args.Param) bool { return p.Name == "seed" }) {
+			return nil, usagef("--seed: policy loss %s draws nothing at random", def.Name)
+		}
+		if _, set := user["seed"]; !set {
+			if o.Seed > math.MaxInt64 {
+				return nil, usagef("--seed %d: at most %d", o.Seed, int64(math.MaxInt64))
+			}
+			user["seed"] = int64(o.Seed) // --arg seed=N wins
+		}
 	}
 	return objective.New(objective.Config{
 		PolicyLoss: def.Name, Args: user, LossAggMode: o.LossAggMode,

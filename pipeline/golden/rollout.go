@@ -32,10 +32,12 @@ func rolloutRunner(reg *loss.Registry) conformance.Runner {
 }
 
 // verlLoss maps a verl policy-loss call — its registry name (vanilla,
-// gspo, sapo, cispo, gpg, geo_mean, bypass_mode, or reinforce for
-// compute_policy_loss_reinforce) and actor config fields (clip_ratio,
-// clip_ratio_low, clip_ratio_high, clip_ratio_c, tau_pos, tau_neg,
-// loss_agg_mode, global_batch_info, and rollout_correction for bypass_mode)
+// gspo, sapo, cispo, gpg, geo_mean, bypass_mode, dppo_tv, dppo_kl,
+// clip_cov, kl_cov, dro, or reinforce for compute_policy_loss_reinforce)
+// and actor config fields (clip_ratio, clip_ratio_low, clip_ratio_high,
+// clip_ratio_c, tau_pos, tau_neg, loss_agg_mode, global_batch_info, the
+// policy_loss fields clip_cov_ratio, clip_cov_lb, clip_cov_ub, kl_cov_ratio,
+// ppo_kl_coef, dro_beta, and rollout_correction for bypass_mode)
 // — to rftpipe's loss name and arguments. An empty global_batch_info still
 // selects verl's aggregation (dp_size 1).
 func verlLoss(fn string, actor args.Values) (string, args.Values, error) {
@@ -97,6 +99,22 @@ func verlLoss(fn string, actor args.Values) (string, args.Values, error) {
 		withAgg()
 	case "geo_mean":
 		out["clip_range"], out["clip_range_low"], out["clip_range_high"] = actor["clip_ratio"], clip("clip_ratio_low"), clip("clip_ratio_high")
+	case "dppo_tv", "dppo_kl", "clip_cov":
+		out["clip_range"], out["clip_range_low"], out["clip_range_high"] = actor["clip_ratio"], clip("clip_ratio_low"), clip("clip_ratio_high")
+		keys := []string{"clip_ratio_c"}
+		if fn == "clip_cov" {
+			keys = []string{"clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"}
+		}
+		for _, k := range keys {
+			out[k] = actor[k]
+		}
+		withAgg()
+	case "kl_cov":
+		out["kl_cov_ratio"], out["ppo_kl_coef"] = actor["kl_cov_ratio"], actor["ppo_kl_coef"]
+		withAgg()
+	case "dro":
+		out["dro_beta"] = actor["dro_beta"]
+		withAgg()
 	default:
 		return "", nil, fmt.Errorf("no rftpipe loss for verl policy loss %q", fn)
 	}
@@ -159,8 +177,10 @@ func (lc lossCase) batch(lo, hi int) (*tokens.Batch, error) {
 	return b, nil
 }
 
-// evalLoss evaluates the case's verl loss on b.
-func evalLoss(reg *loss.Registry, c *conformance.Case, b *tokens.Batch) (float64, agg.Metrics, []float64, error) {
+// evalLoss evaluates the case's verl loss on b, its call number call (the
+// micro-batch's; -1: the case's one call): clip_cov chooses its clipped
+// tokens by the permutation the reference drew (call.randperm).
+func evalLoss(reg *loss.Registry, c *conformance.Case, b *tokens.Batch, call int) (float64, agg.Metrics, []float64, error) {
 	v, err := args.FromJSON(c.Args)
 	if err != nil {
 		return 0, nil, nil, err
@@ -169,9 +189,43 @@ func evalLoss(reg *loss.Registry, c *conformance.Case, b *tokens.Batch) (float64
 	if err != nil {
 		return 0, nil, nil, err
 	}
+	l, err := reg.New(name, a)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if name == "clip_cov" {
+		perm, err := recordedPerm(c, call)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if l, err = l.WithPermutation(perm); err != nil {
+			return 0, nil, nil, err
+		}
+	}
 	grad := make([]float64, b.Rows.Tokens())
-	l, m, err := reg.Eval(name, a, b, grad)
-	return l, m, grad, err
+	res, err := l.Eval(b, grad)
+	return res.Loss, res.Metrics, grad, err
+}
+
+// recordedPerm returns the permutation torch.randperm returned in call
+// number call of a case (-1: its one call), nil where it was not called.
+func recordedPerm(c *conformance.Case, call int) ([]int, error) {
+	raw := c.Call["randperm"]
+	if call < 0 {
+		var perm []int
+		if err := json.Unmarshal(raw, &perm); err != nil {
+			return nil, fmt.Errorf("call.randperm: %w", err)
+		}
+		return perm, nil
+	}
+	var perms [][]int
+	if err := json.Unmarshal(raw, &perms); err != nil {
+		return nil, fmt.Errorf("call.randperm: %w", err)
+	}
+	if call >= len(perms) {
+		return nil, fmt.Errorf("call.randperm: %d permutations, no micro-batch %d", len(perms), call)
+	}
+	return perms[call], nil
 }
 
 // checkLossMetrics compares a loss's metrics with verl's: verl's
@@ -218,7 +272,7 @@ func runPolicyLoss(reg *loss.Registry, c *conformance.Case, chk *conformance.Che
 	if err != nil {
 		return err
 	}
-	l, m, grad, err := evalLoss(reg, c, b)
+	l, m, grad, err := evalLoss(reg, c, b, -1)
 	if err != nil || chk == nil {
 		return err
 	}
@@ -238,7 +292,7 @@ func runPolicyMicro(reg *loss.Registry, c *conformance.Case, chk *conformance.Ch
 	var metrics []agg.Metrics
 	var grad []float64
 	sum, lo := 0.0, 0
-	for _, n := range parts {
+	for i, n := range parts {
 		if lo+n > lc.rows.N() {
 			return fmt.Errorf("call.micro_batch_rows %v: more rows than the batch's %d", parts, lc.rows.N())
 		}
@@ -246,7 +300,7 @@ func runPolicyMicro(reg *loss.Registry, c *conformance.Case, chk *conformance.Ch
 		if err != nil {
 			return err
 		}
-		l, m, g, err := evalLoss(reg, c, b)
+		l, m, g, err := evalLoss(reg, c, b, i)
 		if err != nil {
 			return err
 		}
@@ -305,7 +359,7 @@ func runDecoupled(reg *loss.Registry, c *conformance.Case, chk *conformance.Chec
 	if err != nil {
 		return err
 	}
-	l, m, grad, err := evalLoss(reg, c, b)
+	l, m, grad, err := evalLoss(reg, c, b, -1)
 	if err != nil || chk == nil {
 		return err
 	}

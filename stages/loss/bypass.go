@@ -180,8 +180,9 @@ type bypassStream struct {
 }
 
 // Stream returns the streaming evaluation of a loss whose windows need more
-// than the batch's totals — bypass_mode (the rollout correction) and m2po
-// (the token selection over the whole mini-batch); nil for any other loss —
+// than the batch's totals — bypass_mode (the rollout correction), m2po,
+// clip_cov and kl_cov (their token selection over the whole batch); nil for
+// any other loss —
 // and the loss to hand to the objective instead of l: it evaluates the
 // window set by Stream.Window.
 func (l *Loss) Stream() (*Stream, *Loss) {
@@ -191,6 +192,8 @@ func (l *Loss) Stream() (*Stream, *Loss) {
 		s = &Stream{impl: &bypassStream{p: p}}
 	case m2poPlanner:
 		s = &Stream{impl: &m2poStream{p: p}}
+	case covPlanner:
+		s = &Stream{impl: &covStream{p: p, sel: p.newSel()}}
 	default:
 		return nil, nil
 	}

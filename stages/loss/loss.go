@@ -1,6 +1,6 @@
 // Package loss holds the 15 policy loss functions of Trinity-RFT, the 0.6
-// line's m2po, and verl's gpg, geo_mean, reinforce and bypass_mode under
-// their upstream names, with
+// line's m2po, and verl's gpg, geo_mean, reinforce, bypass_mode, dppo_tv,
+// dppo_kl, clip_cov, kl_cov and dro under their upstream names, with
 // their default arguments, argument validation, metrics under upstream's
 // names, and dLoss/dlogprob for every token (respecting the reference's
 // stop-gradients), so an external trainer can back-propagate through its
@@ -204,7 +204,7 @@ func aggParam(def string) args.Param {
 // aggregate_loss.
 var globalParams = args.Schema{
 	{Name: "dp_size", Kind: args.Int, Range: args.AtLeast1, Nullable: true,
-		Doc: "verl aggregation: data-parallel world size D (the loss is multiplied by D, except sum-norm)"},
+		Doc: "verl aggregation: data-parallel world size D (the loss is multiplied by D)"},
 	{Name: "batch_num_tokens", Kind: args.Float, Range: args.Positive, Nullable: true,
 		Doc: "verl aggregation: token-mean denominator, the mask count of the whole mini-batch over all ranks"},
 	{Name: "global_batch_size", Kind: args.Float, Range: args.Positive, Nullable: true,
@@ -224,6 +224,30 @@ func global(v args.Values) *agg.Global {
 		return nil
 	}
 	return &agg.Global{DPSize: int(dp), BatchNumTokens: n, GlobalBatchSize: g, LossScaleFactor: f}
+}
+
+// verlGlobal is global(v) for the losses that only exist in verl: they
+// always aggregate with verl's agg_loss (dp_size 1 when no field is set).
+func verlGlobal(v args.Values) *agg.Global {
+	if g := global(v); g != nil {
+		return g
+	}
+	return &agg.Global{}
+}
+
+// actorClipParams are the clip_range arguments of a verl-only loss:
+// ActorConfig's clip_ratio 0.2 also where the user dict omits it, the
+// low/high bounds null (falling back to it).
+func actorClipParams() args.Schema {
+	p := clipParams(0.2, nil, nil, false)
+	p[0].Ctor = 0.2
+	return p
+}
+
+// actorParam is a float argument of a verl-only loss under verl's config
+// name, with verl's default.
+func actorParam(name string, def float64, r args.Range, doc string) args.Param {
+	return args.Param{Name: name, Kind: args.Float, Ctor: def, Default: def, InDefaults: true, Range: r, Doc: doc}
 }
 
 // verlParam is the argument selecting verl's version of a loss that

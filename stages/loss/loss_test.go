@@ -54,8 +54,8 @@ var (
 )
 
 func TestRegistry(t *testing.T) {
-	want := []string{"bypass_mode", "cispo", "dpo", "geo_mean", "gpg", "gspo", "importance_sampling", "m2po", "mix", "mix_chord",
-		"opmd", "ppo", "rec", "reinforce", "sapo", "sft", "sft_is", "sft_phi", "sppo", "topr"}
+	want := []string{"bypass_mode", "cispo", "clip_cov", "dpo", "dppo_kl", "dppo_tv", "dro", "geo_mean", "gpg", "gspo", "importance_sampling",
+		"kl_cov", "m2po", "mix", "mix_chord", "opmd", "ppo", "rec", "reinforce", "sapo", "sft", "sft_is", "sft_phi", "sppo", "topr"}
 	if got := Default().Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("Names = %v", got)
 	}
@@ -75,6 +75,15 @@ func TestRegistry(t *testing.T) {
 		{"rec", "epsilon_high_prime", 2.0, 0.4},
 		{"mix", "clip_range", 0.2, nil},
 		{"mix_chord", "enable_phi_function", true, true},
+		// verl's ActorConfig and PolicyLossConfig defaults (V26-03, V26-07)
+		{"dppo_tv", "clip_ratio_c", 3.0, 3.0},
+		{"dppo_kl", "clip_range", 0.2, 0.2},
+		{"clip_cov", "clip_cov_ratio", 0.0002, 0.0002},
+		{"clip_cov", "clip_cov_lb", 1.0, 1.0},
+		{"clip_cov", "clip_cov_ub", 5.0, 5.0},
+		{"kl_cov", "kl_cov_ratio", 0.0002, 0.0002},
+		{"kl_cov", "ppo_kl_coef", 0.1, 0.1},
+		{"dro", "dro_beta", nil, nil},
 	}
 	for _, tc := range tests {
 		d, err := Default().Get(tc.loss)
@@ -92,10 +101,11 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s constructor %s = %v, want %v", tc.loss, tc.arg, v[tc.arg], tc.ctor)
 		}
 	}
-	// Every loss builds from its default_args and runs on a synthetic batch.
+	// Every loss builds from its default_args (dro: verl's null dro_beta is
+	// refused) and runs on a synthetic batch.
 	b := tokens.Synthetic(8, 16, 3)
 	for _, name := range Default().Names() {
-		res, _ := eval(t, name, nil, b)
+		res, _ := eval(t, name, map[string]args.Values{"dro": {"dro_beta": 0.1}}[name], b)
 		if math.IsNaN(res.Loss) || len(res.Metrics) == 0 {
 			t.Errorf("%s: loss %v, metrics %v", name, res.Loss, res.Metrics)
 		}
@@ -128,6 +138,11 @@ func TestBadArgs(t *testing.T) {
 		{"ppo", args.Values{"clip_range": -0.2}, "argument clip_range: -0.2 is outside its valid range [0,inf)"},
 		{"ppo", args.Values{"clip_range": 0.2, "dp_size": 0}, "argument dp_size: 0 is outside its valid range [1,inf)"},
 		{"sppo", args.Values{"epsilon": math.Inf(1)}, "argument epsilon: +Inf is outside"},
+		{"dro", nil, "policy_loss.dro_beta must be a positive value when using DRO"},
+		{"dro", args.Values{"dro_beta": 0.0}, "policy_loss.dro_beta must be a positive value when using DRO"},
+		{"clip_cov", args.Values{"clip_cov_ratio": 0.0}, "argument clip_cov_ratio: 0 is outside its valid range (0,inf)"},
+		{"kl_cov", args.Values{"kl_cov_ratio": -0.1}, "argument kl_cov_ratio: -0.1 is outside its valid range (0,inf)"},
+		{"dppo_tv", args.Values{"clip_ratio_c": math.NaN()}, "argument clip_ratio_c"},
 		{"mix_chord", args.Values{"clip_range": 0.2, "mu_warmup_steps": -1}, "argument mu_warmup_steps: -1 is outside"},
 		{"sapo", args.Values{"tau_pos": 0.0}, "argument tau_pos: 0 is outside"},
 	}

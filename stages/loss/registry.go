@@ -55,13 +55,14 @@ func (r *Registry) Eval(name string, user args.Values, b *tokens.Batch, grad []f
 }
 
 // RegisterPolicyLosses adds the 15 upstream policy losses of Trinity-RFT,
-// the 0.6 line's m2po, and verl's gpg, geo_mean, reinforce and bypass_mode
-// to r. This is the one place to add a loss.
+// the 0.6 line's m2po, and verl's gpg, geo_mean, reinforce, bypass_mode,
+// dppo_tv, dppo_kl, clip_cov, kl_cov and dro to r. This is the one place to add a loss.
 func RegisterPolicyLosses(r *Registry) error {
 	for _, d := range []*Def{
 		ppoDef(), opmdDef(), dpoDef(), sftDef(), mixDef(), gspoDef(), toprDef(), cispoDef(),
 		sftISDef(), sftPhiDef(), mixChordDef(), sppoDef(), recDef(), sapoDef(), isDef(),
 		gpgDef(), geoMeanDef(), reinforceDef(), bypassDef(), m2poDef(),
+		dppoDef("dppo_tv", false), dppoDef("dppo_kl", true), clipCovDef(), klCovDef(), droDef(),
 	} {
 		if err := r.Add(d); err != nil {
 			return err
