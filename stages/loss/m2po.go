@@ -2,12 +2,13 @@ package loss
 
 import (
 	"math"
-	"sort"
+	"sync/atomic"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/internal/torch"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -30,52 +31,93 @@ func (s M2POStats) Metrics() agg.Metrics {
 // threshold (stable ascending sort, float32 running means). keep is flat
 // over b's tokens. A non-finite log-ratio at a valid token is an error.
 func M2POMask(b *tokens.Batch, threshold float64) (keep []bool, st M2POStats, err error) {
-	keep = make([]bool, b.Rows.Tokens())
-	var idx []int
-	var v []float32
-	valid := 0
-	err = trust(b, func(t int) { valid++; keep[t] = true }, func(t int, bits uint32) {
-		idx, v = append(idx, t), append(v, math.Float32frombits(bits))
-	})
-	if err != nil {
+	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
 		return nil, st, err
 	}
-	n := len(v)
-	mean32 := func(x []float32) float64 {
-		if len(x) == 0 {
+	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
+	keep = make([]bool, len(lp))
+	// Pass 1 over the cores: each span's valid and trust-region counts and
+	// second-moment sum (the valid tokens kept). Only when tokens are to be
+	// dropped does pass 2 write each span's trust-region tokens at its
+	// offset, so that idx and v hold them in store order.
+	spans := (len(lp) + parallel.SpanSize - 1) / parallel.SpanSize
+	nValid, nTrust, sums := make([]int, spans), make([]int, spans), make([]float64, spans)
+	var bad atomic.Bool
+	parallel.For(spans, func(k int) {
+		lo, hi := k*parallel.SpanSize, min((k+1)*parallel.SpanSize, len(lp))
+		valid, n, sum := 0, 0, 0.0
+		for t := lo; t < hi; t++ {
+			if m[t] == 0 {
+				continue
+			}
+			lr := lp[t] - old[t]
+			if math.IsNaN(lr) || math.IsInf(lr, 0) {
+				bad.Store(true)
+				return
+			}
+			keep[t] = true
+			valid++
+			if bits, ok := trustBits(lr, adv[t]); ok {
+				n++
+				sum += float64(math.Float32frombits(bits))
+			}
+		}
+		nValid[k], nTrust[k], sums[k] = valid, n, sum
+	})
+	if bad.Load() {
+		return nil, st, errNonFiniteRatio()
+	}
+	valid, n, sum := 0, 0, 0.0
+	off := make([]int, spans)
+	for k := range spans {
+		off[k] = n
+		valid += nValid[k]
+		n += nTrust[k]
+		sum += sums[k]
+	}
+	mean32 := func(s float64, n int) float64 {
+		if n == 0 {
 			return 0
 		}
-		s := 0.0
-		for _, y := range x {
-			s += float64(y)
-		}
-		return float64(float32(s / float64(len(x))))
+		return float64(float32(s / float64(n)))
 	}
-	st.M2Before = mean32(v)
+	st.M2Before = mean32(sum, n)
 	kept := n
 	if n > 0 && st.M2Before > threshold {
-		order := make([]int, n)
-		for i := range order {
-			order[i] = i
-		}
-		sort.SliceStable(order, func(i, j int) bool { return v[order[i]] < v[order[j]] })
+		idx, v := make([]int, n), make([]uint32, n)
+		parallel.For(spans, func(k int) {
+			lo, hi := k*parallel.SpanSize, min((k+1)*parallel.SpanSize, len(lp))
+			j := off[k]
+			for t := lo; t < hi; t++ {
+				if m[t] == 0 {
+					continue
+				}
+				if bits, ok := trustBits(lp[t]-old[t], adv[t]); ok {
+					idx[j], v[j] = t, bits
+					j++
+				}
+			}
+		})
+		// Second moments are float32 values >= 0, ordered as their bits:
+		// a stable radix sort is upstream's stable ascending sort.
+		idx, v = radixSort(idx, v)
 		var cum float32
 		kept = 0
-		for k, o := range order {
-			cum += v[o]
+		for k, x := range v {
+			cum += math.Float32frombits(x)
 			if float64(cum/float32(k+1)) <= threshold {
 				kept = k + 1
 			}
 		}
-		rest := make([]float32, 0, kept)
-		for k, o := range order {
+		var rest float64
+		for k, x := range v {
 			if k >= kept {
-				keep[idx[o]] = false
+				keep[idx[k]] = false
 			} else {
-				rest = append(rest, v[o])
+				rest += float64(math.Float32frombits(x))
 			}
 		}
-		st.M2After = mean32(rest)
+		st.M2After = mean32(rest, kept)
 	} else {
 		st.M2After = st.M2Before
 	}
@@ -84,6 +126,31 @@ func M2POMask(b *tokens.Batch, threshold float64) (keep []bool, st M2POStats, er
 		st.TrustRegionFraction = float64(n) / float64(valid)
 	}
 	return keep, st, nil
+}
+
+// radixSort sorts the keys v (with their indices idx) ascending, stably:
+// two counting passes of 16 bits each.
+func radixSort(idx []int, v []uint32) ([]int, []uint32) {
+	idx2, v2 := make([]int, len(idx)), make([]uint32, len(v))
+	count := make([]int, 1<<16)
+	for shift := uint(0); shift < 32; shift += 16 {
+		clear(count)
+		for _, x := range v {
+			count[x>>shift&0xffff]++
+		}
+		pos := 0
+		for d, c := range count {
+			count[d] = pos
+			pos += c
+		}
+		for i, x := range v {
+			d := x >> shift & 0xffff
+			idx2[count[d]], v2[count[d]] = idx[i], x
+			count[d]++
+		}
+		idx, v, idx2, v2 = idx2, v2, idx, v
+	}
+	return idx, v
 }
 
 // M2PO is the kernel of M2PO's surrogate: with lr = lp − old and the
@@ -246,17 +313,33 @@ func trust(b *tokens.Batch, valid func(t int), f func(t int, bits uint32)) error
 		}
 		lr := lp[t] - old[t]
 		if math.IsNaN(lr) || math.IsInf(lr, 0) {
-			return schema.BadInputf("M2PO received non-finite log-probability ratios.")
+			return errNonFiniteRatio()
 		}
 		if valid != nil {
 			valid(t)
 		}
-		if a := adv[t]; a > 0 && lr > 0 || a < 0 && lr < 0 {
-			x := float32(lr)
-			f(t, math.Float32bits(x*x))
+		if bits, ok := trustBits(lr, adv[t]); ok {
+			f(t, bits)
 		}
 	}
 	return nil
+}
+
+// trustBits reports whether a valid token with log-ratio lr and advantage a
+// is in the trust region (A > 0 ∧ lr > 0, or A < 0 ∧ lr < 0), and the bits
+// of its float32 second moment.
+func trustBits(lr, a float64) (uint32, bool) {
+	if a > 0 && lr > 0 || a < 0 && lr < 0 {
+		x := float32(lr)
+		return math.Float32bits(x * x), true
+	}
+	return 0, false
+}
+
+// errNonFiniteRatio is upstream's error for a non-finite log-ratio at a
+// valid token.
+func errNonFiniteRatio() error {
+	return schema.BadInputf("M2PO received non-finite log-probability ratios.")
 }
 
 func (s *m2poStream) observe(pass int, b *tokens.Batch) error {

@@ -3,6 +3,8 @@ package loss
 import (
 	"math"
 	"math/rand"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -97,5 +99,34 @@ func TestM2POArgs(t *testing.T) {
 	}
 	if got := l.Args; got["m2_threshold"] != 0.04 || got["log_ratio_clip"] != 20.0 || got["loss_agg_mode"] != "token-mean" {
 		t.Errorf("default args %v", got)
+	}
+}
+
+// TestRadixSortStable pins the radix sort to a stable comparison sort on
+// keys with many ties and the full bit range.
+func TestRadixSortStable(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for _, n := range []int{0, 1, 7, 1000, 70000} {
+		v := make([]uint32, n)
+		idx := make([]int, n)
+		for i := range v {
+			switch i % 3 {
+			case 0:
+				v[i] = rng.Uint32()
+			case 1:
+				v[i] = uint32(rng.Intn(8)) << 16
+			default:
+				v[i] = uint32(rng.Intn(8))
+			}
+			idx[i] = i
+		}
+		want := slices.Clone(idx)
+		sort.SliceStable(want, func(i, j int) bool { return v[want[i]] < v[want[j]] })
+		gotIdx, gotV := radixSort(slices.Clone(idx), slices.Clone(v))
+		for k := range want {
+			if gotIdx[k] != want[k] || gotV[k] != v[want[k]] {
+				t.Fatalf("n=%d: position %d holds index %d (key %d), want index %d (key %d)", n, k, gotIdx[k], gotV[k], want[k], v[want[k]])
+			}
+		}
 	}
 }
