@@ -53,12 +53,8 @@ var (
 
 // check validates an argument dict (nil: default_args()).
 func (d *SampleStrategyDef) check(user Args) error {
-	v, err := d.Params.Resolve(user)
-	if err != nil {
+	if _, err := d.Params.Resolve(user); err != nil {
 		return fmt.Errorf("sample strategy %s: %w", d.Name, err)
-	}
-	if r, ok := v["expert_data_ratio"].(float64); ok && (r < 0 || r > 1) {
-		return fmt.Errorf("sample strategy %s: %w", d.Name, badf("expert_data_ratio %v is not in [0, 1]", r))
 	}
 	return nil
 }
