@@ -159,3 +159,28 @@ func TestDropReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestGiGPOStepRewardValues: a golden step reward is read as upstream's
+// float(value): booleans are 1 and 0, "nan" and "inf" their numbers, null
+// and other values raise.
+func TestGiGPOStepRewardValues(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want float64
+		ok   bool
+	}{
+		{"0.5", 0.5, true}, {"true", 1, true}, {"false", 0, true}, {`"nan"`, math.NaN(), true}, {`"-inf"`, math.Inf(-1), true},
+		{"null", 0, false}, {`"x"`, 0, false}, {"[1]", 0, false},
+	} {
+		exps := []GoldenExperience{{EID: GoldenEID{Batch: "0", Task: "0"}, Info: map[string]json.RawMessage{"step_reward": json.RawMessage(tc.raw)}}}
+		in := GoldenInput(exps, 0)
+		err := GoldenNeeds(in, exps, Needs{StepReward: "step_reward"})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err %v, want ok %v", tc.raw, err, tc.ok)
+			continue
+		}
+		if got := in.StepReward[0]; tc.ok && !(got == tc.want || math.IsNaN(got) && math.IsNaN(tc.want)) {
+			t.Errorf("%s: %v, want %v", tc.raw, got, tc.want)
+		}
+	}
+}
