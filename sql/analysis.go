@@ -8,6 +8,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"math"
 	"path"
 	"regexp"
 	"slices"
@@ -31,6 +32,8 @@ var analysisFiles embed.FS
 //	-- var: name = LITERAL: doc   a DuckDB variable (getvariable('name')) and its default
 //	-- var: name = LITERAL in RANGE: doc
 //	                              a numeric one and its valid range (args.Range)
+//	-- var: name = LITERAL integer in RANGE: doc
+//	                              an integer one (a fraction is refused, not rounded)
 type Analysis struct {
 	Name     string   // file name without ".sql"
 	Doc      string   // the first header line: what the query answers
@@ -46,7 +49,9 @@ type Var struct {
 	// Range, when set, makes the variable a number in that interval (or
 	// NULL, where the default is NULL); CheckVars enforces it.
 	Range args.Range
-	Doc   string
+	// Integer makes the number an integer.
+	Integer bool
+	Doc     string
 }
 
 // producedBy names the command that writes a column the bundled and generated
@@ -58,7 +63,7 @@ var producedBy = map[string]string{
 }
 
 var (
-	varLine = regexp.MustCompile(`^(\w+)\s*=\s*(.+?)(?:\s+in\s+([\[(][^\])]*[\])]))?\s*:\s*(.*)$`)
+	varLine = regexp.MustCompile(`^(\w+)\s*=\s*(.+?)(?:\s+(integer))?(?:\s+in\s+([\[(][^\])]*[\])]))?\s*:\s*(.*)$`)
 	ident   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
@@ -121,7 +126,7 @@ func parseAnalysis(name, text string) (Analysis, error) {
 			if m == nil {
 				return a, fmt.Errorf("analysis %s: bad header line %q: want \"-- var: name = LITERAL: doc\"", name, line)
 			}
-			v := Var{Name: m[1], Default: m[2], Range: args.Range(m[3]), Doc: m[4]}
+			v := Var{Name: m[1], Default: m[2], Integer: m[3] != "", Range: args.Range(m[4]), Doc: m[5]}
 			if err := v.Range.Valid(); err != nil {
 				return a, fmt.Errorf("analysis %s: variable %s: %v", name, v.Name, err)
 			}
@@ -174,6 +179,9 @@ func (a Analysis) CheckVars(values map[string]string) error {
 		x, err := strconv.ParseFloat(raw, 64)
 		if err != nil {
 			return schema.BadInputf("analysis %s: --var %s=%s: want a number in %s", a.Name, n, raw, v.Range)
+		}
+		if v.Integer && x != math.Trunc(x) {
+			return schema.BadInputf("analysis %s: --var %s=%s: want an integer in %s", a.Name, n, raw, v.Range)
 		}
 		if err := v.Range.Check("analysis "+a.Name+": --var "+n, x); err != nil {
 			return err

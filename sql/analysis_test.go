@@ -187,15 +187,29 @@ func (s *stats) mean() float64 {
 	}
 	return s.sum() / float64(len(s.xs))
 }
+
+// std is the unbiased std of the values divided by their largest
+// magnitude, scaled back (finite for values near the double range).
 func (s *stats) std() float64 {
 	if len(s.xs) < 2 {
 		return math.NaN()
 	}
-	m, ss := s.mean(), 0.0
+	scale := 0.0
 	for _, x := range s.xs {
-		ss += (x - m) * (x - m)
+		scale = math.Max(scale, math.Abs(x))
 	}
-	return math.Sqrt(ss / float64(len(s.xs)-1))
+	if scale == 0 {
+		return 0
+	}
+	m, ss := 0.0, 0.0
+	for _, x := range s.xs {
+		m += x / scale
+	}
+	m /= float64(len(s.xs))
+	for _, x := range s.xs {
+		ss += (x/scale - m) * (x/scale - m)
+	}
+	return scale * math.Sqrt(ss/float64(len(s.xs)-1))
 }
 func (s *stats) min() float64 {
 	if len(s.xs) == 0 {
@@ -410,7 +424,7 @@ func TestPassAtK(t *testing.T) {
 }
 
 // groupStds returns the size and float32-reward std of every tid group.
-func groupStds(t *testing.T, path string) map[tid]*stats {
+func groupStds(t *testing.T, path string, float32Rewards bool) map[tid]*stats {
 	groups := map[tid]*stats{}
 	scan(t, path, []string{"batch", "task", "reward"}, func(rec arrow.Record, col func(string) arrow.Array) {
 		b, tk, rw := col("batch"), col("task"), col("reward").(*array.Float64)
@@ -422,7 +436,11 @@ func groupStds(t *testing.T, path string) map[tid]*stats {
 			if groups[k] == nil {
 				groups[k] = &stats{}
 			}
-			groups[k].add(float64(float32(rw.Value(i))))
+			x := rw.Value(i)
+			if float32Rewards {
+				x = float64(float32(x))
+			}
+			groups[k].add(x)
 		}
 	})
 	return groups
@@ -430,7 +448,7 @@ func groupStds(t *testing.T, path string) map[tid]*stats {
 
 func TestGroupStd(t *testing.T) {
 	for _, bucket := range []float64{0.1, 0.25} {
-		groups := groupStds(t, demoStore)
+		groups := groupStds(t, demoStore, true)
 		var zero, single int
 		buckets := map[float64]int{}
 		for _, g := range groups {
@@ -474,7 +492,7 @@ func TestGroupStd(t *testing.T) {
 
 func TestGroupFilter(t *testing.T) {
 	for _, thr := range []float64{0, 0.4, 0.5} {
-		groups := groupStds(t, demoStore)
+		groups := groupStds(t, demoStore, false)
 		checkGroupFilter(t, demoStore, groups, thr, 0)
 	}
 }
@@ -909,9 +927,9 @@ func TestInvalidRewards(t *testing.T) {
 			}
 		})
 	}
-	groups := groupStds(t, path)
-	checkGroupFilter(t, path, groups, 0, invalid)
-	checkGroupFilter(t, path, groups, 0.45, invalid)
+	checkGroupFilter(t, path, groupStds(t, path, false), 0, invalid)
+	checkGroupFilter(t, path, groupStds(t, path, false), 0.45, invalid)
+	groups := groupStds(t, path, true)
 
 	// group_std: the buckets count the groups of finite rewards; a last
 	// row counts the invalid ones.
@@ -941,6 +959,23 @@ func TestInvalidRewards(t *testing.T) {
 	}
 }
 
+// TestGroupFilterWideRewards: group_filter takes any finite reward as a
+// double (a reward past float32's range, 1e308, is neither refused nor
+// narrowed) and a negative std_threshold, as grpo's.
+func TestGroupFilterWideRewards(t *testing.T) {
+	db := openDB(t, demoStore)
+	path := filepath.Join(t.TempDir(), "wide_rewards.parquet")
+	_, err := db.Exec(`COPY (SELECT * REPLACE (CASE WHEN batch = 0 AND task = 0 THEN 1e308 * reward
+			WHEN batch = 0 AND task = 1 THEN -1e308 ELSE reward END AS reward) FROM experiences) TO '` + path + `' (FORMAT parquet)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := groupStds(t, path, false)
+	for _, thr := range []float64{0, 0.3, -1} {
+		checkGroupFilter(t, path, groups, thr, 0)
+	}
+}
+
 // TestGroupFilterDefault checks that group_filter's default is grpo's: no
 // std_threshold, nothing dropped, and the output says so.
 func TestGroupFilterDefault(t *testing.T) {
@@ -959,7 +994,7 @@ func TestGroupFilterDefault(t *testing.T) {
 func TestZeroVariance(t *testing.T) {
 	path, _ := badRewardStore(t)
 	for _, p := range []string{demoStore, path} {
-		groups := groupStds(t, p)
+		groups := groupStds(t, p, true)
 		want := map[tid]float64{}
 		for k, g := range groups {
 			if g.n() > 1 && g.std() == 0 {

@@ -238,3 +238,37 @@ func TestOperatorBadMetricRow(t *testing.T) {
 		})
 	}
 }
+
+// TestGiGPOStepRewardLikeUpstream: gigpo reads a step reward as upstream's
+// float(value) — a boolean as 1 or 0 — and a NaN step reward ("nan")
+// propagates as upstream's arithmetic does: every advantage of its task is
+// NaN.
+func TestGiGPOStepRewardLikeUpstream(t *testing.T) {
+	dir := t.TempDir()
+	advantages := func(last string) string {
+		t.Helper()
+		in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.parquet")
+		var b strings.Builder
+		for i := range 4 {
+			v := []string{"0.5", "0", "1", last}[i]
+			fmt.Fprintf(&b, `{"eid":{"batch":0,"task":"t","run":%d,"step":0},"reward":1,"prompt_length":2,"tokens":[1,2,3],"logprobs":[-0.5],"action_mask":[true],"info":{"step_reward":%s}}`+"\n", i, v)
+		}
+		if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, stderr, code := runCLI(t, "run", "--in", in, "--advantage-fn", "gigpo", "--out", out, "--progress", "never"); code != 0 {
+			t.Fatalf("%s: exit %d: %s", last, code, stderr)
+		}
+		stdout, stderr, code := runCLI(t, "sql", "--store", out, "--format", "csv", "SELECT list(CASE WHEN isnan(advantages[1]) THEN 'NaN' ELSE advantages[1]::VARCHAR END ORDER BY run) AS a FROM experiences")
+		if code != 0 {
+			t.Fatalf("sql: exit %d: %s", code, stderr)
+		}
+		return stdout
+	}
+	if a, b := advantages("true"), advantages("1"); a != b {
+		t.Errorf("step reward true gives %s, 1 gives %s", a, b)
+	}
+	if got := advantages(`"nan"`); strings.Count(got, "NaN") != 4 {
+		t.Errorf("a NaN step reward gives %s, want 4 NaN advantages", got)
+	}
+}

@@ -102,6 +102,7 @@ func TestStalenessControl(t *testing.T) {
 	}
 	limited := job("  sample_strategy_args: {max_staleness: 1}\n")
 	unlimited := job("")
+	ahead := job("  sample_strategy_args: {max_staleness: -1}\n") // upstream takes it: versions after the step
 	for _, tc := range []struct {
 		name, cfg, step string
 		rows            int64
@@ -112,6 +113,8 @@ func TestStalenessControl(t *testing.T) {
 		{"step 2: min version 1", limited, "2", 256, ""},
 		{"step 3: min version 2", limited, "3", 128, ""},
 		{"no step: every version, warned", limited, "", 384, "no --step"},
+		{"largest step: min version past every one", limited, "9223372036854775807", 0, ""},
+		{"negative max_staleness: min version 2", ahead, "1", 128, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, rej, metrics := filepath.Join(dir, "out.parquet"), filepath.Join(dir, "rej.parquet"), filepath.Join(dir, "m.json")

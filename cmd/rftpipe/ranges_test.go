@@ -34,25 +34,21 @@ func TestRangeMatrix(t *testing.T) {
 		want string
 	}{
 		// class 7: fn arguments (Resolve) ...
-		{"grpo epsilon<0", run("--advantage-fn", "grpo", "--arg", "epsilon=-1"), "argument epsilon: -1 is outside its valid range (0,inf)"},
-		{"grpo epsilon=0", run("--advantage-fn", "grpo", "--arg", "epsilon=0"), "argument epsilon: 0 is outside"},
-		{"grpo epsilon=inf", run("--advantage-fn", "grpo", "--arg", "epsilon=inf"), "argument epsilon: +Inf is outside"},
-		{"grpo std_threshold<0", run("--advantage-fn", "grpo", "--arg", "std_threshold=-0.5"), "argument std_threshold"},
-		{"grpo rank_penalty>1", run("--advantage-fn", "grpo", "--arg", "rank_penalty=2"), "argument rank_penalty"},
-		{"opmd tau=0", run("--advantage-fn", "opmd", "--arg", "tau=0"), "argument tau"},
+		{"grpo epsilon=inf", run("--advantage-fn", "grpo", "--arg", "epsilon=inf"), "argument epsilon: +Inf is outside its valid range (-inf,inf)"},
+		{"grpo std_threshold nan", run("--advantage-fn", "grpo", "--arg", "std_threshold=nan"), "argument std_threshold"},
+		{"jsd temperature=0", run("--advantage-fn", "jsd", "--arg", "temperature=0"), "argument temperature: 0 is outside its valid range (-inf,0)∪(0,inf)"},
+		{"gdpo num_generations=0", run("--advantage-fn", "gdpo", "--arg", "num_generations=0"), "argument num_generations: 0 is outside"},
 		{"gdpo reward_weights=nan,inf", run("--advantage-fn", "gdpo", "--arg", "reward_weights=nan,inf"), "argument reward_weights: element 0: NaN is outside"},
 		{"gdpo reward_weights=1,inf", run("--advantage-fn", "gdpo", "--arg", "reward_weights=1,inf"), "argument reward_weights: element 1: +Inf is outside"},
-		{"math_dapo_reward cache_length<0", run("--operator", "math_dapo_reward", "--arg", "math_dapo_reward.cache_length=-1000", "--advantage-fn", "grpo"), "argument cache_length: -1000 is outside"},
-		{"math_dapo_reward max_response_length=0", run("--operator", "math_dapo_reward", "--arg", "math_dapo_reward.max_response_length=0", "--advantage-fn", "grpo"), "argument max_response_length: 0 is outside"},
-		{"math_dapo_reward penalty_factor<0", run("--operator", "math_dapo_reward", "--arg", "math_dapo_reward.penalty_factor=-3", "--advantage-fn", "grpo"), "argument penalty_factor: -3 is outside"},
-		{"reward_std_filter operator threshold<0", run("--operator", "reward_std_filter", "--arg", "reward_std_filter.threshold=-1", "--advantage-fn", "grpo"), "argument threshold: -1 is outside"},
-		{"reward_std_filter<0", run("--advantage-fn", "reward_std_filter", "--arg", "threshold=-1"), "argument threshold"},
-		{"strategy epsilon", run("--add-strategy", "grpo", "--arg", "epsilon=-1"), "argument epsilon"},
-		{"loss clip_range<0", loss("--arg", "clip_range=-0.2"), "argument clip_range"},
+		{"math_dapo_reward penalty_factor inf", run("--operator", "math_dapo_reward", "--arg", "math_dapo_reward.penalty_factor=inf", "--advantage-fn", "grpo"), "argument penalty_factor: +Inf is outside"},
+		{"math_dapo_reward max_response_length<=cache_length", run("--operator", "math_dapo_reward", "--arg", "math_dapo_reward.enable_overlong_penalty=true", "--arg", "math_dapo_reward.penalty_factor=1",
+			"--arg", "math_dapo_reward.max_response_length=4", "--arg", "math_dapo_reward.cache_length=4", "--advantage-fn", "grpo"), "max_response_length must be greater than cache_length"},
+		{"reward_std_filter operator threshold nan", run("--operator", "reward_std_filter", "--arg", "reward_std_filter.threshold=nan", "--advantage-fn", "grpo"), "argument threshold: NaN is not a value"},
+		{"strategy epsilon", run("--add-strategy", "grpo", "--arg", "epsilon=-inf"), "argument epsilon"},
+		{"loss opmd tau=-1", []string{"loss", "--fn", "opmd", "--in", demo, "--arg", "tau=-1"}, "argument tau: -1 is outside"},
 		{"loss dp_size=0", loss("--arg", "clip_range=0.2", "--arg", "dp_size=0"), "argument dp_size"},
 		// ... and command-line flags (flagRange).
-		{"kl-coef nan", loss("--kl-coef", "nan"), "--kl-coef NaN is outside its valid range [0,inf)"},
-		{"kl-coef<0", loss("--kl-coef", "-1"), "--kl-coef -1 is outside"},
+		{"kl-coef nan", loss("--kl-coef", "nan"), "--kl-coef NaN is outside its valid range (-inf,inf)"},
 		{"entropy-coef inf", loss("--entropy-coef", "inf"), "--entropy-coef +Inf is outside"},
 		{"step<1", loss("--step", "-3"), "--step -3 is outside its valid range [1,inf)"},
 		{"gen bernoulli nan", []string{"gen", "--reward", "bernoulli:nan", "--out", out}, "bernoulli:nan"},
@@ -62,7 +58,9 @@ func TestRangeMatrix(t *testing.T) {
 		{"sql var bucket 0", []string{"sql", "--store", demo, "--query", "group_std", "--var", "bucket=0"}, "--var bucket: 0 is outside its valid range (0,inf)"},
 		{"sql var bucket nan", []string{"sql", "--store", demo, "--query", "group_std", "--var", "bucket=nan"}, "--var bucket: NaN is outside"},
 		{"sql var k text", []string{"sql", "--store", demo, "--query", "pass_at_k", "--var", "k=many"}, "--var k=many: want a number"},
-		{"sql var std_threshold<0", []string{"sql", "--store", demo, "--query", "group_filter", "--var", "std_threshold=-1"}, "--var std_threshold"},
+		{"sql var std_threshold nan", []string{"sql", "--store", demo, "--query", "group_filter", "--var", "std_threshold=nan"}, "--var std_threshold"},
+		{"sql var k fraction", []string{"sql", "--store", demo, "--query", "pass_at_k", "--var", "k=2.5"}, "--var k=2.5: want an integer in [1,1000000]"},
+		{"sql var bucket fraction", []string{"sql", "--store", demo, "--query", "logprob_by_position", "--var", "bucket=1.5"}, "--var bucket=1.5: want an integer"},
 		{"sql threads<0", []string{"sql", "--store", demo, "--threads", "-1", "SELECT 1"}, "--threads -1 is outside"},
 		// class 8: sizes bounded up front.
 		{"report std-threshold nan", []string{"report", demo, "--out", out, "--std-threshold", "nan"}, "--std-threshold NaN is outside"},
@@ -130,5 +128,25 @@ func TestHelpDefaultsInRange(t *testing.T) {
 	}
 	if seen < 10 {
 		t.Fatalf("only %d ranged flags found in the help texts", seen)
+	}
+}
+
+// TestReferenceRangesAccepted: values upstream accepts and computes with
+// are accepted (exit 0): a negative entropy or KL coefficient, a grpo
+// epsilon of 0, a negative reward_std_filter threshold, m2po's
+// batch_num_tokens 0, a negative ppo clip range.
+func TestReferenceRangesAccepted(t *testing.T) {
+	demo := "../../fixtures/stores/demo.parquet"
+	scored := filepath.Join(t.TempDir(), "scored.parquet") // with advantages, for the losses
+	for _, args := range [][]string{
+		{"run", "--in", demo, "--advantage-fn", "grpo", "--arg", "epsilon=0", "--arg", "std_threshold=-1", "--progress", "never", "--out", scored},
+		{"run", "--in", demo, "--operator", "reward_std_filter", "--arg", "reward_std_filter.threshold=-1", "--advantage-fn", "grpo", "--progress", "never",
+			"--out", filepath.Join(t.TempDir(), "out.parquet")},
+		{"loss", "--fn", "ppo", "--in", scored, "--entropy-coef", "-0.01", "--col", "entropy=logprobs", "--kl-coef", "-0.1", "--arg", "clip_range=-0.1"},
+		{"loss", "--fn", "m2po", "--in", scored, "--arg", "batch_num_tokens=0"},
+	} {
+		if _, stderr, code := runCLI(t, args...); code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, stderr)
+		}
 	}
 }

@@ -221,8 +221,11 @@ func listAnalyses(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\n", a.Name, a.Doc)
 		for _, v := range a.Vars {
 			rng := ""
+			if v.Integer {
+				rng = " integer"
+			}
 			if v.Range != "" {
-				rng = " in " + v.Range.String()
+				rng += " in " + v.Range.String()
 			}
 			fmt.Fprintf(tw, "\t  --var %s=%s%s: %s\n", v.Name, v.Default, rng, v.Doc)
 		}

@@ -2,6 +2,7 @@ package algorithm
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -306,29 +307,43 @@ func TestNames(t *testing.T) {
 }
 
 // TestMinModelVersion: staleness_control's min_model_version =
-// max(step − max_staleness, 0); +∞ (the default) and the other strategies
-// read every version.
+// max(step − max_staleness, 0), rounded up, exact at any step (upstream's
+// Python integers; no overflow); +∞ (the default) and the other strategies
+// read every version; past MaxInt64 no version is read.
 func TestMinModelVersion(t *testing.T) {
+	const maxInt = math.MaxInt64
 	for _, tc := range []struct {
 		sample string
 		args   Args
 		step   int64
 		want   int64
+		beyond bool
 	}{
-		{"staleness_control", nil, 100, 0},
-		{"staleness_control", Args{"max_staleness": 8.0}, 5, 0},
-		{"staleness_control", Args{"max_staleness": 8.0}, 8, 0},
-		{"staleness_control", Args{"max_staleness": 8.0}, 9, 1},
-		{"staleness_control", Args{"max_staleness": int64(20)}, 30, 10},
-		{"staleness_control", Args{"max_staleness": 0.0}, 3, 3},
-		{"default", nil, 30, 0},
+		{"staleness_control", nil, 100, 0, false},
+		{"staleness_control", Args{"max_staleness": 8.0}, 5, 0, false},
+		{"staleness_control", Args{"max_staleness": 8.0}, 8, 0, false},
+		{"staleness_control", Args{"max_staleness": 8.0}, 9, 1, false},
+		{"staleness_control", Args{"max_staleness": int64(20)}, 30, 10, false},
+		{"staleness_control", Args{"max_staleness": 0.0}, 3, 3, false},
+		{"staleness_control", Args{"max_staleness": 2.5}, 10, 8, false},
+		{"staleness_control", Args{"max_staleness": 0.0}, maxInt, maxInt, false},
+		{"staleness_control", Args{"max_staleness": 0.5}, maxInt, maxInt, false},
+		{"staleness_control", Args{"max_staleness": 3.0}, maxInt, maxInt - 3, false},
+		{"staleness_control", Args{"max_staleness": 0.0}, 1<<53 + 1, 1<<53 + 1, false},
+		{"staleness_control", Args{"max_staleness": 1e300}, maxInt, 0, false},
+		// upstream takes any max_staleness: a negative one reads versions
+		// newer than the step
+		{"staleness_control", Args{"max_staleness": -2.0}, 5, 7, false},
+		{"staleness_control", Args{"max_staleness": -1.0}, maxInt, maxInt, true},
+		{"staleness_control", Args{"max_staleness": math.Inf(-1)}, 1, maxInt, true},
+		{"default", nil, 30, 0, false},
 	} {
 		res, err := Resolve(user("grpo", set(SampleStrategy, tc.sample, tc.args)), nil, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := res.MinModelVersion(tc.step); err != nil || got != tc.want {
-			t.Errorf("%s %v step %d: %d (%v), want %d", tc.sample, tc.args, tc.step, got, err, tc.want)
+		if got, beyond, err := res.MinModelVersion(tc.step); err != nil || got != tc.want || beyond != tc.beyond {
+			t.Errorf("%s %v step %d: %d, %v (%v), want %d, %v", tc.sample, tc.args, tc.step, got, beyond, err, tc.want, tc.beyond)
 		}
 	}
 }

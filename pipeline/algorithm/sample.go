@@ -3,6 +3,7 @@ package algorithm
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"sync"
 
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -27,7 +28,7 @@ func SampleStrategies() *registry.Registry[*SampleStrategyDef] {
 			{Name: "default", Doc: "read train_batch_size rows from the experience buffer"},
 			{Name: "warmup", Doc: "deprecated alias of default"},
 			{Name: "staleness_control", Doc: "read only rows with info.model_version >= step - max_staleness",
-				Params: args.Schema{{Name: "max_staleness", Kind: args.Float, Range: "[0,inf]", Ctor: math.Inf(1),
+				Params: args.Schema{{Name: "max_staleness", Kind: args.Float, Range: "[-inf,inf]", Ctor: math.Inf(1),
 					Doc: "oldest model version accepted, relative to the trainer step (default: no limit)"}}},
 			{Name: "mix", Doc: "usual rows plus ceil(expert_data_ratio·N) expert (SFT) rows; adds expert_mask and step",
 				Params: args.Schema{
@@ -52,12 +53,8 @@ var (
 
 // check validates an argument dict (nil: default_args()).
 func (d *SampleStrategyDef) check(user Args) error {
-	v, err := d.Params.Resolve(user)
-	if err != nil {
+	if _, err := d.Params.Resolve(user); err != nil {
 		return fmt.Errorf("sample strategy %s: %w", d.Name, err)
-	}
-	if r, ok := v["expert_data_ratio"].(float64); ok && (r < 0 || r > 1) {
-		return fmt.Errorf("sample strategy %s: %w", d.Name, badf("expert_data_ratio %v is not in [0, 1]", r))
 	}
 	return nil
 }
@@ -71,24 +68,44 @@ func SampleStrategyFamily() registry.Family {
 
 // MinModelVersion returns the oldest model_version the staleness_control
 // sample strategy reads at trainer step step: max(step − max_staleness, 0)
-// (spec algorithms.md §staleness_control); 0 means no filter, as upstream's
-// reader takes it. Other strategies read every version (0).
-func (r *Resolved) MinModelVersion(step int64) (int64, error) {
+// (spec algorithms.md §staleness_control), rounded up as an integer
+// version compares with it; 0 means no filter, as upstream's reader takes
+// it. It is computed exactly, so no step overflows or loses digits; beyond
+// is true when it exceeds every int64 (no row is read; min is then
+// MaxInt64). Other strategies read every version (0).
+func (r *Resolved) MinModelVersion(step int64) (min int64, beyond bool, err error) {
 	c := &r.Config
 	if c.Fn(SampleStrategy) != "staleness_control" {
-		return 0, nil
+		return 0, false, nil
 	}
 	d, err := SampleStrategies().Get("staleness_control")
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	v, err := d.Params.Resolve(c.Args(SampleStrategy))
 	if err != nil {
-		return 0, keyErr(SampleStrategy.ArgsKey(), err)
+		return 0, false, keyErr(SampleStrategy.ArgsKey(), err)
 	}
-	ms := v.Float("max_staleness")
-	if math.IsInf(ms, 1) || float64(step)-ms <= 0 {
-		return 0, nil
+	switch ms := v.Float("max_staleness"); {
+	case math.IsInf(ms, 1):
+		return 0, false, nil
+	case math.IsInf(ms, -1):
+		return math.MaxInt64, true, nil
+	default:
+		// step − ms exactly: a float64 needs at most 1024+53 bits beside
+		// the 63 of step.
+		x := new(big.Float).SetPrec(1200).SetInt64(step)
+		x.Sub(x, big.NewFloat(ms))
+		ceil, acc := x.Int(nil) // truncated towards 0
+		if acc == big.Below {
+			ceil.Add(ceil, big.NewInt(1))
+		}
+		switch {
+		case ceil.Sign() <= 0:
+			return 0, false, nil
+		case !ceil.IsInt64():
+			return math.MaxInt64, true, nil
+		}
+		return ceil.Int64(), false, nil
 	}
-	return int64(math.Ceil(float64(step) - ms)), nil
 }

@@ -183,6 +183,7 @@ type Range = args.Range
 
 // Ranges of the numeric flags commands share.
 const (
+	Finite   = args.Finite
 	NonNeg   = args.NonNeg
 	AtLeast1 = args.AtLeast1
 )

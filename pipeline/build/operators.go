@@ -85,9 +85,9 @@ func stalenessOperator(res *algorithm.Resolved, step int64, log io.Writer) ([]pi
 		}
 		return nil, nil
 	}
-	min, err := res.MinModelVersion(step)
+	min, beyond, err := res.MinModelVersion(step)
 	if err != nil || min == 0 {
 		return nil, err
 	}
-	return []pipeline.Operator{{Name: "staleness_control", Op: operator.Staleness{MinVersion: min}}}, nil
+	return []pipeline.Operator{{Name: "staleness_control", Op: operator.Staleness{MinVersion: min, Beyond: beyond}}}, nil
 }

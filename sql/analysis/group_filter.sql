@@ -4,17 +4,22 @@
 -- --on-invalid-reward drop` does) and counted in invalid_rewards. The
 -- default std_threshold NULL is what `rftpipe run --advantage-fn grpo` does
 -- without the argument: no group is dropped. With std_threshold set, grpo
--- drops every singleton group and every group whose reward std (unbiased,
--- of the float32 rewards) is <= std_threshold; 0.0 drops exactly the groups
--- whose rewards are all equal. The rule column says which rule applied.
+-- drops every singleton group and every group whose reward std (unbiased)
+-- is <= std_threshold; 0.0 drops exactly the groups whose rewards are all
+-- equal. The rewards stay doubles here (any finite reward counts; grpo's
+-- float32 statistics can differ in their last digits); the std is taken of
+-- the rewards divided by the group's largest magnitude and scaled back, so
+-- rewards near the double range give a std (infinite past it), not an
+-- error. The rule column says which rule applied.
 -- requires: batch, task, reward
--- var: std_threshold = NULL in [0,inf): groups with reward std <= this are dropped (NULL: grpo's default, none)
+-- var: std_threshold = NULL in (-inf,inf): groups with reward std <= this are dropped (NULL: grpo's default, none)
 WITH valid AS (
-    SELECT batch, task, reward::FLOAT AS reward
+    SELECT batch, task, reward, max(abs(reward)) OVER (PARTITION BY batch, task) AS scale
     FROM experiences
     WHERE isfinite(reward)
 ), groups AS (
-    SELECT count(*) AS n, stddev_samp(reward) AS std
+    SELECT count(*) AS n,
+        any_value(scale) * stddev_samp(CASE WHEN scale = 0 THEN 0 ELSE reward / scale END) AS std
     FROM valid
     GROUP BY batch, task
 ), g AS (

@@ -4,7 +4,7 @@
 -- bucket b holds positions [b * bucket, (b + 1) * bucket). low_share is the
 -- share of tokens with logprob < ln(0.1) (probability under 10 %).
 -- requires: logprobs, action_mask
--- var: bucket = 32 in [1,1000000]: width of a position bucket, in tokens
+-- var: bucket = 32 integer in [1,1000000]: width of a position bucket, in tokens
 WITH t AS (
     SELECT
         unnest(logprobs)              AS lp,

@@ -6,7 +6,7 @@
 -- mean@k, the expected mean reward of k runs, is the mean over all n runs.
 -- A run whose reward is null, NaN or infinite is left out (invalid_runs).
 -- requires: batch, task, run, step, reward
--- var: k = NULL in [1,1000000]: k of pass@k (NULL: each task's number of runs)
+-- var: k = NULL integer in [1,1000000]: k of pass@k (NULL: each task's number of runs)
 -- var: pass_reward = 1.0: a run whose reward is at least this succeeds
 WITH runs AS (
     SELECT batch, task, run, arg_max(reward, step) AS reward

@@ -135,9 +135,9 @@ func param(name string, kind args.Kind, def any, doc string) args.Param {
 }
 
 var (
-	paramEpsilon  = param("epsilon", args.Float, 1e-6, "added to the std in the denominator").In(args.Positive)
+	paramEpsilon  = param("epsilon", args.Float, 1e-6, "added to the std in the denominator")
 	paramVariance = param("variance_threshold", args.Float, 0.0,
-		"drop groups with < 2 rows or population reward variance <= threshold").In(args.NonNeg)
+		"drop groups with < 2 rows or population reward variance <= threshold")
 )
 
 // Needs implements advantage.Needer: what the strategy's stage reads.

@@ -13,7 +13,7 @@ func correctBiasSpec() advantage.Spec {
 		Name: "correct_bias",
 		Doc:  "GRPO with rank-bias correction of the rewards (https://arxiv.org/pdf/2506.02355)",
 		Params: args.Schema{paramEpsilon,
-			param("rank_penalty", args.Float, 0.25, "scale rewards by 1 − rank/n·penalty").In(args.Unit)},
+			param("rank_penalty", args.Float, 0.25, "scale rewards by 1 − rank/n·penalty")},
 		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
 			penalty := a.Float("rank_penalty")
 			stage := &advantage.GRPO{Epsilon: a.Float("epsilon"), RankPenalty: &penalty, AdjustedScore: true}

@@ -15,7 +15,7 @@ func opmdSpec() advantage.Spec {
 		Params: args.Schema{
 			{Name: "opmd_baseline", Kind: args.String, Ctor: "mean", Default: "mean", InDefaults: true,
 				Choices: []string{"mean", "logavgexp"}, Doc: "group mean or log-avg-exp"},
-			param("tau", args.Float, 1.0, "logavgexp temperature").In(args.Positive),
+			param("tau", args.Float, 1.0, "logavgexp temperature"),
 		},
 		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
 			stage := &advantage.OPMD{LogAvgExp: a.String("opmd_baseline") == "logavgexp", Tau: a.Float("tau")}

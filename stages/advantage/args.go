@@ -39,15 +39,15 @@ func flag(name, doc string) args.Param {
 
 // Shared params of the group-relative fns.
 var (
-	paramEpsilon = param("epsilon", args.Float, 1e-6, "added to the std in the denominator").In(args.Positive)
+	paramEpsilon = param("epsilon", args.Float, 1e-6, "added to the std in the denominator")
 	paramStdCal  = args.Param{Name: "std_cal_level", Kind: args.String, Ctor: "group", Default: "group", InDefaults: true,
 		Choices: []string{"group", "batch"}, Doc: "std of the group, or of the whole batch"}
 	paramStdThreshold = param("std_threshold", args.Float, nil,
-		"drop groups whose std <= threshold (and singleton groups); null: no filter").In(args.NonNeg)
+		"drop groups whose std <= threshold (and singleton groups); null: no filter")
 	paramSingleton = args.Param{Name: "singleton_group_policy", Kind: args.String, Ctor: "upstream", Choices: singletonNames,
 		Doc: "one-experience groups (Q-02/Q-03): upstream | unit (mean 0, std 1; REC does not fail) | zero (advantage 0) | drop"}
 	paramOPMDBaseline = args.Param{Name: "opmd_baseline", Kind: args.String, Ctor: "mean", Default: "mean", InDefaults: true,
 		Choices: []string{"mean", "logavgexp"}, Doc: "group mean, or tau·log-avg-exp(R/tau) (Q-30: other values rejected)"}
-	paramTau           = param("tau", args.Float, 1.0, "logavgexp temperature").In(args.Positive)
+	paramTau           = param("tau", args.Float, 1.0, "logavgexp temperature")
 	paramBaselineShift = param("baseline_shift", args.Float, -0.1, "added to the group mean")
 )

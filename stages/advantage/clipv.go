@@ -20,8 +20,8 @@ func clipVSpec() Spec {
 		Doc:  "grpo_verl advantages plus necs-based clipping of non-positive-advantage tokens",
 		Params: args.Schema{paramEpsilon,
 			// default_args() says 8.5, the constructor 2.0: both layers are kept.
-			{Name: "mu", Kind: args.Float, Ctor: 2.0, Default: 8.5, InDefaults: true, Range: args.NonNeg, Doc: "clip tokens with D > mu·std(D)"},
-			param("max_frac", args.Float, 1e-4, "largest fraction of tokens clipped before top-k").In(args.Unit)},
+			{Name: "mu", Kind: args.Float, Ctor: 2.0, Default: 8.5, InDefaults: true, Doc: "clip tokens with D > mu·std(D)"},
+			param("max_frac", args.Float, 1e-4, "largest fraction of tokens clipped before top-k")},
 		NewTrainer: func(a args.Values) (TrainerFn, error) {
 			return &ClipV{Epsilon: a.Float("epsilon"), Mu: a.Float("mu"), MaxFrac: a.Float("max_frac")}, nil
 		},
@@ -76,13 +76,15 @@ func (f *ClipV) Compute(b *TokenBatch) (*TokenResult, error) {
 				cand = append(cand, i)
 			}
 		}
-		K := max(int(math.Floor(f.MaxFrac*float64(n))), 1)
-		if float32(clipped)/n > float32(f.MaxFrac) && len(cand) > K {
+		// K = max(int(max_frac·n), 1), compared as a float: it may exceed
+		// every int when max_frac is large.
+		K := max(math.Trunc(f.MaxFrac*float64(n)), 1)
+		if float32(clipped)/n > float32(f.MaxFrac) && float64(len(cand)) > K {
 			for _, i := range cand {
 				keep[i] = true
 			}
 			sort.SliceStable(cand, func(x, y int) bool { return D[cand[x]] > D[cand[y]] })
-			for _, i := range cand[:K] {
+			for _, i := range cand[:int(K)] {
 				keep[i] = false
 			}
 		}

@@ -2,6 +2,7 @@ package advantage
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -112,6 +113,25 @@ func GoldenInput(exps []GoldenExperience, seed uint64) *Input {
 	return in
 }
 
+// stepReward is upstream's float(info[step_reward_key]) of a JSON value: a
+// number, "nan"/"inf" as conformance writes them, a boolean as 1 or 0; null
+// raises (TypeError) as any other value does.
+func stepReward(raw json.RawMessage) (float64, error) {
+	switch strings.TrimSpace(string(raw)) {
+	case "true":
+		return 1, nil
+	case "false":
+		return 0, nil
+	case "null":
+		return 0, errors.New("null is not a number (upstream: float(None) raises TypeError)")
+	}
+	var f conformance.Float
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return 0, fmt.Errorf("%s is not a number", raw)
+	}
+	return float64(f), nil
+}
+
 // GoldenNeeds fills the Input fields that fns read from info and from the
 // reward components, as the group pass does from a store.
 func GoldenNeeds(in *Input, exps []GoldenExperience, n Needs) error {
@@ -120,11 +140,11 @@ func GoldenNeeds(in *Input, exps []GoldenExperience, n Needs) error {
 		for i, e := range exps {
 			in.StepReward[i] = math.NaN()
 			if raw, ok := e.Info[n.StepReward]; ok {
-				var f conformance.Float
-				if err := json.Unmarshal(raw, &f); err != nil {
+				f, err := stepReward(raw)
+				if err != nil {
 					return fmt.Errorf("experience %d: info.%s: %w", i, n.StepReward, err)
 				}
-				in.StepReward[i], in.HasStepReward[i] = float64(f), true
+				in.StepReward[i], in.HasStepReward[i] = f, true
 			}
 		}
 	}

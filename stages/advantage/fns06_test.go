@@ -23,6 +23,11 @@ func TestNew06Errors(t *testing.T) {
 		{"gdpo", map[string]any{"num_generations": int64(2)}, &Input{Reward: make([]float64, 3), Tasks: tasks, Components: comps}, "task group 1 has 1 rows, num_generations is 2"},
 		{"gdpo", map[string]any{"reward_weights": []any{1.0}}, &Input{Reward: make([]float64, 3), Tasks: tasks, Components: comps}, "reward_weights has 1 values for 2 reward components"},
 		{"gdpo", nil, &Input{Reward: make([]float64, 3), Tasks: tasks}, "no reward components"},
+		// TRL reshapes with view(-1, G, K): G = 0 raises.
+		{"gdpo", map[string]any{"num_generations": int64(0)}, nil, "num_generations: 0 is outside its valid range [1,inf)"},
+		// Each weight is finite, their float32 sum is not.
+		{"gdpo", map[string]any{"reward_weights": []any{3e38, -3e38}}, nil, "float32 sum overflows"},
+		{"gdpo", map[string]any{"reward_weights": []any{1.0, 1e39}}, nil, "float32 sum overflows"},
 		{"cod", map[string]any{"std_cal_level": "task"}, nil, "invalid value \"task\""},
 		{"cod", map[string]any{"iterative_hint_e2e_causal": true, "red_weight_adaptive_temp": true, "red_weight_adaptive_version": "halving"}, nil, "Invalid red_weight_adaptive_version: halving"},
 		{"cod", map[string]any{"iterative_hint_e2e_causal": true}, &Input{Reward: []float64{1}, Tasks: GroupBy([]string{"0/0"}),
@@ -75,6 +80,47 @@ func TestGiGPOAnchorsByText(t *testing.T) {
 	}
 }
 
+// TestGiGPONonFinite: a NaN or infinite final reward (sparse runs) or step
+// reward (dense runs) propagates as upstream's float arithmetic does: the
+// run's return E makes every A_E of its task non-finite, its
+// return-to-go every A_S of its anchor group (row 2 shares row 0's
+// anchor); the other task keeps its finite values.
+func TestGiGPONonFinite(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	eps := 1 + 1e-6
+	tasks := GroupBy([]string{"0/0", "0/0", "0/1", "0/1"})
+	runs := GroupBy([]string{"0/0/0", "0/0/1", "0/1/0", "0/1/1"})
+	for _, tc := range []struct {
+		name        string
+		reward, srw []float64 // srw nil: sparse (no step rewards)
+		want        []float64
+	}{
+		{"sparse NaN reward", []float64{nan, 1, 0, 1}, nil, []float64{nan, nan, nan, 0.5 / eps}},
+		{"dense NaN step reward", []float64{0, 0, 0, 0}, []float64{nan, 1, 0, 1}, []float64{nan, nan, nan, 0.5 / eps}},
+		// E = [inf, 1]: mean inf, A_E = (inf − inf, 1 − inf)/(1+ε); the
+		// anchor's returns [inf, 0] likewise give A_S = (NaN, −inf).
+		{"dense infinite step reward", []float64{0, 0, 0, 0}, []float64{inf, 1, 0, 1}, []float64{nan, -inf, -inf, 0.5 / eps}},
+		{"finite", []float64{0, 1, 0, 1}, nil, []float64{-0.5 / eps, 0.5 / eps, -0.5 / eps, 0.5 / eps}},
+	} {
+		in := &Input{Reward: tc.reward, Tasks: tasks, Runs: runs, Step: make([]int64, 4), Anchor: []int32{0, -1, 0, -1},
+			StepReward: []float64{nan, nan, nan, nan}, HasStepReward: make([]bool, 4)}
+		if tc.srw != nil {
+			in.StepReward, in.HasStepReward = tc.srw, []bool{true, true, true, true}
+		}
+		p, err := (&GiGPO{Omega: 1, Gamma: 1, Epsilon: 1e-6}).Plan(in)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for i, w := range tc.want {
+			got := float64(p.Score[i])
+			same := got == w || math.IsNaN(got) && math.IsNaN(w) || math.Abs(got-w) <= 1e-6
+			if !same {
+				t.Errorf("%s: row %d: score %v, want %v", tc.name, i, got, w)
+			}
+		}
+	}
+}
+
 // TestDropReasons: every row a plan drops says why — a singleton or a
 // low-std group of grpo's std filter and reward_std_filter, an invalid
 // reward, a judge-flagged CoD row — and kept rows say nothing.
@@ -110,6 +156,31 @@ func TestDropReasons(t *testing.T) {
 			if got := p.DropReason(r); got != w || p.Keep[r] != (w == "") {
 				t.Errorf("%s %v: row %d: reason %q keep %v, want %q", c.fn, c.args, r, got, p.Keep[r], w)
 			}
+		}
+	}
+}
+
+// TestGiGPOStepRewardValues: a golden step reward is read as upstream's
+// float(value): booleans are 1 and 0, "nan" and "inf" their numbers, null
+// and other values raise.
+func TestGiGPOStepRewardValues(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want float64
+		ok   bool
+	}{
+		{"0.5", 0.5, true}, {"true", 1, true}, {"false", 0, true}, {`"nan"`, math.NaN(), true}, {`"-inf"`, math.Inf(-1), true},
+		{"null", 0, false}, {`"x"`, 0, false}, {"[1]", 0, false},
+	} {
+		exps := []GoldenExperience{{EID: GoldenEID{Batch: "0", Task: "0"}, Info: map[string]json.RawMessage{"step_reward": json.RawMessage(tc.raw)}}}
+		in := GoldenInput(exps, 0)
+		err := GoldenNeeds(in, exps, Needs{StepReward: "step_reward"})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err %v, want ok %v", tc.raw, err, tc.ok)
+			continue
+		}
+		if got := in.StepReward[0]; tc.ok && !(got == tc.want || math.IsNaN(got) && math.IsNaN(tc.want)) {
+			t.Errorf("%s: %v, want %v", tc.raw, got, tc.want)
 		}
 	}
 }

@@ -31,16 +31,18 @@ func gdpoSpec() Spec {
 		Params: args.Schema{
 			{Name: "multi_objective_aggregation", Kind: args.String, Ctor: "normalize_then_sum", Default: "normalize_then_sum",
 				InDefaults: true, Choices: []string{"normalize_then_sum"}, Doc: "how the components are combined (TRL's name)"},
-			param("num_generations", args.Int, nil, "rows per task group (G); null: the task groups as they are"),
+			param("num_generations", args.Int, nil, "rows per task group (G); null: the task groups as they are").In(args.AtLeast1),
 			param("reward_weights", args.Floats, nil, "one weight per reward component; null: all ones"),
 		},
 		NewPipeline: func(a args.Values) (PipelineFn, error) {
 			f := &GDPO{Generations: int(a.Int("num_generations"))}
-			if f.Generations < 0 {
-				return nil, errorf("gdpo", "num_generations must be positive (have %d)", f.Generations)
-			}
+			var sum float32 // of the magnitudes: a bound on every weighted sum
 			for _, w := range a.Floats("reward_weights") {
 				f.Weights = append(f.Weights, float64(float32(w)))
+				sum += float32(math.Abs(float64(float32(w))))
+			}
+			if math.IsInf(float64(sum), 0) {
+				return nil, errorf("gdpo", "reward_weights %v: their float32 sum overflows, so every weighted reward sum may be infinite", a.Floats("reward_weights"))
 			}
 			return f, nil
 		},

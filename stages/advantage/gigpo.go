@@ -113,14 +113,15 @@ func (f *GiGPO) Plan(in *Input) (*Plan, error) {
 		for _, row := range rows {
 			dense = dense || in.HasStepReward[row]
 		}
+		// A NaN or infinite step reward or final reward propagates into the
+		// run's return, its task's A_E and its anchor groups' A_S, as
+		// upstream's float arithmetic does.
 		reward := func(k int) float64 {
 			row := rows[k]
 			switch {
 			case dense && in.HasStepReward[row]:
 				return in.StepReward[row]
 			case dense || k < len(rows)-1:
-				return 0
-			case math.IsNaN(in.Reward[row]): // a null reward counts 0
 				return 0
 			}
 			return in.Reward[row]

@@ -32,7 +32,7 @@ func grpoSpec() Spec {
 		Params: args.Schema{
 			paramEpsilon, paramStdThreshold,
 			param("duplicate_experiences", args.Bool, false, "refill dropped groups with copies of kept groups (needs std_threshold)"),
-			param("rank_penalty", args.Float, nil, "scale rewards by 1 − rank/n·penalty for the statistics (rank of mean logprob)").In(args.Unit),
+			param("rank_penalty", args.Float, nil, "scale rewards by 1 − rank/n·penalty for the statistics (rank of mean logprob)"),
 			paramStdCal,
 			flag("rank_penalty_adjusted_score", "Q-01 fix: use the adjusted reward in the numerator too"),
 			flag("dr_grpo", "Dr.GRPO: no std normalisation, score = reward − mean"),

@@ -20,9 +20,9 @@ func jsdSpec() Spec {
 		Doc:  "Jensen-Shannon distillation advantage from teacher log-probs",
 		Params: args.Schema{
 			param("lambda_coef", args.Float, 0.5, "mixture weight β (0: s − t, 1: t − s)").In(args.Unit),
-			param("kl_coef", args.Float, 1.0, "scale of the advantage").In(args.NonNeg),
-			param("temperature", args.Float, 1.0, "divides both log-probs").In(args.Positive),
-			param("chunk_size", args.Int, nil, "upstream memory chunking; no effect on values").In(args.AtLeast1),
+			param("kl_coef", args.Float, 1.0, "scale of the advantage"),
+			param("temperature", args.Float, 1.0, "divides both log-probs").In(args.NonZero),
+			param("chunk_size", args.Int, nil, "upstream memory chunking, 0 as null; no effect on values").In(args.NonNeg),
 		},
 		NewTrainer: func(a args.Values) (TrainerFn, error) {
 			return &JSD{Lambda: a.Float("lambda_coef"), KLCoef: a.Float("kl_coef"), Temperature: a.Float("temperature")}, nil

@@ -15,8 +15,8 @@ func ppoSpec() Spec {
 		Name: "ppo",
 		Doc:  "GAE with critic values, whitened over the batch",
 		Params: args.Schema{
-			param("gamma", args.Float, 1.0, "discount").In(args.Unit),
-			param("lam", args.Float, 1.0, "GAE lambda").In(args.Unit),
+			param("gamma", args.Float, 1.0, "discount"),
+			param("lam", args.Float, 1.0, "GAE lambda"),
 		},
 		NewTrainer: func(a args.Values) (TrainerFn, error) { return &PPO{Gamma: a.Float("gamma"), Lam: a.Float("lam")}, nil },
 	}

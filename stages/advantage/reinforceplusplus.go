@@ -15,7 +15,7 @@ func reinforcePlusPlusSpec() Spec {
 	return Spec{
 		Name:       "reinforceplusplus",
 		Doc:        "discounted returns whitened over the batch",
-		Params:     args.Schema{param("gamma", args.Float, 1.0, "discount").In(args.Unit)},
+		Params:     args.Schema{param("gamma", args.Float, 1.0, "discount")},
 		NewTrainer: func(a args.Values) (TrainerFn, error) { return &ReinforcePlusPlus{Gamma: a.Float("gamma")}, nil },
 	}
 }

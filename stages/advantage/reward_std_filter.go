@@ -21,7 +21,7 @@ func rewardStdFilterSpec() Spec {
 	return Spec{
 		Name:   "reward_std_filter",
 		Doc:    "drop task groups with < 2 rows or population reward std <= threshold",
-		Params: args.Schema{param("threshold", args.Float, 0.0, "population std threshold").In(args.NonNeg)},
+		Params: args.Schema{param("threshold", args.Float, 0.0, "population std threshold")},
 		NewPipeline: func(a args.Values) (PipelineFn, error) {
 			return &RewardStdFilter{Threshold: a.Float("threshold")}, nil
 		},

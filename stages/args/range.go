@@ -11,8 +11,9 @@ import (
 
 // Range is the valid interval of a numeric argument or flag in interval
 // notation: "[0,1]", "(0,inf)", "[1,inf)", "[0,inf]" (the infinite bound
-// itself allowed). The empty Range is "(-inf,inf)": every finite number.
-// NaN is never in a range.
+// itself allowed), or a union of intervals joined by "∪", such as
+// "(-inf,-1)∪(-1,inf)" (every finite number but -1). The empty Range is
+// "(-inf,inf)": every finite number. NaN is never in a range.
 type Range string
 
 // Ranges used by several declarations.
@@ -22,7 +23,11 @@ const (
 	NonNeg   Range = "[0,inf)"
 	Unit     Range = "[0,1]"
 	AtLeast1 Range = "[1,inf)"
+	NonZero  Range = "(-inf,0)∪(0,inf)"
 )
+
+// union separates the intervals of a Range.
+const union = "∪"
 
 // bounds is a parsed Range.
 type bounds struct {
@@ -30,8 +35,33 @@ type bounds struct {
 	loOpen, hiOpen bool
 }
 
-// parse reads the interval; a malformed one is an error (a declaration bug,
-// or bad input where the range comes from the user).
+// intervals reads the intervals of the range; a malformed one is an error
+// (a declaration bug, or bad input where the range comes from the user).
+func (r Range) intervals() ([]bounds, error) {
+	if r == Finite {
+		b, err := r.parse()
+		return []bounds{b}, err
+	}
+	var out []bounds
+	for _, part := range strings.Split(string(r), union) {
+		if part == "" {
+			return nil, fmt.Errorf("range %q has an empty part", string(r))
+		}
+		b, err := Range(part).parse()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// contains reports whether x lies in the interval.
+func (b bounds) contains(x float64) bool {
+	return !(x < b.lo || (b.loOpen && x == b.lo) || x > b.hi || (b.hiOpen && x == b.hi))
+}
+
+// parse reads one interval; a malformed one is an error.
 func (r Range) parse() (bounds, error) {
 	if r == Finite {
 		return bounds{math.Inf(-1), math.Inf(1), true, true}, nil
@@ -61,19 +91,21 @@ func (r Range) parse() (bounds, error) {
 // Contains reports whether x lies in the range. A malformed range contains
 // nothing.
 func (r Range) Contains(x float64) bool {
-	b, err := r.parse()
+	bs, err := r.intervals()
 	if err != nil || math.IsNaN(x) {
 		return false
 	}
-	if x < b.lo || (b.loOpen && x == b.lo) || x > b.hi || (b.hiOpen && x == b.hi) {
-		return false
+	for _, b := range bs {
+		if b.contains(x) {
+			return true
+		}
 	}
-	return true
+	return false
 }
 
 // Valid returns an error when the range is malformed.
 func (r Range) Valid() error {
-	_, err := r.parse()
+	_, err := r.intervals()
 	return err
 }
 

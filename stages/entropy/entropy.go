@@ -26,7 +26,7 @@ const (
 
 // schemaOf is every function's argument schema: entropy_coef has no
 // constructor default (required in a user dict); default_args gives 0.
-var schemaOf = args.Schema{{Name: "entropy_coef", Kind: args.Float, Range: args.NonNeg, Default: 0.0, InDefaults: true,
+var schemaOf = args.Schema{{Name: "entropy_coef", Kind: args.Float, Default: 0.0, InDefaults: true,
 	Doc: "entropy coefficient"}}
 
 // Schema returns the argument schema of the entropy loss functions.

@@ -21,16 +21,20 @@ func TestLoss(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
+		coef   float64
 		expert []bool
 		mode   agg.Mode
 		loss   float64
 		grad   []float64
 	}{
-		{"default", nil, agg.TokenMean, 0.1 * 3.5 / 3, []float64{0.1 / 3, 0.1 / 3, 0, 0.1 / 3, 0, 0}},
-		{"default", nil, agg.SeqMeanTokenSum, 0.1 * 3.5 / 2, []float64{0.05, 0.05, 0, 0.05, 0, 0}},
-		{"mix", []bool{true, false}, agg.TokenMean, 0.1 * 0.5, []float64{0, 0, 0, 0.1, 0, 0}},
-		{"mix", []bool{true, true}, agg.SeqMeanTokenMean, math.NaN(), []float64{0, 0, 0, 0, 0, 0}},
-		{"none", nil, agg.TokenMean, 0, []float64{0, 0, 0, 0, 0, 0}},
+		{"default", 0.1, nil, agg.TokenMean, 0.1 * 3.5 / 3, []float64{0.1 / 3, 0.1 / 3, 0, 0.1 / 3, 0, 0}},
+		{"default", 0.1, nil, agg.SeqMeanTokenSum, 0.1 * 3.5 / 2, []float64{0.05, 0.05, 0, 0.05, 0, 0}},
+		// upstream: entropy_loss · entropy_coef, any coefficient (a negative
+		// one penalises entropy)
+		{"default", -0.1, nil, agg.TokenMean, -0.1 * 3.5 / 3, []float64{-0.1 / 3, -0.1 / 3, 0, -0.1 / 3, 0, 0}},
+		{"mix", 0.1, []bool{true, false}, agg.TokenMean, 0.1 * 0.5, []float64{0, 0, 0, 0.1, 0, 0}},
+		{"mix", 0.1, []bool{true, true}, agg.SeqMeanTokenMean, math.NaN(), []float64{0, 0, 0, 0, 0, 0}},
+		{"none", 0.1, nil, agg.TokenMean, 0, []float64{0, 0, 0, 0, 0, 0}},
 	}
 	for _, tc := range tests {
 		if tc.expert != nil {
@@ -38,7 +42,7 @@ func TestLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		f, err := New(tc.name, args.Values{"entropy_coef": 0.1})
+		f, err := New(tc.name, args.Values{"entropy_coef": tc.coef})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +54,7 @@ func TestLoss(t *testing.T) {
 		if !(math.Abs(loss-tc.loss) < 1e-9 || math.IsNaN(loss) && math.IsNaN(tc.loss)) {
 			t.Errorf("%s %v: loss %v, want %v", tc.name, tc.mode, loss, tc.loss)
 		}
-		if tc.name != "none" && !(math.Abs(m["entropy_loss"]*0.1-loss) < 1e-12 || math.IsNaN(loss)) {
+		if tc.name != "none" && !(math.Abs(m["entropy_loss"]*tc.coef-loss) < 1e-12 || math.IsNaN(loss)) {
 			t.Errorf("%s: entropy_loss %v is not the unscaled aggregate", tc.name, m["entropy_loss"])
 		}
 		for i := range grad {

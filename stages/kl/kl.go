@@ -45,10 +45,10 @@ func schemaOf(k Kind) args.Schema {
 	s := args.Schema{
 		{Name: "adaptive", Kind: args.Bool, Ctor: false, Default: false, InDefaults: true,
 			Doc: "adapt the coefficient towards target_kl (KL penalty only)"},
-		{Name: "kl_coef", Kind: args.Float, Range: args.NonNeg, Ctor: 0.001, Default: 0.001, InDefaults: true,
+		{Name: "kl_coef", Kind: args.Float, Ctor: 0.001, Default: 0.001, InDefaults: true,
 			Doc: "KL coefficient (initial value when adaptive)"},
-		{Name: "target_kl", Kind: args.Float, Range: args.Positive, Nullable: true, Doc: "adaptive controller: target KL (> 0)"},
-		{Name: "horizon", Kind: args.Float, Range: args.Positive, Nullable: true, Doc: "adaptive controller: horizon (> 0)"},
+		{Name: "target_kl", Kind: args.Float, Nullable: true, Doc: "adaptive controller: target KL (not 0)"},
+		{Name: "horizon", Kind: args.Float, Nullable: true, Doc: "adaptive controller: horizon (not 0)"},
 	}
 	if k == CorrectedK3 {
 		s = append(s, args.Param{Name: DetachRatio, Kind: args.Bool, Ctor: false,
@@ -106,6 +106,11 @@ func New(name string, user args.Values) (*Fn, error) {
 	horizon, okH := v.OptFloat("horizon")
 	if !okT || !okH {
 		return nil, schema.BadInputf("KL function %s: Target KL and horizon must be provided for adaptive KL.", name)
+	}
+	// Upstream divides Python floats by both (ZeroDivisionError at 0);
+	// unused, they may be anything finite.
+	if target == 0 || horizon == 0 {
+		return nil, schema.BadInputf("KL function %s: adaptive KL divides by target_kl and horizon: they must not be 0, got %v and %v", name, target, horizon)
 	}
 	f.Ctl = &Adaptive{C: coef, Target: target, Horizon: horizon}
 	return f, nil

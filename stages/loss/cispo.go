@@ -121,7 +121,7 @@ func (k *CISPO) Summary(mode agg.Mode, r tokens.TermResult) (float64, agg.Metric
 
 func cispoDef() *Def {
 	f := func(name string, def float64, doc string) args.Param {
-		return args.Param{Name: name, Kind: args.Float, Ctor: def, Default: def, InDefaults: true, Range: args.NonNeg, Doc: doc}
+		return args.Param{Name: name, Kind: args.Float, Ctor: def, Default: def, InDefaults: true, Doc: doc}
 	}
 	return &Def{
 		Name: "cispo",
@@ -138,7 +138,8 @@ func cispoDef() *Def {
 		Inputs:   []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
 		Weighted: true,
 		build: func(v args.Values) (planner, error) {
-			k := &CISPO{Low: v.Float("clip_range_low"), High: v.Float("clip_range_high"),
+			low, high := clampBounds(v.Float("clip_range_low"), v.Float("clip_range_high"))
+			k := &CISPO{Low: low, High: high,
 				MaskClip: v.Bool("enable_mask_clip"), MaskLow: v.Float("mask_clip_range_low"), MaskHigh: v.Float("mask_clip_range_high"),
 				Verl: v.Bool("verl")}
 			if k.Verl && k.MaskClip {

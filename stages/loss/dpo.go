@@ -132,9 +132,9 @@ func dpoDef() *Def {
 	return &Def{
 		Name: "dpo",
 		Params: args.Schema{
-			{Name: "beta", Kind: args.Float, Range: args.Positive, Ctor: 0.1, Default: 0.1, InDefaults: true,
+			{Name: "beta", Kind: args.Float, Ctor: 0.1, Default: 0.1, InDefaults: true,
 				Doc: "inverse temperature of the preference margin"},
-			{Name: "label_smoothing", Kind: args.Float, Range: args.Unit, Ctor: 0.0, Default: 0.0, InDefaults: true,
+			{Name: "label_smoothing", Kind: args.Float, Ctor: 0.0, Default: 0.0, InDefaults: true,
 				Doc: "probability that a preference label is flipped, in [0, 1]"},
 			{Name: "per_pair", Kind: args.Bool, Ctor: false,
 				Doc: "Q-20 fix: one margin per chosen/rejected pair, losses and metrics averaged over pairs (rewards: mean per pair; accuracy: fraction of pairs); odd row counts rejected"},

@@ -190,6 +190,11 @@ func (s single) plan(*tokens.Batch) (*Plan, error) {
 
 // Helpers shared by the kernels and argument checks.
 
+// notMinusOne is the range of a coefficient upstream divides by as 1 + x:
+// a Python float division by 0 raises (sppo), a tensor's makes every
+// output non-finite (opmd).
+const notMinusOne args.Range = "(-inf,-1)∪(-1,inf)"
+
 // aggParam is the loss_agg_mode argument with the given defaults.
 func aggParam(def string) args.Param {
 	return args.Param{Name: "loss_agg_mode", Kind: args.String, Ctor: def, Default: def, InDefaults: true,

@@ -131,11 +131,12 @@ func TestBadArgs(t *testing.T) {
 		{"rec", args.Values{"clip_mode": "three-side"}, "valid: none, one-side"},
 		{"rec", args.Values{"epsilon_low": 1.5}, "argument epsilon_low: 1.5 is outside its valid range (0,1]"},
 		{"sapo", args.Values{"tau_pos": 2.0, "tau_neg": 1.0}, "tau_neg (1) must be >= tau_pos (2)"},
-		{"opmd", args.Values{"tau": -1.0}, "argument tau: -1 is outside its valid range (-1,inf)"},
-		{"mix", args.Values{"clip_range": 0.2, "ngpus_trainer": 2}, "train_batch_size_usual and train_batch_size_expert must be >= ngpus_trainer"},
+		{"opmd", args.Values{"tau": -1.0}, "argument tau: -1 is outside its valid range (-inf,-1)∪(-1,inf)"},
+		{"sppo", args.Values{"epsilon": -1.0}, "argument epsilon: -1 is outside its valid range (-inf,-1)∪(-1,inf)"},
+		{"mix", args.Values{"clip_range": 0.2, "ngpus_trainer": 2}, "train_batch_size_usual and train_batch_size_expert floor-divided by ngpus_trainer (2)"},
+		{"mix", args.Values{"clip_range": 0.2, "ngpus_trainer": 0}, "they must not be 0, got 1 and 0"},
+		{"mix_chord", args.Values{"clip_range": 0.2, "ppo_micro_batch_size_per_gpu": 0}, "they must not be 0, got 0 and 1"},
 		{"mix", args.Values{"clip_range": 0.2, "ppo_mini_batch_size": 1.5}, "not a valid int"},
-		{"dpo", args.Values{"label_smoothing": 2.0}, "argument label_smoothing: 2 is outside its valid range [0,1]"},
-		{"ppo", args.Values{"clip_range": -0.2}, "argument clip_range: -0.2 is outside its valid range [0,inf)"},
 		{"ppo", args.Values{"clip_range": 0.2, "dp_size": 0}, "argument dp_size: 0 is outside its valid range [1,inf)"},
 		{"sppo", args.Values{"epsilon": math.Inf(1)}, "argument epsilon: +Inf is outside"},
 		{"dro", nil, "policy_loss.dro_beta must be a positive value when using DRO"},
@@ -144,7 +145,6 @@ func TestBadArgs(t *testing.T) {
 		{"kl_cov", args.Values{"kl_cov_ratio": -0.1}, "argument kl_cov_ratio: -0.1 is outside its valid range (0,inf)"},
 		{"dppo_tv", args.Values{"clip_ratio_c": math.NaN()}, "argument clip_ratio_c"},
 		{"mix_chord", args.Values{"clip_range": 0.2, "mu_warmup_steps": -1}, "argument mu_warmup_steps: -1 is outside"},
-		{"sapo", args.Values{"tau_pos": 0.0}, "argument tau_pos: 0 is outside"},
 	}
 	for _, tc := range tests {
 		_, err := Default().New(tc.loss, tc.args)
@@ -301,6 +301,39 @@ func TestGradientFiniteDifference(t *testing.T) {
 			if math.Abs(fd-grad[i]) > 1e-7 {
 				t.Errorf("%s %v: grad[%d] = %v, finite difference %v", tc.loss, tc.args, i, grad[i], fd)
 			}
+		}
+	}
+}
+
+// TestCrossedClipBounds: upstream accepts clip ranges whose bounds cross
+// (1 − low > 1 + high); torch.clamp(r, min, max) with min > max is max
+// everywhere, so one token of ratio 1 is clamped to 1 + high = 1.1.
+func TestCrossedClipBounds(t *testing.T) {
+	lp, old, mask := [][]float64{{-0.5}}, [][]float64{{-0.5}}, [][]float64{{1}}
+	for _, tc := range []struct {
+		loss string
+		args args.Values
+		adv  float64
+		want float64
+	}{
+		// max(−A·r, −A·clamp(r)) = max(1, 1.1); the dual clip 3 is above
+		{"ppo", args.Values{"clip_range_low": -0.3, "clip_range_high": 0.1}, -1, 1.1},
+		// max(−1, −clamp(1, 1.1, 0.9)) = max(−1, −0.9)
+		{"ppo", args.Values{"clip_range": -0.1}, 1, -0.9},
+		// −A · sg(clamp(r)) · lp = −1.1 · (−0.5)
+		{"cispo", args.Values{"clip_range_low": -0.3, "clip_range_high": 0.1}, 1, 0.55},
+	} {
+		l, err := Default().New(tc.loss, tc.args)
+		if err != nil {
+			t.Fatalf("%s %v: %v", tc.loss, tc.args, err)
+		}
+		b := batch(t, lp, old, nil, [][]float64{{tc.adv}}, mask)
+		res, err := l.Eval(b, make([]float64, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(res.Loss-tc.want) > 1e-7 { // token-mean: Σ/(1 + 1e-8)
+			t.Errorf("%s %v: loss %v, want %v", tc.loss, tc.args, res.Loss, tc.want)
 		}
 	}
 }

@@ -239,20 +239,33 @@ func (p m2poPlanner) planMask(b *tokens.Batch, keep []bool, st M2POStats) *Plan 
 	}
 }
 
+// m2poMinTokens is the floor of upstream's denominator
+// max(float(batch_num_tokens), 1e-8).
+const m2poMinTokens = 1e-8
+
 func m2poDef() *Def {
 	return &Def{
 		Name: "m2po",
-		Params: append(args.Schema{
+		Params: args.Schema{
 			{Name: "m2_threshold", Kind: args.Float, Ctor: 0.04, Default: 0.04, InDefaults: true,
 				Doc: "bound on the mean second moment lr² of the kept trust-region tokens, >= 0", Range: args.NonNeg},
 			aggParam("token-mean"),
 			{Name: "log_ratio_clip", Kind: args.Float, Ctor: 20.0, Default: 20.0, InDefaults: true,
 				Doc: "straight-through clamp of the log-ratio before exp, > 0", Range: args.Positive},
-		}, globalParams...),
+			// The loss call's keyword arguments, as upstream checks them.
+			{Name: "batch_num_tokens", Kind: args.Float, Range: args.NonNeg, Nullable: true,
+				Doc: "the engine's token count of the mini-batch: the denominator max(batch_num_tokens, 1e-8), times dp_size (null: the masked mean)"},
+			{Name: "dp_size", Kind: args.Int, Range: args.AtLeast1, Nullable: true,
+				Doc: "data-parallel world size, a factor with batch_num_tokens (null: 1)"},
+		},
 		Inputs:  []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
 		CPUOnly: true,
 		build: func(v args.Values) (planner, error) {
-			p := m2poPlanner{threshold: v.Float("m2_threshold"), clip: v.Float("log_ratio_clip"), global: global(v)}
+			p := m2poPlanner{threshold: v.Float("m2_threshold"), clip: v.Float("log_ratio_clip")}
+			if n, ok := v.OptFloat("batch_num_tokens"); ok {
+				dp, _ := v["dp_size"].(int64) // 0 (null) is 1 for agg.Global
+				p.global = &agg.Global{DPSize: int(dp), BatchNumTokens: max(n, m2poMinTokens)}
+			}
 			// The ranges hold upstream's checks (finite, >= 0 and > 0).
 			if v.String("loss_agg_mode") != "token-mean" {
 				return nil, bad("M2PO requires loss_agg_mode='token-mean' to preserve the paper's original valid-token denominator.")

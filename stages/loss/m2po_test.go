@@ -87,6 +87,11 @@ func TestM2POArgs(t *testing.T) {
 		{args.Values{"m2_threshold": math.Inf(1)}, "m2_threshold: +Inf is outside its valid range [0,inf)"},
 		{args.Values{"log_ratio_clip": 0.0}, "log_ratio_clip: 0 is outside its valid range (0,inf)"},
 		{args.Values{"loss_agg_mode": "seq-mean-token-mean"}, "M2PO requires loss_agg_mode='token-mean'"},
+		// upstream: ValueError if batch_num_tokens is not finite or < 0, or dp_size <= 0
+		{args.Values{"batch_num_tokens": -1.0}, "batch_num_tokens: -1 is outside its valid range [0,inf)"},
+		{args.Values{"batch_num_tokens": math.Inf(1)}, "batch_num_tokens: +Inf is outside"},
+		{args.Values{"batch_num_tokens": 4.0, "dp_size": 0}, "dp_size: 0 is outside its valid range [1,inf)"},
+		{args.Values{"global_batch_size": 4.0}, "unknown argument global_batch_size"},
 	} {
 		_, err := Default().New("m2po", c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -96,6 +101,41 @@ func TestM2POArgs(t *testing.T) {
 	l, err := Default().New("m2po", nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Upstream's denominators: Σ L·m / (Σ m + 1e-8) when batch_num_tokens
+	// is null (dp_size then unused), else Σ L / max(batch_num_tokens, 1e-8)
+	// · (dp_size or 1) — 0 included.
+	b := batch(t, lp3, old3, nil, adv3, mask3)
+	loss := func(a args.Values) float64 {
+		t.Helper()
+		l, err := Default().New("m2po", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.Eval(b, make([]float64, b.Rows.Tokens()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Loss
+	}
+	null := loss(nil)
+	sum := null * (9 + 1e-8) // Σ L over the 9 valid tokens
+	for _, c := range []struct {
+		args args.Values
+		want float64
+	}{
+		{args.Values{"dp_size": int64(4)}, null},
+		{args.Values{"batch_num_tokens": 0.0}, sum / 1e-8},
+		{args.Values{"batch_num_tokens": 0.0, "dp_size": int64(2)}, sum / 1e-8 * 2},
+		{args.Values{"batch_num_tokens": 1e-9}, sum / 1e-8},
+		{args.Values{"batch_num_tokens": 18.0, "dp_size": int64(2)}, sum / 9},
+	} {
+		if got := loss(c.args); math.Abs(got-c.want) > 1e-9*math.Abs(c.want) {
+			t.Errorf("%v: loss %v, want %v", c.args, got, c.want)
+		}
+	}
+	if null == 0 {
+		t.Fatal("the batch selects no token: the denominators are not tested")
 	}
 	if got := l.Args; got["m2_threshold"] != 0.04 || got["log_ratio_clip"] != 20.0 || got["loss_agg_mode"] != "token-mean" {
 		t.Errorf("default args %v", got)

@@ -35,7 +35,7 @@ func (c *chordSchedule) mu(step int64) float64 {
 	switch {
 	case step < c.warmup:
 		return float64(step) / float64(c.warmup) * c.peak
-	case step >= c.warmup+c.decay:
+	case step-c.warmup >= c.decay: // step >= warmup >= 0 here: no overflow
 		return c.valley
 	}
 	k := float64(step - c.warmup)
@@ -63,7 +63,7 @@ func (x *mix) plan(b *tokens.Batch) (*Plan, error) {
 	B, nu, ne := tot.Rows[tokens.AllRows], tot.Rows[tokens.UsualRows], tot.Rows[tokens.ExpertRows]
 	share := func(tbs int64) float64 {
 		if x.dynamic {
-			return float64(x.expPerGPU) / float64(int64(B)*tbs)
+			return float64(x.expPerGPU) / (float64(B) * float64(tbs))
 		}
 		return float64(x.gradAccum) / float64(tbs)
 	}
@@ -108,7 +108,7 @@ func (x *mix) plan(b *tokens.Batch) (*Plan, error) {
 // mixParams are the arguments mix and mix_chord share.
 func mixParams() args.Schema {
 	i := func(name, doc string) args.Param {
-		return args.Param{Name: name, Kind: args.Int, Ctor: int64(1), Range: args.NonNeg, Doc: doc}
+		return args.Param{Name: name, Kind: args.Int, Ctor: int64(1), Doc: doc}
 	}
 	optMode := func(name, doc string) args.Param {
 		p := aggParam("")
@@ -131,6 +131,18 @@ func mixParams() args.Schema {
 	)
 }
 
+// floorDiv is Python's a // b (b != 0); MinInt64 // -1 saturates.
+func floorDiv(a, b int64) int64 {
+	if a == math.MinInt64 && b == -1 {
+		return math.MaxInt64
+	}
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
 // newMix builds the common part of mix and mix_chord.
 func newMix(v args.Values, sft *SFT) (*mix, error) {
 	ppo, err := newPPO(v)
@@ -138,14 +150,17 @@ func newMix(v args.Values, sft *SFT) (*mix, error) {
 		return nil, err
 	}
 	x := &mix{ppo: ppo, sft: sft, dynamic: v.Bool("use_dynamic_bsz"), unscaledMetrics: v.Bool("unscaled_metrics")}
+	// Upstream's integer arithmetic: Python's floor division, which raises
+	// ZeroDivisionError on a zero divisor here, or at the first call for a
+	// train batch size that floors to 0.
 	mini, micro, gpus := v.Int("ppo_mini_batch_size"), v.Int("ppo_micro_batch_size_per_gpu"), v.Int("ngpus_trainer")
-	if micro < 1 || gpus < 1 || mini < 0 {
-		return nil, bad("ppo_micro_batch_size_per_gpu and ngpus_trainer must be >= 1 and ppo_mini_batch_size >= 0, got %d, %d, %d", micro, gpus, mini)
+	if micro == 0 || gpus == 0 {
+		return nil, bad("ppo_micro_batch_size_per_gpu and ngpus_trainer divide ppo_mini_batch_size: they must not be 0, got %d and %d", micro, gpus)
 	}
-	x.expPerGPU, x.gradAccum = mini/gpus, mini/micro
-	x.tbsUsual, x.tbsExpert = v.Int("train_batch_size_usual")/gpus, v.Int("train_batch_size_expert")/gpus
-	if x.tbsUsual < 1 || x.tbsExpert < 1 {
-		return nil, bad("train_batch_size_usual and train_batch_size_expert must be >= ngpus_trainer (%d), got %d and %d",
+	x.expPerGPU, x.gradAccum = floorDiv(mini, gpus), floorDiv(mini, micro)
+	x.tbsUsual, x.tbsExpert = floorDiv(v.Int("train_batch_size_usual"), gpus), floorDiv(v.Int("train_batch_size_expert"), gpus)
+	if x.tbsUsual == 0 || x.tbsExpert == 0 {
+		return nil, bad("train_batch_size_usual and train_batch_size_expert floor-divided by ngpus_trainer (%d) divide the parts' weights: they must not give 0, got %d and %d",
 			gpus, v.Int("train_batch_size_usual"), v.Int("train_batch_size_expert"))
 	}
 	x.ppoMode, x.sftMode = mode(v, "loss_agg_mode"), mode(v, "loss_agg_mode")
@@ -161,7 +176,7 @@ func newMix(v args.Values, sft *SFT) (*mix, error) {
 func mixDef() *Def {
 	return &Def{
 		Name: "mix",
-		Params: append(args.Schema{{Name: "mu", Kind: args.Float, Range: args.Unit, Ctor: 0.1, Default: 0.1, InDefaults: true,
+		Params: append(args.Schema{{Name: "mu", Kind: args.Float, Ctor: 0.1, Default: 0.1, InDefaults: true,
 			Doc: "weight of the expert (SFT) part"}}, mixParams()...),
 		Inputs: []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages, tokens.ExpertMask},
 		build: func(v args.Values) (planner, error) {
@@ -180,7 +195,7 @@ func mixChordDef() *Def {
 		return args.Param{Name: name, Kind: args.Int, Ctor: int64(0), Default: int64(0), InDefaults: true, Range: args.NonNeg, Doc: doc}
 	}
 	f := func(name, doc string) args.Param {
-		return args.Param{Name: name, Kind: args.Float, Ctor: 0.1, Default: 0.1, InDefaults: true, Range: args.Unit, Doc: doc}
+		return args.Param{Name: name, Kind: args.Float, Ctor: 0.1, Default: 0.1, InDefaults: true, Doc: doc}
 	}
 	return &Def{
 		Name: "mix_chord",

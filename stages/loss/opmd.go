@@ -45,7 +45,7 @@ func opmdDef() *Def {
 	return &Def{
 		Name: "opmd",
 		Params: args.Schema{
-			{Name: "tau", Kind: args.Float, Range: "(-1,inf)", Ctor: 1.0, Default: 1.0, InDefaults: true,
+			{Name: "tau", Kind: args.Float, Range: notMinusOne, Ctor: 1.0, Default: 1.0, InDefaults: true,
 				Doc: "the loss is divided by 1 + tau (tau != -1)"},
 			aggParam("token-mean"),
 		},

@@ -11,16 +11,17 @@ import (
 // clipParams are the clip_range arguments of ppo, mix and gspo.
 func clipParams(rng, low, high any, lowHighInDefaults bool) args.Schema {
 	return args.Schema{
-		{Name: "clip_range", Kind: args.Float, Range: args.NonNeg, Nullable: true, Default: rng, InDefaults: rng != nil,
+		{Name: "clip_range", Kind: args.Float, Nullable: true, Default: rng, InDefaults: rng != nil,
 			Doc: "symmetric clip range of the ratio (used where the low/high ones are null)"},
-		{Name: "clip_range_low", Kind: args.Float, Range: args.NonNeg, Nullable: true, Default: low, InDefaults: lowHighInDefaults,
+		{Name: "clip_range_low", Kind: args.Float, Nullable: true, Default: low, InDefaults: lowHighInDefaults,
 			Doc: "ratio lower bound is 1 - clip_range_low"},
-		{Name: "clip_range_high", Kind: args.Float, Range: args.NonNeg, Nullable: true, Default: high, InDefaults: lowHighInDefaults,
+		{Name: "clip_range_high", Kind: args.Float, Nullable: true, Default: high, InDefaults: lowHighInDefaults,
 			Doc: "ratio upper bound is 1 + clip_range_high"},
 	}
 }
 
-// clipRange resolves clip_range_low/high, falling back to clip_range.
+// clipRange resolves clip_range_low/high, falling back to clip_range, as
+// clampBounds leaves them.
 func clipRange(v args.Values) (low, high float64, err error) {
 	rng, hasRng := v.OptFloat("clip_range")
 	low, ok := v.OptFloat("clip_range_low")
@@ -37,7 +38,19 @@ func clipRange(v args.Values) (low, high float64, err error) {
 		}
 		high = rng
 	}
+	low, high = clampBounds(low, high)
 	return low, high, nil
+}
+
+// clampBounds returns the clip ranges of torch.clamp(r, 1 − low, 1 + high)
+// that the kernels, which assume min <= max, evaluate: when the bounds
+// cross (low + high < 0) torch gives max everywhere, which is the clamp to
+// [1 + high, 1 + high].
+func clampBounds(low, high float64) (float64, float64) {
+	if 1-low > 1+high {
+		return -high, high
+	}
+	return low, high
 }
 
 func ppoDef() *Def {

@@ -145,9 +145,9 @@ func sapoDef() *Def {
 	return &Def{
 		Name: "sapo",
 		Params: append(args.Schema{
-			{Name: "tau_pos", Kind: args.Float, Range: args.Positive, Ctor: 1.0, Default: 1.0, InDefaults: true,
+			{Name: "tau_pos", Kind: args.Float, Ctor: 1.0, Default: 1.0, InDefaults: true,
 				Doc: "gate temperature for positive advantages"},
-			{Name: "tau_neg", Kind: args.Float, Range: args.Positive, Ctor: 1.05, Default: 1.05, InDefaults: true,
+			{Name: "tau_neg", Kind: args.Float, Ctor: 1.05, Default: 1.05, InDefaults: true,
 				Doc: "gate temperature for non-positive advantages (>= tau_pos)"},
 			aggParam("token-mean"),
 			{Name: "paper_gradient", Kind: args.Bool, Ctor: false,

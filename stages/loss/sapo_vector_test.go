@@ -26,9 +26,10 @@ func TestSAPOVectorBits(t *testing.T) {
 		// a tiny temperature keeps log-ratios clamped at ±20 in the gate's
 		// range, so they run in the vector loop, not the Go loop's groups
 		{TauPos: 2e-9, TauNeg: 2e-9, Verl: true},
-		{TauPos: 1e-310, TauNeg: 1e300}, // settings the argument checks refuse
+		{TauPos: 1e-310, TauNeg: 1e300},
+		{TauPos: -1, TauNeg: 0, PaperGradient: true}, // as upstream: only tau_neg >= tau_pos is checked
 		{TauPos: 0, TauNeg: -1, PaperGradient: true},
-		{TauPos: math.NaN(), TauNeg: math.Inf(1)},
+		{TauPos: math.NaN(), TauNeg: math.Inf(1)}, // settings the argument checks refuse
 	}
 	logRatio := func() float64 {
 		switch rng.IntN(12) {

@@ -54,8 +54,8 @@ func sppoDef() *Def {
 	return &Def{
 		Name: "sppo",
 		Params: args.Schema{
-			{Name: "epsilon", Kind: args.Float, Range: args.Positive, Ctor: 0.3, Default: 0.3, InDefaults: true,
-				Doc: "tokens with ratio outside [1/(1+epsilon), 1+epsilon] are dropped (> 0)"},
+			{Name: "epsilon", Kind: args.Float, Range: notMinusOne, Ctor: 0.3, Default: 0.3, InDefaults: true,
+				Doc: "tokens with ratio outside [1/(1+epsilon), 1+epsilon] are dropped (epsilon != -1)"},
 			aggParam("token-mean"),
 		},
 		Inputs: []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},

@@ -30,9 +30,9 @@ func mathDAPORewardSpec() Spec {
 		Doc:  "DAPO reward: ±1 accuracy plus the overlong penalty of the response length",
 		Params: args.Schema{
 			param("enable_overlong_penalty", args.Bool, nil, "shape the reward by the response length"),
-			param("penalty_factor", args.Float, nil, "penalty at max_response_length").In(args.NonNeg),
-			param("max_response_length", args.Int, nil, "response length of the full penalty").In(args.AtLeast1),
-			param("cache_length", args.Int, nil, "length of the linear penalty window before max_response_length").In(args.NonNeg),
+			param("penalty_factor", args.Float, nil, "penalty at max_response_length"),
+			param("max_response_length", args.Int, nil, "response length of the full penalty (> cache_length)"),
+			param("cache_length", args.Int, nil, "length of the linear penalty window before max_response_length"),
 			param("score_key", args.String, "accuracy", "metrics key of the checker's score (else the reward)"),
 		},
 		New: func(a args.Values) (Operator, error) {
@@ -63,9 +63,12 @@ func (f *MathDAPOReward) Score(length int64, score float64) (accuracy, format, r
 		accuracy = 1
 	}
 	if f.Penalty {
+		// e = max_response_length − cache_length > 0, as Python's exact
+		// integers: past MaxInt64 (a negative cache_length) every length
+		// is below it.
 		e := f.MaxLength - f.CacheLength
 		switch {
-		case length <= e:
+		case e < f.MaxLength && f.CacheLength < 0 || length <= e:
 		case length > f.MaxLength:
 			format = -f.PenaltyFactor
 		default:

@@ -144,3 +144,38 @@ func TestMathDAPORewardRows(t *testing.T) {
 		t.Errorf("rewards %v (want %v), format %v", res.Reward, want, res.RowMetrics["format_score"])
 	}
 }
+
+// TestMathDAPORewardArgs: upstream only asserts that the three are set and
+// max_response_length > cache_length; other values shape the reward by the
+// same formula, in Python's exact integers.
+func TestMathDAPORewardArgs(t *testing.T) {
+	for _, tc := range []struct {
+		pf       float64
+		max, c   int64
+		length   int64
+		wantForm float64
+	}{
+		{-1, 20, 4, 18, 0.5},                     // a negative factor rewards length
+		{1, 20, 0, 20, 0},                        // cache_length 0: L ≤ e (Q-54, bbb563ed)
+		{1, 20, -5, 24, 0},                       // e = 25: no penalty up to it
+		{1, 20, -5, 26, -1},                      // past e, past max_response_length
+		{1, math.MaxInt64, -5, math.MaxInt64, 0}, // e past MaxInt64
+		{2, 0, -4, 2, 0},                         // e = 4
+		{2, -3, -10, 7, 0},                       // e = 7
+		{2, -3, -10, 8, -2},                      // past e and max_response_length
+	} {
+		f := &MathDAPOReward{Penalty: true, PenaltyFactor: tc.pf, MaxLength: tc.max, CacheLength: tc.c, ScoreKey: "accuracy"}
+		op, err := Default().New("math_dapo_reward", map[string]any{"enable_overlong_penalty": true,
+			"penalty_factor": tc.pf, "max_response_length": tc.max, "cache_length": tc.c})
+		if err != nil {
+			t.Errorf("%+v: %v", tc, err)
+			continue
+		}
+		if *op.(*MathDAPOReward) != *f {
+			t.Errorf("%+v: built %+v", tc, op)
+		}
+		if _, form, _ := f.Score(tc.length, 1); form != tc.wantForm {
+			t.Errorf("%+v: format score %v, want %v", tc, form, tc.wantForm)
+		}
+	}
+}

@@ -16,7 +16,11 @@ const ReasonStale = "stale_model_version"
 // an experience operator upstream and is not registered: package build puts
 // it first in the operator chain of a job whose sample strategy is
 // staleness_control.
-type Staleness struct{ MinVersion int64 }
+type Staleness struct {
+	MinVersion int64
+	// Beyond: the minimum exceeds every int64 version, so no row is read.
+	Beyond bool
+}
 
 // Needs implements Operator.
 func (s Staleness) Needs() Needs { return Needs{ModelVersion: true} }
@@ -27,7 +31,7 @@ func (s Staleness) Apply(in *Input) (*Result, error) {
 	n := in.N()
 	res := &Result{Reason: make([]string, n)}
 	for r := 0; r < n; r++ {
-		if v := in.ModelVersion[r]; v < 0 || v < s.MinVersion {
+		if v := in.ModelVersion[r]; v < 0 || v < s.MinVersion || s.Beyond {
 			res.Reason[r] = ReasonStale
 			continue
 		}
