@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -121,7 +122,7 @@ func TestTextIntoBuffers(t *testing.T) {
 		{schema.Info, `{"k": "\udc00\ud800"}`, `JSON at byte 7: \udc00: a lone UTF-16 surrogate`},
 		{schema.Metrics, "{\"k\xed\xa0\x80\": 1}", "JSON text holds the UTF-16 surrogate U+D800 at byte 3"},
 	} {
-		t.Run(tc.column+" "+tc.value, func(t *testing.T) {
+		t.Run(strconv.Quote(tc.column+" "+tc.value), func(t *testing.T) {
 			in := openStore(t, filepath.Join(fixtures, "overrides.jsonl"))
 			defer in.Close()
 			rec, err := in.Next()
