@@ -139,3 +139,19 @@ func TestDuplicateIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestPostgresUnrelatedBlobTable: on PostgreSQL too, replacing a 0.5
+// buffer exp leaves a 0.5 buffer named exp_blob as it is.
+func TestPostgresUnrelatedBlobTable(t *testing.T) {
+	in := filepath.Join(fixtures, "overrides.jsonl")
+	exp, blob := pgURL(t, "unrel_exp"), pgURL(t, "unrel_exp_blob")
+	copyStore(t, in, exp+"&if_exists=replace")
+	copyStore(t, in, blob+"&if_exists=replace")
+	copyStore(t, filepath.Join(fixtures, "experience.jsonl"), exp+"&if_exists=replace")
+	if n := len(readStore(t, blob).rows); n != 8 {
+		t.Errorf("unrel_exp_blob holds %d rows after replacing unrel_exp, want its 8", n)
+	}
+	if n := len(readStore(t, exp).rows); n != 64 {
+		t.Errorf("unrel_exp holds %d rows, want 64", n)
+	}
+}
