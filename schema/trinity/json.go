@@ -196,7 +196,7 @@ func (p *jsonParser) word(w string) bool {
 }
 
 func (p *jsonParser) value(depth int) (any, error) {
-	if depth > 512 {
+	if depth > maxDepth {
 		return nil, p.errf("nested too deeply")
 	}
 	if p.i >= len(p.s) {

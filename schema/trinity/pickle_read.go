@@ -98,7 +98,7 @@ type walker struct {
 func (w *walker) walk(v any, depth int, field string) error {
 	w.budget--
 	if w.budget < 0 {
-		return &valueError{key: field, msg: fmt.Sprintf("expands (memo references) to more than %d× the pickle's size", maxExpansion)}
+		return &valueError{key: field, msg: fmt.Sprintf("expands (memo references) to more than %d× the pickle's size + %d MiB", maxExpansion, expansionSlack>>20)}
 	}
 	var items []any
 	switch x := v.(type) {
