@@ -37,7 +37,7 @@ func (d *Dict) find(k any) int {
 	}
 	if len(d.Keys) < indexFrom {
 		for i, key := range d.Keys {
-			if key == k {
+			if key == k { // k is a string or an int64: == never meets a Tuple of its type
 				return i
 			}
 		}
