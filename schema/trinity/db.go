@@ -193,10 +193,18 @@ func columnsOf(ctx context.Context, db querier, loc Location, table string) (col
 	return cols, true, nil
 }
 
+// isBlobTable reports whether a table of columns cols is a 0.6 blob table:
+// exactly upstream's columns, id and experience_bytes. Any other table
+// named <name>_blob (a 0.5 buffer of that name, say) is unrelated to
+// <name>: never read, emptied or written with it.
+func isBlobTable(cols []string) bool {
+	return len(cols) == 2 && contains(cols, "id") && contains(cols, ColumnPayload)
+}
+
 // tableKind reads a buffer's schema type and layout from its tables'
-// columns (spec: <name> with experience_bytes is 0.5, else <name>_blob with
-// id and experience_bytes is 0.6); exists is false when there is no table
-// <name>.
+// columns (spec: <name> with experience_bytes is 0.5, else a blob table
+// <name>_blob (isBlobTable) makes it 0.6, and both mixed); exists is false
+// when there is no table <name>.
 func tableKind(ctx context.Context, db querier, loc Location) (k Kind, lay Layout, exists bool, err error) {
 	cols, exists, err := columnsOf(ctx, db, loc, loc.Table)
 	if err != nil || !exists {
@@ -210,7 +218,7 @@ func tableKind(ctx context.Context, db querier, loc Location) (k Kind, lay Layou
 	for _, c := range cols {
 		has[c] = true
 	}
-	blob := bexists && contains(bcols, "id") && contains(bcols, ColumnPayload)
+	blob := bexists && isBlobTable(bcols)
 	bad := func(why string) (Kind, Layout, bool, error) {
 		sort.Strings(cols)
 		return "", "", true, badTable(loc, "%s (columns: %s)", why, strings.Join(cols, ", "))

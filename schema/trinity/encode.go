@@ -98,6 +98,9 @@ func jsonValue(a arrow.Array, i int, name string) (any, *fieldError) {
 	if !ok {
 		return nil, nil
 	}
+	if err := validText(s); err != nil {
+		return nil, ferr(name, "JSON text %v", err)
+	}
 	v, err := parseJSON(s)
 	if err != nil {
 		return nil, ferr(name, "not JSON text: %v", err)
@@ -139,6 +142,19 @@ func (r *record) fromStore(c *batchCols, i int) *fieldError {
 	r.truncateStatus = scalar(c.truncateStatus, i)
 	r.modelVersion = scalar(c.modelVersion, i)
 	r.promptText, r.responseText = scalar(c.promptText, i), scalar(c.responseText, i)
+	for _, f := range []struct {
+		name string
+		v    any
+	}{
+		{schema.Batch, r.batch}, {schema.Task, r.task}, {schema.Suffix, r.suffix},
+		{schema.TruncateStatus, r.truncateStatus}, {ColPromptText, r.promptText}, {ColResponseText, r.responseText},
+	} {
+		if s, ok := f.v.(string); ok {
+			if err := validText(s); err != nil {
+				return ferr(f.name, "text %v", err)
+			}
+		}
+	}
 	for _, f := range []struct {
 		a    arrow.Array
 		name string

@@ -196,7 +196,7 @@ func (p *jsonParser) word(w string) bool {
 }
 
 func (p *jsonParser) value(depth int) (any, error) {
-	if depth > 512 {
+	if depth > maxDepth {
 		return nil, p.errf("nested too deeply")
 	}
 	if p.i >= len(p.s) {
@@ -391,14 +391,20 @@ func (p *jsonParser) str() (string, error) {
 				if err != nil {
 					return "", err
 				}
-				if utf16.IsSurrogate(r) && strings.HasPrefix(p.s[p.i:], `\u`) {
-					save := p.i
-					p.i += 2
-					r2, err := p.hex4()
-					if err == nil && utf16.DecodeRune(r, r2) != utf8.RuneError {
-						r = utf16.DecodeRune(r, r2)
-					} else {
-						p.i = save
+				if utf16.IsSurrogate(r) {
+					// A pair is one character; a lone surrogate is refused
+					// (WriteRune would make it U+FFFD).
+					esc := p.i - 6
+					r2 := utf8.RuneError
+					if strings.HasPrefix(p.s[p.i:], `\u`) {
+						p.i += 2
+						if r2, err = p.hex4(); err != nil {
+							return "", err
+						}
+					}
+					if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
+						p.i = esc
+						return "", p.errf("%s: a lone UTF-16 surrogate, which text outputs cannot hold", p.s[esc:esc+6])
 					}
 				}
 				b.WriteRune(r)

@@ -100,9 +100,9 @@ func decodePayload(blob []byte) (payload, *fieldError) {
 	}
 	meta, err := unpickle(blob[headerSize : headerSize+m])
 	if err != nil {
-		var np *notPlainError
-		if errors.As(err, &np) && np.key != "" {
-			return p, &fieldError{field: np.key, msg: "metadata holds a value outside plain Python values: " + err.Error()}
+		var ve *valueError
+		if errors.As(err, &ve) && ve.key != "" {
+			return p, &fieldError{field: ve.key, msg: "metadata: " + err.Error()}
 		}
 		return p, &fieldError{field: ColumnPayload, msg: "metadata: " + err.Error()}
 	}

@@ -19,23 +19,21 @@ var opNames = map[byte]string{
 	0x91: "FROZENSET", 0x82: "EXT1", 0x83: "EXT2", 0x84: "EXT4",
 }
 
-// notPlainError reports an opcode outside plain values, with the item key
-// (an entry of itemKeys) whose value held it, when it can be told.
-type notPlainError struct {
-	op  string
-	at  int
+// valueError is a problem in a decoded pickle, with the item key (an entry
+// of itemKeys) whose value holds it when it can be told.
+type valueError struct {
 	key string
+	msg string
 }
 
-func (e *notPlainError) Error() string {
-	return fmt.Sprintf("pickle opcode %s at byte %d: a class reference or an object other than dict, list, tuple, str, int, float, bool and None", e.op, e.at)
-}
+func (e *valueError) Error() string { return e.msg }
 
-// pendingKey returns the innermost item key whose value was being built
-// when decoding stopped: dict entries lie on the stack as key, value pairs
-// after the MARK that follows their dict.
+// pendingKey returns the item key whose value was being built when decoding
+// stopped: dict entries lie on the stack as key, value pairs after the MARK
+// that follows their dict, and the pending entry is the last pair of the
+// outermost dict that has item keys (the item; a dict inside its info may
+// have keys of the same names).
 func pendingKey(stack []any) string {
-	key := ""
 	for i := 1; i < len(stack); i++ {
 		if _, ok := stack[i].(markObj); !ok {
 			continue
@@ -50,13 +48,102 @@ func pendingKey(stack []any) string {
 			}
 			end++
 		}
+		key := ""
 		for p := i + 1; p < end; p += 2 {
 			if s, ok := stack[p].(string); ok && itemKeys[s] {
 				key = s
 			}
 		}
+		if key != "" {
+			return key
+		}
 	}
-	return key
+	return ""
+}
+
+// Bounds on a pickle's value, so that a hostile payload is refused in time
+// and memory linear in its length. Decoding itself is linear: a dict is
+// built through its index (Dict.find), memo entries are numbered in the
+// order Python's pickler numbers them (each new one at the next index), an
+// int is at most maxIntBytes long. The decoded value is then checked
+// (bounded) before anything walks it: it nests at most maxDepth lists,
+// dicts and tuples deep, no list or dict holds itself, and its expanded
+// size — a value reached through n memo references counted n times, as its
+// JSON text spells it out n times; each value 1, each str its UTF-8
+// length — is at most maxExpansion × the pickle's length + expansionSlack.
+const (
+	maxDepth       = 512
+	maxExpansion   = 16
+	expansionSlack = 1 << 20
+	// maxIntBytes is the longest int, in bytes, that stays within the
+	// maxIntDigits decimal digits Python's str() converts
+	// (sys.int_info.default_max_str_digits).
+	maxIntBytes  = 1785
+	maxIntDigits = 4300
+)
+
+// bounded checks a decoded value against the bounds above, with a budget of
+// expanded size, and that every str is text (validText).
+func bounded(v any, budget int64) error {
+	w := walker{budget: budget, open: map[any]bool{}}
+	return w.walk(v, 0, "")
+}
+
+type walker struct {
+	budget int64
+	open   map[any]bool // the lists and dicts being walked
+}
+
+// walk checks v, found depth containers deep under item key field.
+func (w *walker) walk(v any, depth int, field string) error {
+	w.budget--
+	if w.budget < 0 {
+		return &valueError{key: field, msg: fmt.Sprintf("expands (memo references) to more than %d× the pickle's size + %d MiB", maxExpansion, expansionSlack>>20)}
+	}
+	var items []any
+	switch x := v.(type) {
+	case string:
+		w.budget -= int64(len(x))
+		if err := validText(x); err != nil {
+			return &valueError{key: field, msg: "a str " + err.Error()}
+		}
+		return nil
+	case *List:
+		items = x.Items
+	case Tuple:
+		items = x
+	case *Dict:
+		items = x.Keys
+	default:
+		return nil
+	}
+	if depth == maxDepth {
+		return &valueError{key: field, msg: fmt.Sprintf("nests lists, dicts and tuples more than %d deep", maxDepth)}
+	}
+	if _, ok := v.(Tuple); !ok {
+		if w.open[v] {
+			return &valueError{key: field, msg: fmt.Sprintf("a %s that contains itself (a memo reference to it inside it)", pyType(v))}
+		}
+		w.open[v] = true
+		defer delete(w.open, v)
+	}
+	for _, it := range items {
+		if err := w.walk(it, depth+1, field); err != nil {
+			return err
+		}
+	}
+	if d, ok := v.(*Dict); ok {
+		for i, val := range d.Vals {
+			f := field
+			if k, ok := d.Keys[i].(string); ok && f == "" && itemKeys[k] {
+				f = k
+			}
+			if err := w.walk(val, depth+1, f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // interned are the strings every payload repeats (keys and common values):
@@ -83,8 +170,8 @@ func intern(b []byte) string {
 type markObj struct{}
 
 // unpickle decodes a pickle of plain values (dict, list, tuple, str, int,
-// float, bool, None). Any other opcode — a class reference, bytes, a set —
-// is refused with its name.
+// float, bool, None) within the bounds above. Any other opcode — a class
+// reference, bytes, a set — is refused with its name.
 func unpickle(b []byte) (any, error) {
 	var (
 		stack = make([]any, 0, 64)
@@ -165,13 +252,14 @@ func unpickle(b []byte) (any, error) {
 		if err != nil {
 			return err
 		}
-		if i > uint64(len(b)) { // a memo index can never exceed the opcodes seen
-			return fmt.Errorf("pickle: memo index %d out of range", i)
+		switch {
+		case i == uint64(len(memo)):
+			memo = append(memo, v)
+		case i < uint64(len(memo)):
+			memo[i] = v
+		default:
+			return fmt.Errorf("pickle: memo index %d out of order (the next is %d)", i, len(memo))
 		}
-		for uint64(len(memo)) <= i {
-			memo = append(memo, nil)
-		}
-		memo[i] = v
 		return nil
 	}
 	setItems := func(d any, kv []any) error {
@@ -182,9 +270,11 @@ func unpickle(b []byte) (any, error) {
 		dict.Keys = slices.Grow(dict.Keys, len(kv)/2)
 		dict.Vals = slices.Grow(dict.Vals, len(kv)/2)
 		for i := 0; i < len(kv); i += 2 {
-			if err := dictSet(dict, kv[i], kv[i+1]); err != nil {
-				return err
+			switch kv[i].(type) {
+			case *List, *Dict:
+				return fmt.Errorf("pickle: unhashable dict key %s", pyType(kv[i]))
 			}
+			dict.Set(kv[i], kv[i+1])
 		}
 		return nil
 	}
@@ -223,6 +313,9 @@ func unpickle(b []byte) (any, error) {
 			if len(stack) != 0 {
 				return nil, errors.New("pickle: values left on the stack at STOP")
 			}
+			if err := bounded(v, maxExpansion*int64(len(b))+expansionSlack); err != nil {
+				return nil, err
+			}
 			return v, nil
 		case opNone:
 			stack = append(stack, nil)
@@ -248,6 +341,9 @@ func unpickle(b []byte) (any, error) {
 			n := int(v)
 			if op == opLong4 {
 				n = int(int32(v)) // signed: a negative size is refused by need
+			}
+			if n > maxIntBytes {
+				return nil, &valueError{key: pendingKey(stack), msg: fmt.Sprintf("an int of %d bytes at byte %d, beyond the %d digits Python's str() converts", n, pos, maxIntDigits)}
 			}
 			s, err := need(n)
 			if err != nil {
@@ -370,39 +466,9 @@ func unpickle(b []byte) (any, error) {
 			if !ok {
 				name = fmt.Sprintf("0x%02x", op)
 			}
-			return nil, &notPlainError{op: name, at: pos - 1, key: pendingKey(stack)}
+			return nil, &valueError{key: pendingKey(stack), msg: fmt.Sprintf("a value outside plain Python values: pickle opcode %s at byte %d (a class reference or an object other than dict, list, tuple, str, int, float, bool and None)", name, pos-1)}
 		}
 	}
-}
-
-// dictSet stores k: v; keys must be hashable plain values (str, int, float,
-// bool, None, tuples of those).
-func dictSet(d *Dict, k, v any) error {
-	switch k.(type) {
-	case *List, *Dict:
-		return fmt.Errorf("pickle: unhashable dict key %T", k)
-	}
-	for i, key := range d.Keys {
-		if equalKey(key, k) {
-			d.Vals[i] = v
-			return nil
-		}
-	}
-	d.Keys = append(d.Keys, k)
-	d.Vals = append(d.Vals, v)
-	return nil
-}
-
-func equalKey(a, b any) bool {
-	switch x := a.(type) {
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case int64:
-		y, ok := b.(int64)
-		return ok && x == y
-	}
-	return false
 }
 
 // decodeLong decodes a two's complement little-endian integer.

@@ -435,6 +435,25 @@ func (r *Reader) missingBlobErr() error {
 		r.loc.Table, ids.n, blobTable(r.loc), ids)
 }
 
+// duplicateErr stops the read at an id the join gave twice: a blob table
+// (or a metadata table) whose ids are not unique, which would otherwise
+// read as extra rows. It names the table and how many rows hold the id.
+func (r *Reader) duplicateErr(id int64) error {
+	r.stopScan()
+	q := fmt.Sprintf("SELECT (SELECT count(*) FROM %s WHERE id = %d), (SELECT count(*) FROM %s WHERE id = %d)",
+		quoteIdent(r.loc.Table), id, quoteIdent(blobTable(r.loc)), id)
+	var nMeta, nBlob int64
+	if err := r.db.QueryRowContext(r.ctx, q).Scan(&nMeta, &nBlob); err != nil {
+		return locErr(r.loc, "cannot read table %s: %v", blobTable(r.loc), err)
+	}
+	table, n := blobTable(r.loc), nBlob
+	if nBlob < 2 {
+		table, n = r.loc.Table, nMeta
+	}
+	return schema.Errorf(r.loc.String(), r.row, "id", "table %s, id %d: %d rows hold this id; a buffer table's ids are unique (upstream's tables are keyed on id), so the rows cannot be told apart",
+		table, id, n)
+}
+
 // atEnd runs once the query is exhausted: blob rows no metadata row names.
 func (r *Reader) atEnd() error {
 	if r.ended || r.layout == Layout05 {
@@ -505,6 +524,9 @@ func (r *Reader) decodeRow() (bool, error) {
 	}
 	raw := &r.chunk.rows[r.ci]
 	r.ci++
+	if r.layout != Layout05 && r.span.seen && raw.id == r.span.last {
+		return false, r.duplicateErr(raw.id)
+	}
 	r.id = raw.id
 	r.span.add(raw.id)
 	if raw.missing {

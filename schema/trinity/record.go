@@ -250,6 +250,17 @@ func (r *record) fromPayload(p payload, cols *tableCols) *fieldError {
 		r.modelVersion = m
 	}
 	if cols != nil {
+		for _, c := range []struct {
+			name string
+			v    *string
+		}{{"task_id", cols.taskID}, {"msg_id", cols.msgID}} {
+			if c.v == nil {
+				continue
+			}
+			if err := validText(*c.v); err != nil {
+				return ferr(c.name, "text %v", err)
+			}
+		}
 		r.task, r.run, r.suffix, r.reward, r.modelVersion = nil, nil, nil, nil, nil
 		if cols.taskID != nil {
 			r.task = *cols.taskID

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -180,16 +181,13 @@ func readSafetensors(b []byte) (map[string]Tensor, error) {
 		if !ok {
 			return nil, fmt.Errorf("tensor %q: unsupported dtype %q", name, ti.Dtype)
 		}
-		numel := int64(1)
-		for _, d := range ti.Shape {
-			if d < 0 || (d > 0 && numel > (1<<62)/d) {
-				return nil, fmt.Errorf("tensor %q: bad shape %v", name, ti.Shape)
-			}
-			numel *= d
+		nbytes, ok := tensorBytes(ti.Shape, size, int64(len(data)))
+		if !ok {
+			return nil, fmt.Errorf("tensor %q: shape %v of %s needs more than the block's %d data bytes", name, ti.Shape, ti.Dtype, len(data))
 		}
 		lo, hi := ti.Offsets[0], ti.Offsets[1]
-		if lo < 0 || hi < lo || hi-lo != numel*size {
-			return nil, fmt.Errorf("tensor %q: offsets [%d, %d] do not hold %d × %s", name, lo, hi, numel, ti.Dtype)
+		if lo < 0 || hi < lo || hi-lo != nbytes {
+			return nil, fmt.Errorf("tensor %q: offsets [%d, %d] do not hold %v × %s", name, lo, hi, ti.Shape, ti.Dtype)
 		}
 		spans = append(spans, span{name, lo, hi})
 		out[name] = Tensor{Dtype: ti.Dtype, Shape: ti.Shape}
@@ -219,6 +217,26 @@ func readSafetensors(b []byte) (map[string]Tensor, error) {
 		out[s.name] = t
 	}
 	return out, nil
+}
+
+// tensorBytes returns the size in bytes of a tensor of shape and element
+// size, and false when it exceeds limit (the data a block holds): the
+// product is never formed past limit, so no shape overflows it.
+func tensorBytes(shape []int64, size, limit int64) (int64, bool) {
+	if slices.ContainsFunc(shape, func(d int64) bool { return d < 0 }) {
+		return 0, false
+	}
+	if slices.Contains(shape, 0) {
+		return 0, true
+	}
+	n := size
+	for _, d := range shape {
+		if n > limit/d {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, n <= limit
 }
 
 // namedTensor is a tensor to write under a name.

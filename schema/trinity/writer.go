@@ -123,11 +123,15 @@ func (w *Writer) begin(s *arrow.Schema) error {
 	default:
 		lay = Layout05
 	}
-	if !exists && lay == Layout06 {
-		if _, bexists, err := columnsOf(w.ctx, w.tx, loc, blobTable(loc)); err != nil {
+	if !exists {
+		bcols, bexists, err := columnsOf(w.ctx, w.tx, loc, blobTable(loc))
+		switch {
+		case err != nil:
 			return err
-		} else if bexists {
+		case bexists && isBlobTable(bcols):
 			return badTable(loc, "no such table, but %s exists: a blob table without its metadata table", blobTable(loc))
+		case bexists && lay == Layout06:
+			return badTable(loc, "the 0.6 layout needs a table %s, and one that is not a blob table exists (columns: %s)", blobTable(loc), strings.Join(bcols, ", "))
 		}
 	}
 	switch {
