@@ -138,9 +138,11 @@ func TestBadFixtures(t *testing.T) {
 	}
 }
 
-func TestConvertKeepsInvalidRewardsOnRequest(t *testing.T) {
+// TestConvertKeepsInvalidRewards: a conversion copies a NaN reward as it
+// is, with default flags.
+func TestConvertKeepsInvalidRewards(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.parquet")
-	if _, stderr, code := runCLI(t, "convert", "../../fixtures/bad/nan_reward.jsonl", out, "--on-invalid-reward", "keep"); code != 0 {
+	if _, stderr, code := runCLI(t, "convert", "../../fixtures/bad/nan_reward.jsonl", out); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	stdout, _, _ := runCLI(t, "inspect", out, "--format", "json")

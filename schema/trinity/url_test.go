@@ -188,28 +188,3 @@ func TestKindOf(t *testing.T) {
 		}
 	}
 }
-
-// TestRewardOptional: DPO or SFT rows, the store's or those an output
-// buffer's schema_type declares, may have a null reward; experience rows
-// and file outputs of them may not.
-func TestRewardOptional(t *testing.T) {
-	plain := arrow.NewSchema([]arrow.Field{{Name: schema.Reward, Type: arrow.PrimitiveTypes.Float64}}, nil)
-	pairs := arrow.NewSchema(append(plain.Fields(), arrow.Field{Name: schema.Chosen, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: schema.Rejected, Type: arrow.BinaryTypes.String}), nil)
-	for _, tc := range []struct {
-		s    *arrow.Schema
-		out  string
-		want bool
-	}{
-		{plain, "out.parquet", false},
-		{pairs, "out.parquet", true},
-		{plain, "sqlite:///b.db?table=t&schema_type=sft", true},
-		{plain, "sqlite:///b.db?table=t&schema_type=dpo", true},
-		{plain, "sqlite:///b.db?table=t", false},
-		{pairs, "sqlite:///b.db?table=t&schema_type=experience", false},
-	} {
-		if got := RewardOptional(tc.s, tc.out); got != tc.want {
-			t.Errorf("%d columns to %s: %v, want %v", len(tc.s.Fields()), tc.out, got, tc.want)
-		}
-	}
-}
