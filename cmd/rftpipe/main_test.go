@@ -139,15 +139,25 @@ func TestBadFixtures(t *testing.T) {
 }
 
 // TestConvertKeepsInvalidRewards: a conversion copies a NaN reward as it
-// is, with default flags.
+// is, with default flags, except into an SQLite experience table, which
+// would store it as NULL: that is refused naming the row, nothing written.
 func TestConvertKeepsInvalidRewards(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out.parquet")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.parquet")
 	if _, stderr, code := runCLI(t, "convert", "../../fixtures/bad/nan_reward.jsonl", out); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	stdout, _, _ := runCLI(t, "inspect", out, "--format", "json")
 	if !strings.Contains(stdout, `"invalid": 1`) {
 		t.Errorf("inspect does not count the NaN reward: %s", stdout)
+	}
+	url := "sqlite:///" + filepath.Join(dir, "b.db") + "?table=t"
+	_, stderr, code := runCLI(t, "convert", out, url)
+	if code != 2 || !strings.Contains(stderr, `row 1: column "reward": cannot write into experience table t: reward NaN`) {
+		t.Errorf("NaN reward into SQLite: exit %d, want 2 naming row 1's reward:\n%s", code, stderr)
+	}
+	if stdout, _, code := runCLI(t, "inspect", url); code != 2 {
+		t.Errorf("the refused write left a table (exit %d): %s", code, stdout)
 	}
 }
 

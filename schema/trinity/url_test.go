@@ -141,6 +141,7 @@ func TestBufferURL(t *testing.T) {
 		{path: "", storage: "queue", name: "exp", errSubstr: "keeps no record"},
 		{path: "", storage: "", name: "exp", errSubstr: "keeps no record"},
 		{path: "buf.jsonl", storage: "file", name: "exp", errSubstr: "storage_type"},
+		{path: "tasks/", storage: "task_dir", name: "exp", errSubstr: "task_dir is a directory of task files, not experiences"},
 		{path: "sqlite:///b.db", storage: "sql", name: "", errSubstr: "no name"},
 		{path: "sqlite:///b.db", storage: "sql", name: "bad-name", errSubstr: "want letters"},
 	} {
