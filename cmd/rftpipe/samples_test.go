@@ -172,3 +172,51 @@ func jsonRecords(t *testing.T, path string, textTask bool) []map[string]any {
 	}
 	return recs
 }
+
+// TestPromptTruncatedRoutedExperts: a prompt-truncated row carries
+// placeholder routed_experts (Trinity after 0.6: arange % num_experts);
+// inspect counts them apart from routing data, and they survive a 0.6
+// buffer, Parquet and JSONL unchanged.
+func TestPromptTruncatedRoutedExperts(t *testing.T) {
+	dir := t.TempDir()
+	recs := jsonRecords(t, filepath.Join(trinitySamples, "v0.6/experience.jsonl"), false)
+	routed, truncated := recs[2], recs[39] // id 3: uint8 [24][4][2]; id 40: prompt_truncated, 13 tokens
+	if truncated["truncate_status"] != "prompt_truncated" || routed["routed_experts"] == nil {
+		t.Fatal("the sample's rows 3 and 40 changed")
+	}
+	placeholder := make([][][]int, len(truncated["tokens"].([]any))-1)
+	for k := range placeholder {
+		placeholder[k] = [][]int{{(8 * k) % 64, (8*k + 1) % 64}, {(8*k + 2) % 64, (8*k + 3) % 64}, {(8*k + 4) % 64, (8*k + 5) % 64}, {(8*k + 6) % 64, (8*k + 7) % 64}}
+	}
+	truncated["routed_experts"] = placeholder
+	in := filepath.Join(dir, "in.jsonl")
+	var b bytes.Buffer
+	for _, r := range []map[string]any{routed, truncated} {
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(append(line, '\n'))
+	}
+	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := "sqlite:///" + filepath.Join(dir, "b.db") + "?table=t&layout=0.6"
+	convertOK(t, in, url)
+	convertOK(t, url, filepath.Join(dir, "b.parquet"))
+	convertOK(t, filepath.Join(dir, "b.parquet"), filepath.Join(dir, "out.jsonl"))
+	sameRecords(t, in, filepath.Join(dir, "out.jsonl"), true)
+	for _, store := range []string{in, url, filepath.Join(dir, "b.parquet")} {
+		stdout, stderr, code := runCLI(t, "inspect", store, "--format", "json")
+		if code != 0 || !strings.Contains(stdout, `"routed_experts": {
+    "rows": 1,
+    "prompt_truncated_placeholders": 1
+  }`) {
+			t.Errorf("inspect %s (exit %d) does not count one row of routing data and one placeholder:\n%s%s", store, code, stdout, stderr)
+		}
+	}
+	stdout, _, _ := runCLI(t, "inspect", in)
+	if !strings.Contains(stdout, "1 rows of routing data, 1 prompt_truncated placeholders (not routing data)") {
+		t.Errorf("inspect's table does not show the counts:\n%s", stdout)
+	}
+}
