@@ -159,13 +159,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	if err := checkDecodable(path, pf, plans); err != nil {
 		return nil, err
 	}
-	psc := arrow.NewSchema(rsc.Fields(), trinity.StoreMeta(full.Metadata()))
-	text, tsc, hasText := textLeaves(pf, plans, psc)
-	if hasText {
-		psc = tsc
-	} else {
-		text = nil
-	}
+	text, psc := textLeaves(pf, plans, arrow.NewSchema(rsc.Fields(), trinity.StoreMeta(full.Metadata())))
 	p := &parquetSource{path: path, fr: fr, pf: pf, plans: plans, text: text, sc: psc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
 		skip: newRowGroupSkipper(pf, cfg), inFlight: max(cfg.rowGroupsInFlight, 1), ctx: cfg.ctx, done: make(chan struct{})}
 	if cfg.deferred {

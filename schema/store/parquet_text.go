@@ -37,11 +37,12 @@ const (
 
 // textLeaves returns, for each field of sc (as pqarrow reads them, planned
 // by plans), the text its one top-level leaf holds, and sc with those
-// fields as utf8; ok is false when no field holds text.
-func textLeaves(pf *file.Reader, plans []fieldPlan, sc *arrow.Schema) (kinds []textLeaf, out *arrow.Schema, ok bool) {
+// fields as utf8; nil and sc when no field holds text.
+func textLeaves(pf *file.Reader, plans []fieldPlan, sc *arrow.Schema) ([]textLeaf, *arrow.Schema) {
 	psc := pf.MetaData().Schema
-	kinds = make([]textLeaf, len(plans))
+	kinds := make([]textLeaf, len(plans))
 	fields := sc.Fields()
+	found := false
 	for i, p := range plans {
 		if len(p.leaves) != 1 || psc.Column(p.leaves[0]).MaxRepetitionLevel() != 0 {
 			continue
@@ -57,10 +58,13 @@ func textLeaves(pf *file.Reader, plans []fieldPlan, sc *arrow.Schema) (kinds []t
 			continue
 		}
 		fields[i].Type = arrow.BinaryTypes.String
-		ok = true
+		found = true
+	}
+	if !found {
+		return nil, sc
 	}
 	md := sc.Metadata()
-	return kinds, arrow.NewSchema(fields, &md), ok
+	return kinds, arrow.NewSchema(fields, &md)
 }
 
 // asText converts a column read as bytes to the text its logical type

@@ -3,12 +3,16 @@ package store_test
 import (
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/parquet"
+	"github.com/apache/arrow/go/v17/parquet/file"
+	pqschema "github.com/apache/arrow/go/v17/parquet/schema"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
@@ -130,5 +134,45 @@ func TestDuckDBHugeintPastInt64(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), in+": "+tc.want) {
 			t.Errorf("task %s: %v, want %s", tc.value, err, tc.want)
 		}
+	}
+}
+
+// TestJSONColumnNotJSON: a column annotated JSON whose value is not JSON
+// text (not what DuckDB writes, but what another writer may) is refused
+// naming the file, row and column, so JSONL is never written from it.
+func TestJSONColumnNotJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.parquet")
+	node, err := pqschema.NewPrimitiveNodeLogical("extra", parquet.Repetitions.Optional, pqschema.JSONLogicalType{}, parquet.Types.ByteArray, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := pqschema.NewGroupNode("schema", parquet.Repetitions.Required, pqschema.FieldList{node}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := file.NewParquetWriter(fh, root)
+	cw, err := w.AppendRowGroup().NextColumn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := []parquet.ByteArray{parquet.ByteArray(`{"a": 1}`), parquet.ByteArray(`{"a": `)}
+	if _, err := cw.(*file.ByteArrayColumnChunkWriter).WriteBatch(vals, []int16{1, 1, 0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, err = r.Next()
+	if want := path + `: row 1: column "extra": a JSON value that is not valid UTF-8 JSON text`; err == nil || err.Error() != want || !errors.Is(err, schema.ErrBadInput) {
+		t.Errorf("got %v, want %s", err, want)
 	}
 }
