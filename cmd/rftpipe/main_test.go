@@ -97,7 +97,8 @@ func TestGenBadFlags(t *testing.T) {
 
 // TestBadFixtures runs convert over every hand-made bad store: exit 2, one
 // line naming the file (and row/column where there is one), no output left,
-// input untouched.
+// input untouched. (The invalid-reward stores convert: see
+// TestConvertKeepsInvalidRewards.)
 func TestBadFixtures(t *testing.T) {
 	tests := []struct{ file, want string }{
 		{"empty.parquet", "not a readable Parquet file"},
@@ -109,8 +110,6 @@ func TestBadFixtures(t *testing.T) {
 		{"wrong_type.jsonl", `row 0: column "reward": want a number`},
 		{"ragged.jsonl", `row 1: column "action_mask": ragged row`},
 		{"token_mismatch.jsonl", `row 0: column "tokens"`},
-		{"nan_reward.jsonl", `row 1: column "reward": reward is NaN`},
-		{"inf_reward.jsonl", `row 0: column "reward": reward is +Inf`},
 		{"nan_logprob.jsonl", `row 0: column "logprobs": log-prob NaN at token 1`},
 		{"null_id.jsonl", `row 1: column "task": null id`},
 	}

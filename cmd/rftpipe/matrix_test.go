@@ -33,8 +33,9 @@ var (
 	// The bad fixtures carry no advantages, so loss refuses them for that
 	// first.
 	rowBad = [5]int{2, 2, 0, 2, 2}
-	// A store with an invalid reward: inspect counts it.
-	rewardBad = [5]int{2, 2, 0, 2, 0}
+	// A store with an invalid reward: run and loss refuse it; convert
+	// copies it as it is and inspect counts it.
+	rewardBad = [5]int{2, 2, 0, 0, 0}
 )
 
 // TestBadInputMatrix runs every matrix command over every bad input. Each
