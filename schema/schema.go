@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
 )
 
 // Column names of the experience store. Users' SQL and every stage depend on them.
@@ -63,6 +64,19 @@ const (
 	// extra columns, as the stores Trinity's 0.6 exports have it.
 	RoutedExperts = "routed_experts"
 )
+
+// PromptTruncated is the truncate_status of a row whose prompt was cut to
+// fit. Trinity-RFT after 0.6 gives such a row placeholder routed_experts
+// (arange % num_experts, not what a router chose): they are kept as they
+// are and never counted as routing data (RoutingData).
+const PromptTruncated = "prompt_truncated"
+
+// RoutingData reports whether row i holds routing data: a routed_experts
+// value on a row that is not PromptTruncated. routed and status are the
+// rows' routed_experts and truncate_status columns, nil when absent.
+func RoutingData(routed arrow.Array, status *array.String, i int) bool {
+	return routed != nil && !routed.IsNull(i) && (status == nil || status.IsNull(i) || status.Value(i) != PromptTruncated)
+}
 
 // Type of each known column. batch and task may also be utf8 (see IDTypes).
 var types = map[string]arrow.DataType{

@@ -149,3 +149,34 @@ func FuzzRedact(f *testing.F) {
 		}
 	})
 }
+
+// TestRoutingData: a routed_experts value is routing data unless its row is
+// prompt-truncated (Trinity's placeholder); a null value never is.
+func TestRoutingData(t *testing.T) {
+	mem := memory.DefaultAllocator
+	rb := array.NewInt16Builder(mem)
+	rb.AppendValues([]int16{1, 2, 3, 4}, nil)
+	rb.AppendNull()
+	routed := rb.NewArray()
+	defer routed.Release()
+	sb := array.NewStringBuilder(mem)
+	sb.AppendValues([]string{"", "prompt_truncated", "response_truncated", ""}, []bool{false, true, true, true})
+	sb.Append("prompt_truncated")
+	status := sb.NewStringArray()
+	defer status.Release()
+	for _, tc := range []struct {
+		routed arrow.Array
+		status *array.String
+		want   []bool
+	}{
+		{routed, status, []bool{true, false, true, true, false}},
+		{routed, nil, []bool{true, true, true, true, false}},
+		{nil, status, []bool{false, false, false, false, false}},
+	} {
+		for i, want := range tc.want {
+			if got := RoutingData(tc.routed, tc.status, i); got != want {
+				t.Errorf("routed %v, status %v, row %d: %v, want %v", tc.routed != nil, tc.status != nil, i, got, want)
+			}
+		}
+	}
+}

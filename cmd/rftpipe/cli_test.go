@@ -188,7 +188,7 @@ func TestHelpTellsTheTruth(t *testing.T) {
 		{[]string{"bench"}, []string{"bench loss"}, nil},
 		{[]string{"loss"}, []string{"--fn"}, []string{"--shards", "--shard ", "--replace"}},
 		{[]string{"run"}, []string{"--shards", "--replace", "_plan.json"}, nil},
-		{[]string{"convert"}, []string{"error (stop at the first"}, nil},
+		{[]string{"convert"}, []string{"--codec"}, []string{"--on-invalid-reward"}},
 		{[]string{"run"}, []string{"interpolations"}, nil},
 	} {
 		stdout, stderr, code := runCLI(t, append([]string{"help"}, c.topic...)...)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
-	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 func convertCommand() *cli.Command {
@@ -18,7 +17,6 @@ func convertCommand() *cli.Command {
 		ArgsUsage: "IN OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
-			&cli.StringFlag{Name: "on-invalid-reward", Value: "error", Usage: "null/NaN/Inf rewards: error (stop at the first, naming its row) | keep; DPO and SFT rows (the input's, or an output buffer's schema_type=dpo|sft) may have null rewards either way"},
 			progressFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -26,18 +24,10 @@ func convertCommand() *cli.Command {
 				return usagef("convert takes IN and OUT")
 			}
 			in, out := c.Args().Get(0), c.Args().Get(1)
-			opt := schema.ValidateOptions{RequireReward: true}
-			switch c.String("on-invalid-reward") {
-			case "error":
-			case "keep":
-				opt.AllowInvalidReward = true
-			default:
-				return usagef("--on-invalid-reward must be error or keep")
-			}
 			if err := store.CheckOutputs(c.Context, []string{in}, []store.Output{{Path: out}}, false); err != nil {
 				return err
 			}
-			n, warnings, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")}, opt)
+			n, warnings, err := copyStore(c, in, out, store.ParquetOptions{Codec: c.String("codec")})
 			if err != nil {
 				return err
 			}
@@ -49,23 +39,22 @@ func convertCommand() *cli.Command {
 }
 
 // copyStore streams every batch of in to out, atomically, validating each
-// row; it returns the rows copied and the input's warnings (rows a buffer
-// read but did not yield).
-func copyStore(c *cli.Context, in, out string, po store.ParquetOptions, opt schema.ValidateOptions) (int64, []string, error) {
+// row's shape; it returns the rows copied and the input's warnings (rows a
+// buffer read but did not yield). A conversion is lossless: every reward
+// the input holds (null, NaN, ±Inf) is copied, since only stages that
+// compute from rewards have a use for --on-invalid-reward.
+func copyStore(c *cli.Context, in, out string, po store.ParquetOptions) (int64, []string, error) {
 	r, err := store.Open(in, store.Context(c.Context))
 	if err != nil {
 		return 0, nil, err
 	}
 	defer r.Close()
-	if trinity.RewardOptional(r.Schema(), out) {
-		opt.RequireReward = false
-	}
 	bar := newProgress(c, "convert", -1)
 	defer bar.Done()
 	n, err := store.Copy(c.Context, r, out, func(rec arrow.Record) error {
 		file, row, _ := r.Pos()
 		bar.Add(rec.NumRows())
-		return schema.Validate(file, row, rec, opt)
+		return schema.Validate(file, row, rec, schema.ValidateOptions{AllowInvalidReward: true})
 	}, store.NotOver(in), store.WithParquet(po))
 	return n, r.Warnings(), err
 }

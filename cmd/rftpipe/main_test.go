@@ -97,7 +97,8 @@ func TestGenBadFlags(t *testing.T) {
 
 // TestBadFixtures runs convert over every hand-made bad store: exit 2, one
 // line naming the file (and row/column where there is one), no output left,
-// input untouched.
+// input untouched. (The invalid-reward stores convert: see
+// TestConvertKeepsInvalidRewards.)
 func TestBadFixtures(t *testing.T) {
 	tests := []struct{ file, want string }{
 		{"empty.parquet", "not a readable Parquet file"},
@@ -109,8 +110,6 @@ func TestBadFixtures(t *testing.T) {
 		{"wrong_type.jsonl", `row 0: column "reward": want a number`},
 		{"ragged.jsonl", `row 1: column "action_mask": ragged row`},
 		{"token_mismatch.jsonl", `row 0: column "tokens"`},
-		{"nan_reward.jsonl", `row 1: column "reward": reward is NaN`},
-		{"inf_reward.jsonl", `row 0: column "reward": reward is +Inf`},
 		{"nan_logprob.jsonl", `row 0: column "logprobs": log-prob NaN at token 1`},
 		{"null_id.jsonl", `row 1: column "task": null id`},
 	}
@@ -138,14 +137,26 @@ func TestBadFixtures(t *testing.T) {
 	}
 }
 
-func TestConvertKeepsInvalidRewardsOnRequest(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out.parquet")
-	if _, stderr, code := runCLI(t, "convert", "../../fixtures/bad/nan_reward.jsonl", out, "--on-invalid-reward", "keep"); code != 0 {
+// TestConvertKeepsInvalidRewards: a conversion copies a NaN reward as it
+// is, with default flags, except into an SQLite experience table, which
+// would store it as NULL: that is refused naming the row, nothing written.
+func TestConvertKeepsInvalidRewards(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.parquet")
+	if _, stderr, code := runCLI(t, "convert", "../../fixtures/bad/nan_reward.jsonl", out); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	stdout, _, _ := runCLI(t, "inspect", out, "--format", "json")
 	if !strings.Contains(stdout, `"invalid": 1`) {
 		t.Errorf("inspect does not count the NaN reward: %s", stdout)
+	}
+	url := "sqlite:///" + filepath.Join(dir, "b.db") + "?table=t"
+	_, stderr, code := runCLI(t, "convert", out, url)
+	if code != 2 || !strings.Contains(stderr, `row 1: column "reward": cannot write into experience table t: reward NaN`) {
+		t.Errorf("NaN reward into SQLite: exit %d, want 2 naming row 1's reward:\n%s", code, stderr)
+	}
+	if stdout, _, code := runCLI(t, "inspect", url); code != 2 {
+		t.Errorf("the refused write left a table (exit %d): %s", code, stdout)
 	}
 }
 

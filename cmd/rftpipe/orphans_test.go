@@ -32,7 +32,7 @@ func TestOrphansSQLReport(t *testing.T) {
 		args func(url string) []string
 	}{
 		{"convert", func(url string) []string {
-			return []string{"convert", url, filepath.Join(dir, "c.jsonl"), "--on-invalid-reward", "keep"}
+			return []string{"convert", url, filepath.Join(dir, "c.jsonl")}
 		}},
 		{"sql", func(url string) []string {
 			return []string{"sql", "SELECT count(*) AS n FROM experiences", "--store", url}

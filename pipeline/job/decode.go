@@ -136,7 +136,7 @@ var trainerInputKeys = []field{
 // rftpipe reads.
 var experienceBufferKeys = []field{
 	{"name", "buffer name", strField(func(j *File) *string { return &j.ExperienceBuffer.Name })},
-	{"storage_type", "file, sql or queue", func(d *decoder, n *yaml.Node, path string) error {
+	{"storage_type", "file, sql, queue or task_dir", func(d *decoder, n *yaml.Node, path string) error {
 		return d.choice(n, path, &d.j.ExperienceBuffer.StorageType, StorageTypes)
 	}},
 	{"path", "the buffer's file, directory or database URL", strField(func(j *File) *string { return &j.ExperienceBuffer.Path })},

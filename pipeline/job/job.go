@@ -93,8 +93,10 @@ type ExperienceBuffer struct {
 	Path string
 }
 
-// StorageTypes are Trinity's buffer storage types.
-var StorageTypes = []string{"file", "sql", "queue"}
+// StorageTypes are Trinity's buffer storage types; task_dir (Trinity after
+// 0.6) is a directory of task files, which holds no experiences: a job
+// reads it only with an input of its own.
+var StorageTypes = []string{"file", "sql", "queue", "task_dir"}
 
 // Error is a problem in a job file, located by line and key.
 type Error struct {

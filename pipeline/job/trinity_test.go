@@ -140,7 +140,7 @@ buffer:
 		{"typo in algorithm", "algorithm: {algorithm_type: grpo, repeat_time: 8}\n", `repeat_time: unknown key (did you mean "repeat_times"?)`},
 		{"typo in buffer", "buffer:\n  batch_sise: 8\n", `line 2: buffer.batch_sise: unknown key (did you mean "batch_size"?)`},
 		{"typo in experience buffer", "buffer: {trainer_input: {experience_buffer: {storage_typ: file}}}\n", `did you mean "storage_type"?`},
-		{"bad storage type", "buffer: {trainer_input: {experience_buffer: {storage_type: fiel}}}\n", `unknown value "fiel" (valid: file, sql, queue) (did you mean "file"?)`},
+		{"bad storage type", "buffer: {trainer_input: {experience_buffer: {storage_type: fiel}}}\n", `unknown value "fiel" (valid: file, sql, queue, task_dir) (did you mean "file"?)`},
 		{"bad batch size", "buffer: {batch_size: 0}\n", "buffer.batch_size: 0 is not a positive integer"},
 		{"wrong type in a read section", "buffer: {batch_size: many}\n", `want a positive integer, got a string "many"`},
 	} {
@@ -150,6 +150,32 @@ buffer:
 				t.Errorf("error %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestTaskDirBuffer: a buffer of storage_type task_dir (Trinity after 0.6)
+// is accepted; it holds no experiences, so the job's input names the store,
+// and without one the error says so.
+func TestTaskDirBuffer(t *testing.T) {
+	src := "buffer: {trainer_input: {experience_buffer: {name: tasks, storage_type: task_dir, path: data/tasks}}}\n"
+	for _, c := range []struct{ src, input, err string }{
+		{src, "", "storage_type task_dir is a directory of task files, not experiences"},
+		{"input: in.parquet\n" + src, "in.parquet", ""},
+	} {
+		j, err := Parse("job.yaml", []byte(c.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.ExperienceBuffer.StorageType != "task_dir" {
+			t.Errorf("storage type %q", j.ExperienceBuffer.StorageType)
+		}
+		in, err := j.InputStore()
+		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, schema.ErrBadInput)) {
+			t.Errorf("input %q, %v; want an error with %q", in, err, c.err)
+		}
+		if c.err == "" && (err != nil || in != c.input) {
+			t.Errorf("input %q, %v; want %q", in, err, c.input)
+		}
 	}
 }
 

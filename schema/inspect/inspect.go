@@ -36,6 +36,8 @@ type Summary struct {
 	Steps    int      `json:"steps"` // distinct step values
 	Reward   *Stats   `json:"reward,omitempty"`
 	Response *Stats   `json:"response_length,omitempty"`
+	// Routing counts the routed_experts values (when the column exists).
+	Routing *Routing `json:"routed_experts,omitempty"`
 	// Buffer describes a Trinity-RFT buffer's layout and schema type (empty
 	// for files); Warnings are the rows it read but did not yield.
 	Buffer   string   `json:"buffer,omitempty"`
@@ -46,6 +48,13 @@ type Summary struct {
 type Column struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
+}
+
+// Routing counts the rows with routed_experts: those holding routing data
+// and the prompt-truncated rows' placeholders (schema.RoutingData).
+type Routing struct {
+	Rows         int64 `json:"rows"`
+	Placeholders int64 `json:"prompt_truncated_placeholders"`
 }
 
 // Stats is a streaming count/mean/std/min/max (Welford); Std is the
@@ -110,6 +119,7 @@ func Store(ctx context.Context, path string) (*Summary, error) {
 	}
 	batches, tasks, runs, steps := map[string]struct{}{}, map[string]struct{}{}, map[string]struct{}{}, map[string]struct{}{}
 	var reward, resp Stats
+	var routing Routing
 	var key []byte
 	err = r.ForEach(ctx, func(rec arrow.Record) error {
 		file, first, _ := r.Pos()
@@ -120,7 +130,14 @@ func Store(ctx context.Context, path string) (*Summary, error) {
 		b, t, ru, st := get(rec, schema.Batch), get(rec, schema.Task), get(rec, schema.Run), get(rec, schema.Step)
 		rw, _ := get(rec, schema.Reward).(*array.Float64)
 		ll, _ := get(rec, lenCol).(array.ListLike)
+		routed := get(rec, schema.RoutedExperts)
+		status, _ := get(rec, schema.TruncateStatus).(*array.String)
 		for i := 0; i < int(rec.NumRows()); i++ {
+			if schema.RoutingData(routed, status, i) {
+				routing.Rows++
+			} else if routed != nil && !routed.IsNull(i) {
+				routing.Placeholders++
+			}
 			if b != nil && t != nil {
 				key = schema.AppendKey(key[:0], i, b)
 				batches[string(key)] = struct{}{}
@@ -159,6 +176,9 @@ func Store(ctx context.Context, path string) (*Summary, error) {
 	}
 	if lenCol != "" {
 		sum.Response = &resp
+	}
+	if len(sc.FieldIndices(schema.RoutedExperts)) > 0 {
+		sum.Routing = &routing
 	}
 	return sum, nil
 }
@@ -205,6 +225,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	if r := s.Response; r != nil {
 		fmt.Fprintf(tw, "response length\tmean %.1f  min %.0f  max %.0f\n", r.Mean, r.Min, r.Max)
+	}
+	if r := s.Routing; r != nil {
+		fmt.Fprintf(tw, "routed_experts\t%d rows of routing data, %d prompt_truncated placeholders (not routing data)\n", r.Rows, r.Placeholders)
 	}
 	fmt.Fprintln(tw, "columns\t")
 	for _, c := range s.Columns {

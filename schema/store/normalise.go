@@ -340,6 +340,22 @@ func exactInt(asFloat func(i int) float64) func(i int) (int64, bool) {
 	}
 }
 
+// notInt says why element i of src is not an integer of type width: a
+// fraction, a value outside width's range, or (in a float column) an
+// integer past 2^53, which a float64 may hold rounded — DuckDB writes
+// HUGEINT columns to Parquet as DOUBLE.
+func notInt(src arrow.Array, i int, width string) error {
+	if asFloat, ok := floatGetter(src); ok {
+		switch v := asFloat(i); {
+		case v != math.Trunc(v):
+			return fmt.Errorf("%s is not an integer", src.ValueStr(i))
+		case math.Abs(v) > 1<<53 && math.Abs(v) < 1<<63 && width == "int64":
+			return fmt.Errorf("%s is an integer past 2^53 in a float column, which may have rounded it (DuckDB writes HUGEINT as DOUBLE: cast it to BIGINT)", src.ValueStr(i))
+		}
+	}
+	return fmt.Errorf("%s is outside %s's range", src.ValueStr(i), width)
+}
+
 // copier returns a function that appends element i of src to b, converting
 // it to b's type, or an error when the value does not convert losslessly.
 func copier(b array.Builder, src arrow.Array) (func(i int) error, error) {
@@ -354,7 +370,7 @@ func copier(b array.Builder, src arrow.Array) (func(i int) error, error) {
 			return func(i int) error {
 				v, ok := asInt(i)
 				if !ok {
-					return fmt.Errorf("%s does not fit int64", src.ValueStr(i))
+					return notInt(src, i, "int64")
 				}
 				bb.Append(v)
 				return nil
@@ -368,7 +384,7 @@ func copier(b array.Builder, src arrow.Array) (func(i int) error, error) {
 			return func(i int) error {
 				v, ok := asInt(i)
 				if !ok || v < math.MinInt32 || v > math.MaxInt32 {
-					return fmt.Errorf("%s does not fit int32", src.ValueStr(i))
+					return notInt(src, i, "int32")
 				}
 				bb.Append(int32(v))
 				return nil
@@ -379,7 +395,7 @@ func copier(b array.Builder, src arrow.Array) (func(i int) error, error) {
 			return func(i int) error {
 				v, ok := asInt(i)
 				if !ok || v < math.MinInt16 || v > math.MaxInt16 {
-					return fmt.Errorf("%s does not fit int16", src.ValueStr(i))
+					return notInt(src, i, "int16")
 				}
 				bb.Append(int16(v))
 				return nil

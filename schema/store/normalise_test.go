@@ -211,12 +211,13 @@ func TestLossyValuesFail(t *testing.T) {
 		vals      any
 		want      string
 	}{
-		{"token past int32", schema.Tokens, arrow.ListOf(arrow.PrimitiveTypes.Int64), [][]int64{{1}, {2, 1 << 40}}, "row 1: column \"tokens\": item 1: 1099511627776 does not fit int32"},
+		{"token past int32", schema.Tokens, arrow.ListOf(arrow.PrimitiveTypes.Int64), [][]int64{{1}, {2, 1 << 40}}, "row 1: column \"tokens\": item 1: 1099511627776 is outside int32's range"},
 		{"run past int32", schema.Run, arrow.PrimitiveTypes.Int64, []int64{0, 1 << 33}, "row 1: column \"run\""},
-		{"task past int64", schema.Task, arrow.PrimitiveTypes.Uint64, []uint64{0, math.MaxUint64}, "row 1: column \"task\""},
-		{"fractional float batch", schema.Batch, arrow.PrimitiveTypes.Float64, []float64{0, 2.5}, "row 1: column \"batch\": 2.5 does not fit int64"},
-		{"NaN float run", schema.Run, arrow.PrimitiveTypes.Float64, []float64{math.NaN()}, "row 0: column \"run\": NaN does not fit int32"},
-		{"float task past 2^53", schema.Task, arrow.PrimitiveTypes.Float64, []float64{1, 1e300}, "row 1: column \"task\""},
+		{"task past int64", schema.Task, arrow.PrimitiveTypes.Uint64, []uint64{0, math.MaxUint64}, "row 1: column \"task\": 18446744073709551615 is outside int64's range"},
+		{"fractional float batch", schema.Batch, arrow.PrimitiveTypes.Float64, []float64{0, 2.5}, "row 1: column \"batch\": 2.5 is not an integer"},
+		{"NaN float run", schema.Run, arrow.PrimitiveTypes.Float64, []float64{math.NaN()}, "row 0: column \"run\": NaN is not an integer"},
+		{"float task past 2^53", schema.Task, arrow.PrimitiveTypes.Float64, []float64{1, 1e300}, "row 1: column \"task\": 1e+300 is outside int64's range"},
+		{"float task rounded past 2^53", schema.Task, arrow.PrimitiveTypes.Float64, []float64{1, 1 << 60}, "row 1: column \"task\": 1.152921504606847e+18 is an integer past 2^53 in a float column"},
 		{"log-prob past float32", schema.Logprobs, arrow.ListOf(arrow.PrimitiveTypes.Float64), [][]float64{{-1e300}}, "row 0: column \"logprobs\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

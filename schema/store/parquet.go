@@ -43,6 +43,7 @@ type parquetSource struct {
 	fr      *pqarrow.FileReader
 	pf      *file.Reader
 	plans   []fieldPlan // per field of sc
+	text    []textLeaf  // per field of sc, nil when none holds text read as bytes
 	sc      *arrow.Schema
 	batch   int64
 	rg      int   // the row group being read (-1 before the first)
@@ -158,7 +159,8 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	if err := checkDecodable(path, pf, plans); err != nil {
 		return nil, err
 	}
-	p := &parquetSource{path: path, fr: fr, pf: pf, plans: plans, sc: arrow.NewSchema(rsc.Fields(), trinity.StoreMeta(full.Metadata())), batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
+	text, psc := textLeaves(pf, plans, arrow.NewSchema(rsc.Fields(), trinity.StoreMeta(full.Metadata())))
+	p := &parquetSource{path: path, fr: fr, pf: pf, plans: plans, text: text, sc: psc, batch: int64(cfg.batchRows), rg: -1, stamp: stamp, in: in,
 		skip: newRowGroupSkipper(pf, cfg), inFlight: max(cfg.rowGroupsInFlight, 1), ctx: cfg.ctx, done: make(chan struct{})}
 	if cfg.deferred {
 		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group
@@ -325,6 +327,10 @@ func (p *parquetSource) Next() (arrow.Record, error) {
 			release()
 			return nil, fileError(p.path, err, "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", p.rg, p.sc.Field(i).Name)
 		}
+	}
+	if err := p.toText(cols); err != nil {
+		release()
+		return nil, err
 	}
 	p.rest = nil
 	if p.restLeaves != nil {

@@ -131,19 +131,6 @@ func KindOf(s *arrow.Schema) Kind {
 	return KindExperience
 }
 
-// RewardOptional reports whether rows of store schema s written to out may
-// have a null reward: DPO and SFT rows carry none, whether s holds them
-// (KindOf) or out is a buffer URL whose schema_type says so.
-func RewardOptional(s *arrow.Schema, out string) bool {
-	kind := KindOf(s)
-	if IsURL(out) {
-		if loc, err := ParseURL(out); err == nil && loc.Kind != "" {
-			kind = loc.Kind
-		}
-	}
-	return kind == KindDPO || kind == KindSFT
-}
-
 // StoreMeta returns the buffer metadata of md that a store carries from
 // file to file (every store format writes a schema's metadata): MetaSchemaType
 // and MetaLayout where they hold a value a buffer's read sets; nil when

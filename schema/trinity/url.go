@@ -176,6 +176,8 @@ func BufferURL(path, storageType, name, cacheDir string) (string, error) {
 	}
 	switch st {
 	case "sql", "queue":
+	case "task_dir":
+		return "", schema.BadInputf("trinity buffer %q: storage_type task_dir is a directory of task files, not experiences (give the job its input: --in or input:)", name)
 	default:
 		return "", schema.BadInputf("trinity buffer %q: storage_type %q keeps no table rftpipe can read (want sql, or queue with a database path)", name, storageType)
 	}

@@ -141,6 +141,7 @@ func TestBufferURL(t *testing.T) {
 		{path: "", storage: "queue", name: "exp", errSubstr: "keeps no record"},
 		{path: "", storage: "", name: "exp", errSubstr: "keeps no record"},
 		{path: "buf.jsonl", storage: "file", name: "exp", errSubstr: "storage_type"},
+		{path: "tasks/", storage: "task_dir", name: "exp", errSubstr: "task_dir is a directory of task files, not experiences"},
 		{path: "sqlite:///b.db", storage: "sql", name: "", errSubstr: "no name"},
 		{path: "sqlite:///b.db", storage: "sql", name: "bad-name", errSubstr: "want letters"},
 	} {
@@ -185,31 +186,6 @@ func TestKindOf(t *testing.T) {
 		}
 		if got := KindOf(arrow.NewSchema(tc.fields, md)); got != tc.want {
 			t.Errorf("%d columns, schema_type %q: %s, want %s", len(tc.fields), tc.meta, got, tc.want)
-		}
-	}
-}
-
-// TestRewardOptional: DPO or SFT rows, the store's or those an output
-// buffer's schema_type declares, may have a null reward; experience rows
-// and file outputs of them may not.
-func TestRewardOptional(t *testing.T) {
-	plain := arrow.NewSchema([]arrow.Field{{Name: schema.Reward, Type: arrow.PrimitiveTypes.Float64}}, nil)
-	pairs := arrow.NewSchema(append(plain.Fields(), arrow.Field{Name: schema.Chosen, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: schema.Rejected, Type: arrow.BinaryTypes.String}), nil)
-	for _, tc := range []struct {
-		s    *arrow.Schema
-		out  string
-		want bool
-	}{
-		{plain, "out.parquet", false},
-		{pairs, "out.parquet", true},
-		{plain, "sqlite:///b.db?table=t&schema_type=sft", true},
-		{plain, "sqlite:///b.db?table=t&schema_type=dpo", true},
-		{plain, "sqlite:///b.db?table=t", false},
-		{pairs, "sqlite:///b.db?table=t&schema_type=experience", false},
-	} {
-		if got := RewardOptional(tc.s, tc.out); got != tc.want {
-			t.Errorf("%d columns to %s: %v, want %v", len(tc.s.Fields()), tc.out, got, tc.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -221,7 +222,8 @@ func (w *Writer) Layout() Layout { return w.layout }
 
 // Write inserts the rows of a record batch, in order. In the 0.6 layout a
 // row whose payload is over MaxExpSize is refused, naming the row and the
-// size (the transaction then commits nothing).
+// size, and so is a NaN reward in an SQLite experience table, which SQLite
+// would store as NULL (the transaction then commits nothing).
 func (w *Writer) Write(rec arrow.Record) error {
 	cols := newBatchCols(rec)
 	for i := 0; i < int(rec.NumRows()); i++ {
@@ -232,6 +234,9 @@ func (w *Writer) Write(rec arrow.Record) error {
 		}
 		if fe != nil {
 			return schema.Errorf(w.loc.String(), w.rows, fe.field, "cannot write into %s table %s: %s", w.kind, w.loc.Table, fe.msg)
+		}
+		if w.loc.Driver == "sqlite" && row.cols.reward != nil && math.IsNaN(*row.cols.reward) {
+			return schema.Errorf(w.loc.String(), w.rows, schema.Reward, "cannot write into %s table %s: reward NaN (SQLite stores a NaN as NULL, which would change the value)", w.kind, w.loc.Table)
 		}
 		w.buf = row.blob
 		if w.maxBytes > 0 && int64(len(row.blob)) > w.maxBytes {
