@@ -18,7 +18,7 @@ func openBuffer(url string, cfg readConfig) (source, error) {
 }
 
 func createBuffer(ctx context.Context, url string, s *arrow.Schema) (*Writer, error) {
-	t, err := trinity.Create(ctx, url, s)
+	t, err := trinity.Create(ctx, url, s, trinity.CreateOptions{TempFile: CreateTemp})
 	if err != nil {
 		return nil, err
 	}
