@@ -3,24 +3,18 @@ package trinity
 import (
 	"context"
 	"os"
-	"sync"
 	"time"
 )
 
-// heldLock is an exclusive lock this process holds on a file or directory
-// (flock(2) where there is one), shared by the sessions that need it: a
-// second session of this process takes it at once, never waiting for its
-// own process.
+// heldLock is an exclusive lock a Group holds on a file or directory
+// (flock(2) where there is one), shared by its sessions that need it (two
+// new databases in one directory): a second session of the group takes it
+// at once, never waiting for its own job.
 type heldLock struct {
 	key  string
 	f    *os.File
 	refs int
 }
-
-var held = struct {
-	sync.Mutex
-	m map[string]*heldLock
-}{m: map[string]*heldLock{}}
 
 // lockPoll is how often a lock held by another process is tried again.
 const lockPoll = 50 * time.Millisecond
@@ -31,11 +25,10 @@ const lockPoll = 50 * time.Millisecond
 // A path that does not exist is an fs.ErrNotExist error. The lock is of
 // the file path names once locked (one removed or replaced meanwhile is
 // tried again).
-func lockPath(ctx context.Context, loc Location, path string) (*heldLock, error) {
+// The caller holds g.mu.
+func (g *Group) lockPath(ctx context.Context, loc Location, path string) (*heldLock, error) {
 	key := resolvePath(path)
-	held.Lock()
-	defer held.Unlock()
-	if l := held.m[key]; l != nil {
+	if l := g.locks[key]; l != nil {
 		l.refs++
 		return l, nil
 	}
@@ -70,7 +63,7 @@ func lockPath(ctx context.Context, loc Location, path string) (*heldLock, error)
 		now, err2 := os.Stat(path)
 		if err1 == nil && err2 == nil && os.SameFile(lst, now) {
 			l := &heldLock{key: key, f: f, refs: 1}
-			held.m[key] = l
+			g.locks[key] = l
 			return l, nil
 		}
 		f.Close() // removed or replaced while we waited
@@ -78,11 +71,10 @@ func lockPath(ctx context.Context, loc Location, path string) (*heldLock, error)
 }
 
 // release drops one hold of the lock; the last lets the next writer go.
-func (l *heldLock) release() {
-	held.Lock()
-	defer held.Unlock()
+// The caller holds g.mu.
+func (g *Group) release(l *heldLock) {
 	if l.refs--; l.refs == 0 {
-		delete(held.m, l.key)
+		delete(g.locks, l.key)
 		l.f.Close()
 	}
 }

@@ -12,12 +12,13 @@ import (
 	"time"
 )
 
-// The Writers of one process that write into one database share a session:
-// one connection, one transaction and, on SQLite, one lock. Two outputs in
-// one database (a run's kept rows and its rejected rows, say) thus commit
-// together, and the second never waits for a lock the first holds. The
-// transaction commits when the last of its writers commits; an Abort of any
-// of them rolls back all of them.
+// The Writers of one Group that write into one database share a session:
+// one connection, one transaction and, on SQLite, one lock. Two outputs of
+// a job in one database (its kept rows and its rejected rows, say) thus
+// commit together, and the second never waits for a lock the first holds.
+// The transaction commits when the last of its writers commits; an Abort
+// of any of them rolls back all of them. Writers of different groups (of
+// one process or not) wait for each other's locks.
 //
 // An SQLite file that does not exist is not created before the commit: the
 // session writes a temp database beside it (named by the caller's
@@ -34,6 +35,7 @@ const DefaultLockWait = 60 * time.Second
 
 // session is the write transaction of one database.
 type session struct {
+	g       *Group
 	key     string // the database: an SQLite file's resolved path, a PostgreSQL DSN
 	db      *sql.DB
 	tx      *sql.Tx
@@ -45,30 +47,38 @@ type session struct {
 	err     error       // set when the session ended without a commit
 }
 
-var sessions = struct {
-	sync.Mutex
-	m map[string]*session
-}{m: map[string]*session{}}
+// Group is the writers of one job: those that write into one database
+// share its transaction and its locks (CreateOptions.Group).
+type Group struct {
+	mu       sync.Mutex
+	sessions map[string]*session
+	locks    map[string]*heldLock
+}
 
-// join returns the session of loc's database, opening it for the first
-// writer.
-func join(ctx context.Context, loc Location, opts CreateOptions) (*session, error) {
+// NewGroup returns an empty group.
+func NewGroup() *Group {
+	return &Group{sessions: map[string]*session{}, locks: map[string]*heldLock{}}
+}
+
+// join returns the session of loc's database in g, opening it for the
+// first writer.
+func (g *Group) join(ctx context.Context, loc Location, opts CreateOptions) (*session, error) {
 	key := loc.DSN
 	if loc.Driver == "sqlite" {
 		key = resolvePath(loc.DSN)
 	}
-	sessions.Lock()
-	defer sessions.Unlock()
-	if s := sessions.m[key]; s != nil {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.sessions[key]; s != nil {
 		s.writers++
 		return s, nil
 	}
-	s := &session{key: key, writers: 1}
+	s := &session{g: g, key: key, writers: 1}
 	if err := s.open(ctx, loc, opts); err != nil {
 		s.close()
 		return nil, err
 	}
-	sessions.m[key] = s
+	g.sessions[key] = s
 	return s, nil
 }
 
@@ -77,13 +87,13 @@ func (s *session) open(ctx context.Context, loc Location, opts CreateOptions) er
 	path := loc.DSN
 	if loc.Driver == "sqlite" {
 		for {
-			if l, err := lockPath(ctx, loc, path); err == nil {
+			if l, err := s.g.lockPath(ctx, loc, path); err == nil {
 				s.locks = append(s.locks, l)
 				break
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
-			l, err := lockPath(ctx, loc, filepath.Dir(path))
+			l, err := s.g.lockPath(ctx, loc, filepath.Dir(path))
 			if err != nil {
 				return err
 			}
@@ -151,8 +161,8 @@ func begin(ctx context.Context, loc Location, db *sql.DB) (*sql.Tx, error) {
 // commit commits the transaction once every writer of the session has
 // committed; before that it returns nil.
 func (s *session) commit() error {
-	sessions.Lock()
-	defer sessions.Unlock()
+	s.g.mu.Lock()
+	defer s.g.mu.Unlock()
 	if s.err != nil {
 		return s.err
 	}
@@ -193,8 +203,8 @@ func (s *session) place() error {
 
 // abort rolls the session back, for every writer: their Commit then fails.
 func (s *session) abort(why error) {
-	sessions.Lock()
-	defer sessions.Unlock()
+	s.g.mu.Lock()
+	defer s.g.mu.Unlock()
 	if s.err == nil {
 		s.end(why)
 	}
@@ -208,8 +218,8 @@ func (s *session) end(why error) {
 		s.tx.Rollback() // after a commit: sql.ErrTxDone
 	}
 	s.close()
-	if sessions.m[s.key] == s {
-		delete(sessions.m, s.key)
+	if s.g.sessions[s.key] == s {
+		delete(s.g.sessions, s.key)
 	}
 }
 
@@ -225,7 +235,7 @@ func (s *session) close() {
 		s.tmp = ""
 	}
 	for _, l := range s.locks {
-		l.release()
+		s.g.release(l)
 	}
 	s.locks = nil
 }

@@ -18,7 +18,7 @@ import (
 // Writer writes store rows into a buffer table in one transaction: the
 // table (created with upstream's DDL when absent) and its rows become
 // visible at Commit, and nothing does when the write fails or is aborted.
-// The writers of this process into one database share its transaction
+// The writers of one Group into one database share its transaction
 // (session): it commits when the last of them commits. The transaction
 // begins before the writer looks at the tables and holds the table's write
 // lock to its end, so concurrent writers of one table run one after the
@@ -42,6 +42,10 @@ type Writer struct {
 
 // CreateOptions configures Create.
 type CreateOptions struct {
+	// Group, when set, makes the writers created with it that write into
+	// one database share its transaction (see Group); nil: the writer is a
+	// group of its own.
+	Group *Group
 	// TempFile creates the temp file an SQLite database that does not exist
 	// yet is written to, beside target (os.CreateTemp's when nil).
 	TempFile func(target string) (*os.File, error)
@@ -73,7 +77,11 @@ func Create(ctx context.Context, rawURL string, s *arrow.Schema, opts CreateOpti
 		return nil, err
 	}
 	w := &Writer{loc: loc, ctx: ctx}
-	if w.s, err = join(ctx, loc, opts); err != nil {
+	g := opts.Group
+	if g == nil {
+		g = NewGroup()
+	}
+	if w.s, err = g.join(ctx, loc, opts); err != nil {
 		return nil, err
 	}
 	w.tx = w.s.tx
