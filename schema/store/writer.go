@@ -62,6 +62,7 @@ func NotOver(inputs ...string) WriteOption {
 // target; Commit fsyncs and renames it into place, Abort removes it.
 type Writer struct {
 	path string
+	to   string // the file replaced: path, or the file its link points to (Target)
 	tmp  *os.File
 	buf  *bufio.Writer
 	sink sink
@@ -99,12 +100,16 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, schema.Errorf(path, -1, "", "output directory %s does not exist", dir)
 	}
-	tmp, err := CreateTemp(path)
+	to, err := Target(path)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := CreateTemp(to)
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot create output: %w", path, err)
 	}
 	fb := newFileBuffer(tmp)
-	w := &Writer{path: path, tmp: tmp, buf: fb.Writer, sc: s}
+	w := &Writer{path: path, to: to, tmp: tmp, buf: fb.Writer, sc: s}
 	switch f {
 	case Parquet:
 		w.sink, err = newParquetSink(fb, s, cfg.parquet)
@@ -243,11 +248,11 @@ func (w *Writer) Commit() error {
 		return err
 	}
 	w.done = true
-	if err := os.Rename(w.tmp.Name(), w.path); err != nil {
+	if err := os.Rename(w.tmp.Name(), w.to); err != nil {
 		os.Remove(w.tmp.Name())
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
-	syncDir(filepath.Dir(w.path))
+	syncDir(filepath.Dir(w.to))
 	return nil
 }
 
