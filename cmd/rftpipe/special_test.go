@@ -77,6 +77,7 @@ func TestOutputsThatAreNotFiles(t *testing.T) {
 		{"run --out FIFO", []string{"run", "--advantage-fn", "grpo", "--in", demoStore, "--out", fifoStore}, fifoStore, 2, "output is a FIFO"},
 		{"report --out FIFO", []string{"report", demoStore, "--out", fifo}, fifo, 0, ""},
 		{"merge-metrics --prom FIFO", nil, fifo, 0, ""},
+		{"merge-metrics --prom the plan", nil, at("sharded/_plan.json"), 2, "would overwrite the input"},
 	}
 	if dev != "" {
 		cases = append(cases,
