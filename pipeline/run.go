@@ -109,7 +109,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 
 	// 4. The streaming pass: every batch through every stage, into the
 	// output store; copied rows go to a spill store appended at the end.
-	s, err := newStreamer(&job, r, cols, g, tmp)
+	s, err := newStreamer(ctx, &job, r, cols, g, tmp)
 	if err != nil {
 		return nil, err
 	}

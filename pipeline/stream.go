@@ -58,7 +58,7 @@ type out struct {
 	rejected bool
 }
 
-func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp string) (*streamer, error) {
+func newStreamer(ctx context.Context, job *Job, r *store.Reader, cols *columns, g *Grouping, tmp string) (*streamer, error) {
 	var writes []string
 	dup := fieldIndex(r.Schema(), schema.DuplicateOf) >= 0 && job.Keep == nil
 	for _, st := range job.Stages {
@@ -87,7 +87,10 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 		return s, nil
 	}
 	var err error
-	if s.w, err = store.Create(job.Out, s.sh.out, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
+	// Kept and rejected rows in one database: one transaction. A signal
+	// stops the wait for a database's lock.
+	together := store.Together()
+	if s.w, err = store.Create(job.Out, s.sh.out, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet), together, store.WriteContext(ctx)); err != nil {
 		return nil, err
 	}
 	if s.pass, s.passCols, err = deferredReader(job, r, cols); err != nil {
@@ -105,7 +108,7 @@ func newStreamer(job *Job, r *store.Reader, cols *columns, g *Grouping, tmp stri
 				return nil, schema.Errorf(job.In, -1, schema.Info, "missing: a rejected-rows Trinity buffer records drop_reason and dropped_by in info")
 			}
 		}
-		if s.rej, err = store.Create(job.Rejected, s.rejSchema, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet)); err != nil {
+		if s.rej, err = store.Create(job.Rejected, s.rejSchema, store.NotOver(append([]string{job.In}, r.Files()...)...), store.WithParquet(job.Parquet), together, store.WriteContext(ctx)); err != nil {
 			s.abort()
 			return nil, err
 		}
@@ -417,8 +420,8 @@ func (s *streamer) commit(ctx context.Context) error {
 }
 
 // commitOut commits the output store and the rejected rows together
-// (store.CommitAll: a failed write leaves neither behind, unless both are
-// buffer tables).
+// (store.CommitAll: a failed write leaves neither behind, unless they are
+// buffer tables of two databases).
 func (s *streamer) commitOut() error {
 	outs := []*store.Writer{s.w}
 	if s.rej != nil {

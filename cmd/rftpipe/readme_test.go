@@ -11,7 +11,7 @@ import (
 // TestReadmeCommandsRun runs every command of README.md that works on the
 // bundled stores — the lines of its code blocks and its inline code that
 // start with `rftpipe` and name a fixtures/ path — as written, from the
-// repository root, with out/ moved to a temp dir.
+// repository root, with out/ moved to a temp dir (an SQLite URL's too).
 func TestReadmeCommandsRun(t *testing.T) {
 	t.Chdir("../..")
 	src, err := os.ReadFile("README.md")
@@ -42,7 +42,7 @@ func TestReadmeCommandsRun(t *testing.T) {
 		if !strings.Contains(cmd, "fixtures/") || synopsis.MatchString(cmd) {
 			continue
 		}
-		cmd = strings.ReplaceAll(cmd, " out/", " "+out+"/")
+		cmd = strings.ReplaceAll(strings.ReplaceAll(cmd, " out/", " "+out+"/"), "sqlite:///out/", "sqlite:///"+out+"/")
 		args := shellWords(t, cmd)[1:]
 		if _, stderr, code := runCLI(t, args...); code != 0 {
 			t.Errorf("%s: exit %d: %s", cmd, code, stderr)

@@ -157,12 +157,13 @@ type Merged struct {
 // MergeMetrics combines the metrics of the parts of the sharded job in
 // directory dir (shard.MergeDir) and writes them to the metrics and
 // Prometheus files (either may be empty), checked first as every output is
-// (store.CheckOutputs): not onto a part's metrics, nor onto each other.
+// (store.CheckOutputs): not onto a part's metrics or the plan, nor onto
+// each other.
 // label overrides the parts' label; the files report exit status 0, or
 // missingCode when parts are missing.
 func MergeMetrics(dir, metrics, prom, label string, missingCode int) (*Merged, error) {
 	outs := []store.Output{{Flag: "--metrics", Path: metrics}, {Flag: "--prom", Path: prom}}
-	if err := store.CheckOutputs(context.Background(), []string{filepath.Join(shard.MetricsDir(dir), "part-*.json")}, outs, false); err != nil {
+	if err := store.CheckOutputs(context.Background(), []string{filepath.Join(shard.MetricsDir(dir), "part-*.json"), shard.PlanPath(dir)}, outs, false); err != nil {
 		return nil, err
 	}
 	m, err := shard.MergeDir(dir)

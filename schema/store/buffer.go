@@ -17,8 +17,8 @@ func openBuffer(url string, cfg readConfig) (source, error) {
 	return trinity.Open(url, trinity.ReadOptions{Columns: cfg.columns, BatchRows: cfg.batchRows, Mem: cfg.mem, Context: cfg.ctx})
 }
 
-func createBuffer(ctx context.Context, url string, s *arrow.Schema) (*Writer, error) {
-	t, err := trinity.Create(ctx, url, s)
+func createBuffer(ctx context.Context, url string, s *arrow.Schema, g *trinity.Group) (*Writer, error) {
+	t, err := trinity.Create(ctx, url, s, trinity.CreateOptions{TempFile: CreateTemp, Group: g})
 	if err != nil {
 		return nil, err
 	}

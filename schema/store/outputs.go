@@ -34,7 +34,9 @@ type Output struct {
 // read as a file (an input store, a job file) nor another output's file.
 //
 // A buffer URL output is compared with the URL inputs as a table
-// (trinity.SameTable, connecting under ctx). Empty inputs and outputs are skipped. Every refusal
+// (trinity.SameTable, connecting under ctx), and with the other URL outputs
+// (trinity.SameOutput: two outputs may share a database, not a table); one
+// whose names PostgreSQL would cut short is refused (trinity.CheckWritable). Empty inputs and outputs are skipped. Every refusal
 // wraps schema.ErrBadInput and names the output.
 func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK bool) error {
 	var files []string // every file read
@@ -69,6 +71,21 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 			continue
 		}
 		if trinity.IsURL(o.Path) {
+			if err := trinity.CheckWritable(o.Path); err != nil {
+				return err
+			}
+			for _, p := range outs[:i] {
+				if !trinity.IsURL(p.Path) {
+					continue
+				}
+				same, err := trinity.SameOutput(ctx, o.Path, p.Path)
+				if err != nil {
+					return err
+				}
+				if same {
+					return refuse(o, "writes into the table %s writes, %s; give each output its own table", p.Flag, schema.Redact(p.Path))
+				}
+			}
 			for _, in := range inputs {
 				if !trinity.IsURL(in) {
 					continue

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -96,13 +97,88 @@ func stale(path, rest string) bool {
 	return !alive(pid)
 }
 
+// An output path that already exists and is not a regular file is never
+// replaced by the rename that writes an output atomically. The rule, the
+// one place it is enforced (target, which every output goes through:
+// Create, WriteFile, CheckWritable, Target):
+//
+//   - a symbolic link is followed: the file it points to is the output,
+//     replaced atomically, and the link stays (a link to nothing is
+//     refused);
+//   - a FIFO or character device (a pipe, a terminal, /dev/stdout,
+//     /dev/null) is a stream: a text output (WriteFile: metrics, reports,
+//     query results) is written straight through to it, not atomically (a
+//     FIFO with no reader is refused rather than waited on); a store, which
+//     is whole or absent, is refused;
+//   - a directory, socket or any other kind of file is refused.
+
+// target returns the file an output at path replaces, or through: path is
+// a stream that an output that can (stream) writes straight through.
+func target(path string, stream bool) (to string, through bool, err error) {
+	lst, err := os.Lstat(path)
+	if err != nil {
+		return path, false, nil // no such file: made by the rename
+	}
+	st, err := os.Stat(path) // the kernel follows links, /proc/self/fd/N's to a pipe too
+	if err != nil {
+		return "", false, schema.Errorf(path, -1, "", "output is a symbolic link to nothing that can be written (%v)", err)
+	}
+	switch isStream := st.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) != 0; {
+	case isStream && stream:
+		return path, true, nil
+	case isStream:
+		return "", false, schema.Errorf(path, -1, "", "output is a %s, not a file: a store is written whole or not at all, so it needs a file", fileKind(st))
+	case !st.Mode().IsRegular():
+		return "", false, schema.Errorf(path, -1, "", "output is a %s, not a file; name a file", fileKind(st))
+	case lst.Mode()&os.ModeSymlink == 0:
+		return path, false, nil
+	}
+	if to, err = filepath.EvalSymlinks(path); err != nil {
+		return "", false, schema.Errorf(path, -1, "", "output: cannot follow the symbolic link: %v", err)
+	}
+	return to, false, nil
+}
+
+func fileKind(st os.FileInfo) string {
+	switch m := st.Mode(); {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	}
+	return "special file"
+}
+
+// Target returns the file an output store at path replaces (a symbolic
+// link's target), refusing a path that is no file (target): for writers
+// that rename a temp file of their own into place.
+func Target(path string) (string, error) {
+	to, _, err := target(path, false)
+	return to, err
+}
+
 // WriteFile writes the file path atomically, as Writer writes a store:
 // write fills a temp file beside path (CreateTemp), which is synced, made
 // readable by all and renamed into place; on any error it is removed and
 // path is untouched. Every output of rftpipe that is not a store (metrics,
-// Prometheus files, reports, query results) is written through it.
+// Prometheus files, reports, query results) is written through it. A path
+// that is a stream (a FIFO, a terminal, /dev/stdout) is written straight
+// through; see target.
 func WriteFile(path string, write func(w io.Writer) error) error {
-	tmp, err := CreateTemp(path)
+	to, through, err := target(path, true)
+	if err != nil {
+		return err
+	}
+	if through {
+		return writeThrough(path, write)
+	}
+	tmp, err := CreateTemp(to)
 	if err != nil {
 		return fmt.Errorf("%s: cannot create output: %w", path, err)
 	}
@@ -121,7 +197,7 @@ func WriteFile(path string, write func(w io.Writer) error) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		err = os.Rename(tmp.Name(), to)
 	}
 	if err != nil && !errors.Is(err, schema.ErrBadInput) {
 		return fmt.Errorf("%s: %w", path, err) // a fault (disk full): name the output
@@ -129,11 +205,38 @@ func WriteFile(path string, write func(w io.Writer) error) error {
 	return err
 }
 
-// CheckWritable reports whether an output can be written at path (its
-// directory exists and takes a temp file), so a job can refuse a bad output
-// path before it starts its work.
+// writeThrough writes to the stream path, opened without waiting for a
+// reader: a FIFO nobody reads is an error, not a hang.
+func writeThrough(path string, write func(w io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ENXIO) {
+			return schema.Errorf(path, -1, "", "output is a FIFO that no process reads")
+		}
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	bw := bufio.NewWriter(f)
+	if err = write(bw); err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && !errors.Is(err, schema.ErrBadInput) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return err
+}
+
+// CheckWritable reports whether an output can be written at path (it is a
+// file or a stream, target; its directory exists and takes a temp file),
+// so a job can refuse a bad output path before it starts its work.
 func CheckWritable(path string) error {
-	tmp, err := CreateTemp(path)
+	to, through, err := target(path, true)
+	if err != nil || through {
+		return err
+	}
+	tmp, err := CreateTemp(to)
 	if err != nil {
 		return schema.Errorf(path, -1, "", "cannot write the output here: %v", err)
 	}

@@ -29,12 +29,22 @@ type writeConfig struct {
 	parquet ParquetOptions
 	inputs  []string
 	ctx     context.Context
+	group   *trinity.Group
 }
 
 // WriteContext makes connecting to a buffer's database, the checks against
 // the inputs and a buffer's inserts stop when ctx is done (a signal); Copy
 // passes its own.
 func WriteContext(ctx context.Context) WriteOption { return func(c *writeConfig) { c.ctx = ctx } }
+
+// Together returns an option that makes the buffer outputs created with it
+// share a transaction where they write into one database (trinity.Group):
+// the outputs of one job, committed by CommitAll, one never waiting for
+// another's lock.
+func Together() WriteOption {
+	g := trinity.NewGroup()
+	return func(c *writeConfig) { c.group = g }
+}
 
 // As forces the output format instead of inferring it from the file name.
 func As(f Format) WriteOption { return func(c *writeConfig) { c.format = &f } }
@@ -52,6 +62,7 @@ func NotOver(inputs ...string) WriteOption {
 // target; Commit fsyncs and renames it into place, Abort removes it.
 type Writer struct {
 	path string
+	to   string // the file replaced: path, or the file its link points to (Target)
 	tmp  *os.File
 	buf  *bufio.Writer
 	sink sink
@@ -83,18 +94,22 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 		}
 	}
 	if f == TrinityBuffer {
-		return createBuffer(cfg.ctx, path, s)
+		return createBuffer(cfg.ctx, path, s, cfg.group)
 	}
 	dir := filepath.Dir(path)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, schema.Errorf(path, -1, "", "output directory %s does not exist", dir)
 	}
-	tmp, err := CreateTemp(path)
+	to, err := Target(path)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := CreateTemp(to)
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot create output: %w", path, err)
 	}
 	fb := newFileBuffer(tmp)
-	w := &Writer{path: path, tmp: tmp, buf: fb.Writer, sc: s}
+	w := &Writer{path: path, to: to, tmp: tmp, buf: fb.Writer, sc: s}
 	switch f {
 	case Parquet:
 		w.sink, err = newParquetSink(fb, s, cfg.parquet)
@@ -158,9 +173,10 @@ func (w *Writer) Rows() int64 { return w.rows }
 // CommitAll commits the outputs of one job so that a failure leaves as
 // little behind as it can: every file is first finished and fsynced
 // (Prepare), then the buffer tables commit (a transaction, which cannot be
-// finished ahead), then the files are renamed into place. A failure before
-// the renames leaves no file behind and no table committed, except when
-// there are two tables and the second fails to commit after the first has.
+// finished ahead; tables of one database created Together share one), then
+// the files are renamed into place. A failure before the renames leaves no
+// file behind and no table committed, except when there are tables in two
+// databases and the second fails to commit after the first has.
 func CommitAll(ws ...*Writer) error {
 	for _, w := range ws {
 		if err := w.Prepare(); err != nil {
@@ -232,11 +248,11 @@ func (w *Writer) Commit() error {
 		return err
 	}
 	w.done = true
-	if err := os.Rename(w.tmp.Name(), w.path); err != nil {
+	if err := os.Rename(w.tmp.Name(), w.to); err != nil {
 		os.Remove(w.tmp.Name())
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
-	syncDir(filepath.Dir(w.path))
+	syncDir(filepath.Dir(w.to))
 	return nil
 }
 

@@ -89,7 +89,7 @@ func benchBuffer(b *testing.B, rows int, lay trinity.Layout) string {
 	cfg := synth.Default()
 	cfg.Runs, cfg.Tasks, cfg.PromptLen, cfg.RespMin, cfg.RespMax = 8, rows/8, 128, 128, 128
 	start := time.Now()
-	w, err := trinity.Create(context.Background(), url+"&layout="+string(lay), cfg.Schema())
+	w, err := trinity.Create(context.Background(), url+"&layout="+string(lay), cfg.Schema(), trinity.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,21 +25,23 @@ import (
 const setupTimeout = 60 * time.Second
 
 // open connects to the buffer's database, honouring ctx (a signal) and the
-// URL's connect_timeout. An SQLite file must exist unless create is set.
-func open(ctx context.Context, loc Location, create bool) (*sql.DB, error) {
+// URL's connect_timeout. An SQLite file must exist; a writer's (write)
+// waits for a busy database briefly, retrying while the lock wait lasts
+// (begin), a reader's as long as SQLite's busy timeout.
+func open(ctx context.Context, loc Location, write bool) (*sql.DB, error) {
 	dsn := loc.DSN
 	if loc.Driver == "sqlite" {
-		if _, err := os.Stat(dsn); err != nil && !create {
+		if _, err := os.Stat(dsn); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, schema.Errorf(loc.String(), -1, "", "no such database file %s", dsn)
 			}
 			return nil, locErr(loc, "cannot open: %v", err)
 		}
-		mode := "ro"
-		if create {
-			mode = "rw"
+		opts := "?mode=ro&_pragma=busy_timeout(30000)"
+		if write {
+			opts = "?mode=rw&_pragma=busy_timeout(100)&_txlock=immediate"
 		}
-		dsn = "file:" + (&url.URL{Path: dsn}).EscapedPath() + "?mode=" + mode + "&_pragma=busy_timeout(30000)&_txlock=immediate"
+		dsn = "file:" + (&url.URL{Path: dsn}).EscapedPath() + opts
 	}
 	db, err := sql.Open(loc.Driver, dsn)
 	if err != nil {
@@ -334,11 +336,17 @@ func ddl(loc Location, k Kind, lay Layout) []string {
 	}
 	if k == KindExperience {
 		for _, c := range indexed {
-			stmts = append(stmts, fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", quoteIdent("ix_"+loc.Table+"_"+c), t, c))
+			stmts = append(stmts, fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", quoteIdent(indexName(loc, c)), t, c))
 		}
 	}
 	return stmts
 }
+
+// indexName names the index of column c of <name>, as SQLAlchemy does.
+func indexName(loc Location, c string) string { return "ix_" + loc.Table + "_" + c }
+
+// longestIndex is the longest index name a writer of loc may create.
+func longestIndex(loc Location) string { return indexName(loc, "model_version") }
 
 // insertSQL returns the INSERT of one row of kind k into <name> (in 0.6,
 // without the payload; on PostgreSQL returning the new id).

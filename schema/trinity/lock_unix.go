@@ -3,51 +3,63 @@
 package trinity
 
 import (
-	"errors"
-	"io/fs"
+	"bufio"
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
-// lockFile opens the SQLite file at path for a writer, creating it when
-// absent, and holds an exclusive flock(2) on it until it is closed:
-// writers of one file run one after the other, from their first look at
-// the tables to their commit. created is true when this writer created the
-// file and it is still empty once locked: the writer may remove it on
-// failure without removing what another writer committed (one that opened
-// the file meanwhile finds it gone once it holds the lock, and starts
-// over).
-func lockFile(path string) (f *os.File, created bool, err error) {
+// tryLock takes an exclusive flock(2) on f without waiting: ok is false
+// when another open file holds it.
+func tryLock(f *os.File) (ok bool, err error) {
 	for {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-		created = err == nil
-		if errors.Is(err, fs.ErrExist) {
-			f, err = os.OpenFile(path, os.O_RDWR, 0)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // removed since: create it
-			}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch err {
+		case nil:
+			return true, nil
+		case syscall.EWOULDBLOCK:
+			return false, nil
+		case syscall.EINTR:
+			continue
 		}
-		if err != nil {
-			return nil, false, err
-		}
-		for {
-			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-			if err != syscall.EINTR {
-				break
-			}
-		}
-		if err != nil {
-			f.Close()
-			return nil, false, err
-		}
-		held, err1 := f.Stat()
-		now, err2 := os.Stat(path)
-		if err1 == nil && err2 == nil && os.SameFile(held, now) {
-			// A writer that opened the file we created may have taken the
-			// lock first and committed into it: then it is not ours to
-			// remove.
-			return f, created && held.Size() == 0, nil
-		}
-		f.Close() // the file was removed (or replaced) while we waited
+		return false, err
 	}
+}
+
+// lockHolder names, as " (process PID, NAME)", the first other process
+// that holds a lock on path (a flock(2) or SQLite's POSIX locks), as Linux
+// lists them in /proc/locks; "" where the system does not tell.
+func lockHolder(path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	ino := st.Sys().(*syscall.Stat_t).Ino
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a blocked
+		// waiter's line has "->" after the number.
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 6 || fs[1] == "->" {
+			continue
+		}
+		pid, err := strconv.Atoi(fs[4])
+		dev := strings.Split(fs[5], ":")
+		if err != nil || pid == os.Getpid() || len(dev) != 3 || dev[2] != strconv.FormatUint(ino, 10) {
+			continue
+		}
+		name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if n := strings.TrimSpace(string(name)); n != "" {
+			return fmt.Sprintf(" (process %d, %s)", pid, n)
+		}
+		return fmt.Sprintf(" (process %d)", pid)
+	}
+	return ""
 }

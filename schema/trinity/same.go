@@ -19,40 +19,59 @@ import (
 // connection's search_path resolves the names. A table out would create
 // is no table in is reading.
 func SameTable(ctx context.Context, out, in string) (bool, error) {
-	lo, err1 := ParseURL(out)
-	li, err2 := ParseURL(in)
-	if err1 != nil || err2 != nil || lo.Driver != li.Driver {
+	return sameTables(ctx, out, in, false)
+}
+
+// SameOutput reports whether two buffer outputs write into one table, as
+// SameTable compares them, tables not created yet included: an SQLite file
+// not created yet by its resolved path, a PostgreSQL table by the schema
+// it would be created in (current_schema()) and its name.
+func SameOutput(ctx context.Context, a, b string) (bool, error) {
+	return sameTables(ctx, a, b, true)
+}
+
+func sameTables(ctx context.Context, a, b string, created bool) (bool, error) {
+	la, err1 := ParseURL(a)
+	lb, err2 := ParseURL(b)
+	if err1 != nil || err2 != nil || la.Driver != lb.Driver {
 		return false, nil
 	}
-	if lo.Driver == "sqlite" {
-		so, errO := os.Stat(lo.DSN)
-		si, errI := os.Stat(li.DSN)
-		if errO != nil || errI != nil || !os.SameFile(so, si) {
+	if la.Driver == "sqlite" {
+		sa, errA := os.Stat(la.DSN)
+		sb, errB := os.Stat(lb.DSN)
+		same := errA == nil && errB == nil && os.SameFile(sa, sb)
+		if !same && created {
+			same = resolvePath(la.DSN) == resolvePath(lb.DSN)
+		}
+		if !same {
 			return false, nil
 		}
-		for _, a := range []string{lo.Table, blobTable(lo)} {
-			for _, b := range []string{li.Table, blobTable(li)} {
-				if strings.EqualFold(a, b) {
+		for _, x := range []string{la.Table, blobTable(la)} {
+			for _, y := range []string{lb.Table, blobTable(lb)} {
+				if strings.EqualFold(x, y) {
 					return true, nil
 				}
 			}
 		}
 		return false, nil
 	}
-	io, err := pgTables(ctx, lo)
+	ia, err := pgTables(ctx, la)
 	if err != nil {
 		return false, err
 	}
-	ii, err := pgTables(ctx, li)
+	ib, err := pgTables(ctx, lb)
 	if err != nil {
 		return false, err
 	}
-	if io.server != ii.server || io.database != ii.database {
+	if ia.server != ib.server || ia.database != ib.database {
 		return false, nil
 	}
-	for _, a := range io.oids {
-		for _, b := range ii.oids {
-			if a.Valid && a == b {
+	for i, x := range ia.oids {
+		for j, y := range ib.oids {
+			switch {
+			case x.Valid && x == y:
+				return true, nil
+			case created && !x.Valid && !y.Valid && ia.schema == ib.schema && ia.names[i] == ib.names[j]:
 				return true, nil
 			}
 		}
@@ -62,8 +81,9 @@ func SameTable(ctx context.Context, out, in string) (bool, error) {
 
 // pgIdentity is where a PostgreSQL buffer's tables are, as the server says.
 type pgIdentity struct {
-	server, database string
-	oids             [2]sql.NullInt64 // <name>, <name>_blob; NULL when absent
+	server, database, schema string
+	names                    [2]string        // <name>, <name>_blob, as quoted
+	oids                     [2]sql.NullInt64 // their tables; NULL when absent
 }
 
 // pgTables asks the server of loc who it is and which tables loc names:
@@ -77,13 +97,14 @@ func pgTables(ctx context.Context, loc Location) (id pgIdentity, err error) {
 	}
 	defer db.Close()
 	err = setup(ctx, loc, "cannot identify the server", func(ctx context.Context) error {
-		q := `SELECT system_identifier::text, current_database(), to_regclass($1)::oid::int8, to_regclass($2)::oid::int8 FROM pg_control_system()`
-		err := db.QueryRowContext(ctx, q, quoteIdent(loc.Table), quoteIdent(blobTable(loc))).Scan(&id.server, &id.database, &id.oids[0], &id.oids[1])
+		id.names = [2]string{quoteIdent(loc.Table), quoteIdent(blobTable(loc))}
+		q := `SELECT system_identifier::text, current_database(), coalesce(current_schema(), ''), to_regclass($1)::oid::int8, to_regclass($2)::oid::int8 FROM pg_control_system()`
+		err := db.QueryRowContext(ctx, q, id.names[0], id.names[1]).Scan(&id.server, &id.database, &id.schema, &id.oids[0], &id.oids[1])
 		if err == nil {
 			return nil
 		}
-		q = `SELECT coalesce(host(inet_server_addr()), 'local') || ':' || current_setting('port'), current_database(), to_regclass($1)::oid::int8, to_regclass($2)::oid::int8`
-		return db.QueryRowContext(ctx, q, quoteIdent(loc.Table), quoteIdent(blobTable(loc))).Scan(&id.server, &id.database, &id.oids[0], &id.oids[1])
+		q = `SELECT coalesce(host(inet_server_addr()), 'local') || ':' || current_setting('port'), current_database(), coalesce(current_schema(), ''), to_regclass($1)::oid::int8, to_regclass($2)::oid::int8`
+		return db.QueryRowContext(ctx, q, id.names[0], id.names[1]).Scan(&id.server, &id.database, &id.schema, &id.oids[0], &id.oids[1])
 	})
 	if err != nil {
 		return id, locErr(loc, "cannot identify the server: %v", err)

@@ -24,8 +24,10 @@ import (
 // table's columns otherwise), if_exists (error, append or replace: what
 // writing into a table that already holds rows does), layout (0.5 or 0.6:
 // the tables a write creates, see Layout; read from the tables otherwise)
-// and on_missing_blob (error or skip: what reading a 0.6 metadata row
-// without its blob row does). Other parameters of a
+// on_missing_blob (error or skip: what reading a 0.6 metadata row
+// without its blob row does) and lock_wait (seconds a writer waits for
+// another writer's lock on the database or table, DefaultLockWait when not
+// given). Other parameters of a
 // PostgreSQL URL (sslmode, …) go to the driver; connect_timeout (seconds
 // to connect and log in, 0 for no limit) is DefaultConnectTimeout when not
 // given. A driver suffix as SQLAlchemy spells it (postgresql+psycopg2://)
@@ -41,11 +43,12 @@ type Location struct {
 	IfExists         string // error, append or replace
 	Layout           Layout // from layout; "" when not given
 	SkipMissingBlobs bool   // on_missing_blob=skip
+	LockWait         time.Duration
 }
 
 // params are the query parameters ParseURL reads (the others of a
 // PostgreSQL URL go to the driver).
-var params = map[string]bool{"table": true, "schema_type": true, "if_exists": true, "layout": true, "on_missing_blob": true}
+var params = map[string]bool{"table": true, "schema_type": true, "if_exists": true, "layout": true, "on_missing_blob": true, "lock_wait": true}
 
 // DefaultConnectTimeout is how long connecting to a PostgreSQL server
 // (TCP, TLS and login) may take when the URL has no connect_timeout.
@@ -64,7 +67,7 @@ var (
 
 // ParseURL parses a buffer URL.
 func ParseURL(s string) (Location, error) {
-	loc := Location{URL: s, IfExists: "error"}
+	loc := Location{URL: s, IfExists: "error", LockWait: DefaultLockWait}
 	bad := func(format string, args ...any) (Location, error) {
 		return Location{}, schema.Errorf(s, -1, "", format, args...)
 	}
@@ -111,7 +114,7 @@ func ParseURL(s string) (Location, error) {
 	}
 	for k := range q {
 		if !params[k] && loc.Driver == "sqlite" {
-			return bad("unknown parameter %q (known: table, schema_type, if_exists, layout, on_missing_blob)", k)
+			return bad("unknown parameter %q (known: table, schema_type, if_exists, layout, on_missing_blob, lock_wait)", k)
 		}
 	}
 	loc.Table = q.Get("table")
@@ -120,6 +123,16 @@ func ParseURL(s string) (Location, error) {
 	}
 	if !tableName.MatchString(loc.Table) {
 		return bad("table name %q: want letters, digits and underscores", loc.Table)
+	}
+	if loc.Driver == "pgx" && len(loc.Table)+len("_blob") > maxIdent {
+		return bad("table name %q: %d bytes, but PostgreSQL keeps names of at most %d bytes and its 0.6 blob table %s_blob would be cut short", loc.Table, len(loc.Table), maxIdent, loc.Table)
+	}
+	if t := q.Get("lock_wait"); t != "" {
+		if !isSeconds(t) {
+			return bad("lock_wait=%q: want whole seconds", t)
+		}
+		n, _ := strconv.Atoi(t)
+		loc.LockWait = time.Duration(n) * time.Second
 	}
 	if st := q.Get("schema_type"); st != "" {
 		k, err := ParseKind(st)
@@ -148,6 +161,34 @@ func ParseURL(s string) (Location, error) {
 		return bad("on_missing_blob=%q: want error or skip", m)
 	}
 	return loc, nil
+}
+
+// maxIdent is the longest name PostgreSQL keeps, in bytes (NAMEDATALEN-1):
+// it cuts a longer one short, silently.
+const maxIdent = 63
+
+// checkWriteNames refuses a PostgreSQL table whose writer would create a
+// name longer than PostgreSQL keeps (an index, ix_<name>_model_version, is
+// the longest): two indexes would then get one name, and the second be
+// skipped.
+func (l Location) checkWriteNames() error {
+	if l.Driver != "pgx" {
+		return nil
+	}
+	if n := longestIndex(l); len(n) > maxIdent {
+		return schema.Errorf(l.String(), -1, "", "table name %q: a written table's index %s would be %d bytes, over PostgreSQL's %d; use a name of at most %d bytes", l.Table, n, len(n), maxIdent, maxIdent-(len(n)-len(l.Table)))
+	}
+	return nil
+}
+
+// CheckWritable parses a buffer URL an output names and refuses it when a
+// writer could not write it as named (checkWriteNames), before any work.
+func CheckWritable(rawURL string) error {
+	loc, err := ParseURL(rawURL)
+	if err != nil {
+		return err
+	}
+	return loc.checkWriteNames()
 }
 
 // String returns the URL with any password redacted (schema.RedactURL).

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -17,85 +19,103 @@ import (
 // Writer writes store rows into a buffer table in one transaction: the
 // table (created with upstream's DDL when absent) and its rows become
 // visible at Commit, and nothing does when the write fails or is aborted.
-// The transaction begins before the writer looks at the tables and holds
-// the table's write lock to its end, so concurrent writers of one table
-// run one after the other and each sees what the one before committed
-// (writeLock).
+// The writers of one Group into one database share its transaction
+// (session): it commits when the last of them commits. The transaction
+// begins before the writer looks at the tables and holds the table's write
+// lock to its end, so concurrent writers of one table run one after the
+// other and each sees what the one before committed (writeLock).
 type Writer struct {
-	loc     Location
-	ctx     context.Context
-	kind    Kind
-	layout  Layout
-	db      *sql.DB
-	tx      *sql.Tx
-	stmt    *sql.Stmt
-	blob    *sql.Stmt // 0.6: the blob table's insert
-	lock    *os.File  // SQLite: the file, flock'ed (lockFile)
-	created bool      // SQLite: this writer created the file, removed on Abort
-	rec     record
-	buf     []byte
-	rows    int64
-	done    bool
+	loc    Location
+	ctx    context.Context
+	kind   Kind
+	layout Layout
+	s      *session
+	tx     *sql.Tx
+	stmt   *sql.Stmt
+	blob   *sql.Stmt // 0.6: the blob table's insert
+	rec    record
+	buf    []byte
+	rows   int64
+	done   bool
 	// maxBytes is the 0.6 payload limit (MaxExpSize); 0: none.
 	maxBytes int64
 }
 
+// CreateOptions configures Create.
+type CreateOptions struct {
+	// Group, when set, makes the writers created with it that write into
+	// one database share its transaction (see Group); nil: the writer is a
+	// group of its own.
+	Group *Group
+	// TempFile creates the temp file an SQLite database that does not exist
+	// yet is written to, beside target (os.CreateTemp's when nil).
+	TempFile func(target string) (*os.File, error)
+}
+
+func (o CreateOptions) tempFile(target string) (*os.File, error) {
+	if o.TempFile != nil {
+		return o.TempFile(target)
+	}
+	return os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*.tmp")
+}
+
 // Create opens a writer for the buffer table at rawURL for rows of store
-// schema s; ctx (a signal) stops connecting and writing, and the write is
-// then rolled back. The table's layout is the existing table's, else
-// schema_type from the URL, else the layout of the buffer s was read from
-// (MetaSchemaType), else dpo when s has chosen and rejected, experience
-// otherwise. The layout likewise: the existing table's (0.6 rows into a
-// mixed one, as upstream 0.6 writes), else layout from the URL, else the
-// layout of the buffer s was read from (MetaLayout), else 0.5. A table that
-// already holds rows is refused unless the URL says if_exists=append or
-// if_exists=replace.
-func Create(ctx context.Context, rawURL string, s *arrow.Schema) (*Writer, error) {
+// schema s; ctx (a signal) stops connecting, waiting for locks and
+// writing, and the write is then rolled back. The table's layout is the
+// existing table's, else schema_type from the URL, else the layout of the
+// buffer s was read from (MetaSchemaType), else dpo when s has chosen and
+// rejected, experience otherwise. The layout likewise: the existing
+// table's (0.6 rows into a mixed one, as upstream 0.6 writes), else layout
+// from the URL, else the layout of the buffer s was read from
+// (MetaLayout), else 0.5. A table that already holds rows is refused unless
+// the URL says if_exists=append or if_exists=replace.
+func Create(ctx context.Context, rawURL string, s *arrow.Schema, opts CreateOptions) (*Writer, error) {
 	loc, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{loc: loc, ctx: ctx}
-	if loc.Driver == "sqlite" {
-		if w.lock, w.created, err = lockFile(loc.DSN); err != nil {
-			return nil, locErr(loc, "cannot open %s: %v", loc.DSN, err)
-		}
-	}
-	if w.db, err = open(ctx, loc, true); err != nil {
-		w.removeCreated()
-		w.release()
+	if err := loc.checkWriteNames(); err != nil {
 		return nil, err
 	}
+	w := &Writer{loc: loc, ctx: ctx}
+	g := opts.Group
+	if g == nil {
+		g = NewGroup()
+	}
+	if w.s, err = g.join(ctx, loc, opts); err != nil {
+		return nil, err
+	}
+	w.tx = w.s.tx
 	if err := w.begin(s); err != nil {
-		w.Abort()
+		w.s.abort(err)
+		w.done = true
 		return nil, err
 	}
 	return w, nil
 }
 
-// writeLock begins the write's transaction holding the table's write lock:
-// on SQLite, BEGIN IMMEDIATE (the database's write lock; lockFile already
-// holds off other rftpipe writers); on PostgreSQL, a transaction advisory
-// lock on the schema-qualified table name, which every rftpipe writer of
-// the table takes before it looks at it.
+// writeLock takes the table's write lock in the transaction: on SQLite the
+// transaction holds the database's (BEGIN IMMEDIATE, session); on
+// PostgreSQL it takes a transaction advisory lock on the schema-qualified
+// table name, which every rftpipe writer of the table takes before it
+// looks at it, waiting as long as the URL's lock_wait.
 func (w *Writer) writeLock() error {
 	loc := w.loc
-	var err error
-	if w.tx, err = w.db.BeginTx(w.ctx, nil); err != nil {
-		if w.ctx.Err() != nil {
-			err = context.Cause(w.ctx)
-		} else if busy(err) {
-			return locErr(loc, "another writer holds the database (waited 30s): %v", err)
-		}
-		return locErr(loc, "cannot begin a transaction: %v", err)
-	}
 	if loc.Driver != "pgx" {
 		return nil
 	}
-	return setup(w.ctx, loc, "cannot lock table "+loc.Table, func(ctx context.Context) error {
-		_, err := w.tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext('rftpipe trinity buffer'), hashtext(current_schema() || '.' || $1))", loc.Table)
-		return err
-	})
+	ctx, cancel := context.WithTimeout(w.ctx, loc.LockWait)
+	defer cancel()
+	_, err := w.tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext('rftpipe trinity buffer'), hashtext(current_schema() || '.' || $1))", loc.Table)
+	switch {
+	case err == nil:
+		return nil
+	case w.ctx.Err() != nil:
+		return locErr(loc, "waiting for the lock of table %s: %v", loc.Table, context.Cause(w.ctx))
+	case ctx.Err() != nil:
+		return locErr(loc, "another writer has held table %s for %s (lock_wait=SECONDS waits longer)", loc.Table, loc.LockWait)
+	}
+	return locErr(loc, "cannot lock table %s: %v", loc.Table, err)
 }
 
 // busy reports SQLite's "database is locked".
@@ -304,40 +324,30 @@ func (w *Writer) insert(row tableRow) error {
 // Rows returns the number of rows written so far.
 func (w *Writer) Rows() int64 { return w.rows }
 
-// Commit makes the table and its rows visible.
+// Commit makes the table and its rows visible: at once, or, when other
+// writers of this process share the database's transaction, when the last
+// of them commits.
 func (w *Writer) Commit() error {
 	if w.done {
 		return errors.New("trinity: writer already closed")
 	}
 	w.done = true
 	w.closeStmts()
-	err := w.tx.Commit()
-	if cerr := w.db.Close(); err == nil {
-		err = cerr
+	if err := w.s.commit(); err != nil {
+		return locErr(w.loc, "%v", err)
 	}
-	if err != nil {
-		w.removeCreated()
-		w.release()
-		return locErr(w.loc, "commit: %v", err)
-	}
-	w.release()
 	return nil
 }
 
-// Abort rolls everything back (a database file the writer created is
-// removed); after Commit it does nothing.
+// Abort rolls everything back, the writes of the writers sharing the
+// transaction included; after Commit it does nothing.
 func (w *Writer) Abort() {
 	if w.done {
 		return
 	}
 	w.done = true
 	w.closeStmts()
-	if w.tx != nil {
-		w.tx.Rollback()
-	}
-	w.db.Close()
-	w.removeCreated()
-	w.release()
+	w.s.abort(fmt.Errorf("another output of this database (table %s) failed; nothing was written", w.loc.Table))
 }
 
 func (w *Writer) closeStmts() {
@@ -345,23 +355,6 @@ func (w *Writer) closeStmts() {
 		if st != nil {
 			st.Close()
 		}
-	}
-}
-
-// removeCreated removes the SQLite file this writer created, still holding
-// its lock (so no other writer has written into it).
-func (w *Writer) removeCreated() {
-	if w.created {
-		os.Remove(w.loc.DSN)
-		os.Remove(w.loc.DSN + "-journal")
-	}
-}
-
-// release lets the next writer of the SQLite file go.
-func (w *Writer) release() {
-	if w.lock != nil {
-		w.lock.Close()
-		w.lock = nil
 	}
 }
 

@@ -117,7 +117,11 @@ func CopyParquet(ctx context.Context, db *sql.DB, query, out string) (int64, err
 	// rftpipe's temp name (hidden, ending .tmp: no store glob takes it, and
 	// a later run sweeps it if this process is killed), and no temp file of
 	// DuckDB's own: it would write tmp_NAME, which a directory store reads.
-	tmp, err := store.CreateTemp(out)
+	to, err := store.Target(out)
+	if err != nil {
+		return 0, err
+	}
+	tmp, err := store.CreateTemp(to)
 	if err != nil {
 		return 0, fmt.Errorf("sql: %w", err)
 	}
@@ -138,7 +142,7 @@ func CopyParquet(ctx context.Context, db *sql.DB, query, out string) (int64, err
 	if err := syncFile(tmpName); err != nil {
 		return 0, err
 	}
-	if err := os.Rename(tmpName, out); err != nil {
+	if err := os.Rename(tmpName, to); err != nil {
 		return 0, fmt.Errorf("sql: %w", err)
 	}
 	done = true
