@@ -45,7 +45,7 @@
     div.appendChild(tip);
     box.appendChild(div);
 
-    let pts = [], sx = null;
+    let pts = [], sx = null, guide = null;
     function draw() {
       svg.textContent = "";
       const [x0, x1] = state.dom;
@@ -76,7 +76,7 @@
       el("path", { class: "line", d: shown.map((d, i) => (i ? "L" : "M") + sx(d.x).toFixed(1) + "," + sy(d[key]).toFixed(1)).join("") }, svg);
       pts = shown.map(d => ({ d: d, cx: sx(d.x), cy: sy(d[key]) }));
       if (pts.length <= 400) for (const p of pts) p.c = el("circle", { class: "pt", cx: p.cx, cy: p.cy, r: 2.5 }, svg);
-      state.guide = el("line", { class: "guide", y1: T, y2: H - B, x1: -10, x2: -10 }, svg);
+      guide = el("line", { class: "guide", y1: T, y2: H - B, x1: -10, x2: -10 }, svg);
     }
 
     function toSvg(ev) {
@@ -101,15 +101,16 @@
       hot = p;
       if (!p) return;
       if (p.c) p.c.classList.add("hot");
-      state.guide.setAttribute("x1", p.cx);
-      state.guide.setAttribute("x2", p.cx);
+      guide.setAttribute("x1", p.cx);
+      guide.setAttribute("x2", p.cx);
+      guide.classList.add("on");
       tip.style.display = "block";
       tip.textContent = "step " + p.d.batch + ": " + key + " = " + fmt(p.d[key]);
       const r = svg.getBoundingClientRect();
       tip.style.left = Math.min(p.cx * r.width / W + 14, r.width - 160) + "px";
       tip.style.top = (p.cy * r.height / H + 20) + "px";
     });
-    svg.addEventListener("mouseleave", () => { tip.style.display = "none"; drag = null; if (brush) { brush.remove(); brush = null; } });
+    svg.addEventListener("mouseleave", () => { tip.style.display = "none"; if (guide) guide.classList.remove("on"); drag = null; if (brush) { brush.remove(); brush = null; } });
     svg.addEventListener("mousedown", ev => { drag = toSvg(ev); ev.preventDefault(); });
     svg.addEventListener("mouseup", ev => {
       const px = toSvg(ev), start = drag;
