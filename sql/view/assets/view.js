@@ -16,8 +16,7 @@
 
   function fmt(v) {
     if (v === null || v === undefined) return "–";
-    if (Number.isInteger(v)) return String(v);
-    return Number(v).toPrecision(4);
+    return String(Number(Number(v).toPrecision(4)));
   }
 
   function ticks(lo, hi, n) {
