@@ -54,7 +54,7 @@ func TestBrowser(t *testing.T) {
 	n := 0
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.FullScreenshot(90)(ctx, tg)
+			png, err := chromedp.FullScreenshot(100)(ctx, tg) // quality 100: PNG
 			if err != nil {
 				return err
 			}

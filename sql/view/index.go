@@ -16,7 +16,7 @@ const (
 )
 
 // index attaches the stores as the views experiences (and rejected), and
-// builds the temp tables rows, groups and steps.
+// builds the temp tables rows, groups, steps, summary and reasons.
 func (v *Viewer) index(ctx context.Context) error {
 	paths := []string{v.o.Store}
 	if v.o.Rejected != "" {
@@ -56,7 +56,7 @@ func (v *Viewer) index(ctx context.Context) error {
 		}
 		v.sources = append(v.sources, s)
 	}
-	for _, q := range []string{"groups_create", "steps_create"} {
+	for _, q := range []string{"groups_create", "steps_create", "summary_create", "reasons_create"} {
 		if _, err := v.db.ExecContext(ctx, query(q, nil)); err != nil {
 			return err
 		}

@@ -99,12 +99,12 @@ func (v *Viewer) overview(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	d := overviewData{Sort: col, Dir: dir, Sorts: sortLinks("/", p.q, stepSorts, col, dir)}
-	nums, err := v.records(ctx, query("overview", nil))
+	nums, err := v.records(ctx, "SELECT * FROM summary")
 	if err != nil {
 		return err
 	}
 	d.Numbers = nums[0]
-	if d.Reasons, err = v.records(ctx, query("drop_reasons", nil)); err != nil {
+	if d.Reasons, err = v.records(ctx, "SELECT * FROM reasons ORDER BY rows DESC, drop_reason, dropped_by"); err != nil {
 		return err
 	}
 	if d.Curves, err = v.records(ctx, query("steps_all", nil)); err != nil {

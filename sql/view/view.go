@@ -5,9 +5,9 @@
 // and, when allowed, an SQL box.
 //
 // At start the store (and its --rejected store) is indexed once in DuckDB:
-// the temp table rows holds every experience's scalars, groups and steps
-// their summaries (rows_create.sql, groups_create.sql, steps_create.sql), so
-// that later pages query small tables. A rollout's text and lists are read
+// the temp table rows holds every experience's scalars, groups, steps,
+// summary and reasons their summaries (rows_create.sql and the other
+// *_create.sql), so that later pages query small tables. A rollout's text and lists are read
 // from its Parquet file by row number when its page is shown. Every query is
 // an embedded .sql file; values reach DuckDB as parameters, and the few
 // {{placeholders}} are filled from fixed lists (sort columns, column names

@@ -1,4 +1,6 @@
--- The overview's key numbers, one row.
+-- The overview's key numbers, one row, computed once when the store is
+-- indexed.
+CREATE TEMP TABLE summary AS
 SELECT
     (SELECT count(*) FROM rows)                                                  AS rollouts,
     (SELECT count(*) FROM steps)                                                 AS steps,
