@@ -25,7 +25,7 @@
     const err = (hi - lo) / n / step;
     const s = step * (err >= 7.5 ? 10 : err >= 3.5 ? 5 : err >= 1.5 ? 2 : 1);
     const out = [];
-    for (let t = Math.ceil(lo / s) * s; t <= hi + s * 1e-9; t += s) out.push(Math.abs(t) < s * 1e-9 ? 0 : t);
+    for (let i = Math.ceil(lo / s - 1e-9); i * s <= hi + s * 1e-9; i++) out.push(Number((i * s).toPrecision(12)));
     return out;
   }
 
@@ -62,7 +62,9 @@
       const a = Math.min(...xs), b = Math.max(...xs) === a ? a + 1 : Math.max(...xs);
       sx = v => L + (v - a) / (b - a) * (W - L - R);
       const sy = v => T + (1 - (v - y0) / (y1 - y0)) * (H - T - B);
+      const counts = key === "dropped_groups";
       for (const t of ticks(y0, y1, 4)) {
+        if (counts && !Number.isInteger(t)) continue;
         el("line", { class: "gridline", x1: L, x2: W - R, y1: sy(t), y2: sy(t) }, svg);
         el("text", { x: L - 4, y: sy(t) + 3, "text-anchor": "end" }, svg).textContent = fmt(Number(t.toPrecision(6)));
       }
