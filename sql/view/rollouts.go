@@ -23,16 +23,24 @@ const (
 )
 
 // readRows reads the rows (by row number) of one Parquet file of source s,
-// every column, keyed by row number. Rows near each other are read by one
-// query (rollout_read.sql), whose filter on the row number the Parquet reader
-// applies.
-func (v *Viewer) readRows(ctx context.Context, s source, file string, want []int64) (map[int64]record, error) {
+// the columns named (all: none named), keyed by row number. Rows near each
+// other are read by one query (rollout_read.sql), whose filter on the row
+// number the Parquet reader applies.
+func (v *Viewer) readRows(ctx context.Context, s source, file string, want []int64, columns ...string) (map[int64]record, error) {
 	if !slices.Contains(s.files, file) {
 		return nil, fmt.Errorf("view: %s is not a file of the store %s", file, s.name)
 	}
 	want = slices.Clone(want)
 	slices.Sort(want)
-	q := query("rollout_read", map[string]string{"file": duckdb.ReadParquet([]string{file}, "file_row_number = true")})
+	cols := "*"
+	if len(columns) > 0 {
+		quoted := make([]string, len(columns))
+		for i, c := range columns {
+			quoted[i] = duckdb.QuoteIdent(c)
+		}
+		cols = strings.Join(quoted, ", ")
+	}
+	q := query("rollout_read", map[string]string{"file": duckdb.ReadParquet([]string{file}, "file_row_number = true"), "columns": cols})
 	out := map[int64]record{}
 	for i := 0; i < len(want); {
 		j := i + 1
@@ -108,7 +116,7 @@ func (v *Viewer) group(w http.ResponseWriter, r *http.Request) error {
 	}
 	read := map[fileKey]map[int64]record{}
 	for k, rows := range want {
-		if read[k], err = v.readRows(ctx, v.sources[k.src], k.file, rows); err != nil {
+		if read[k], err = v.readRows(ctx, v.sources[k.src], k.file, rows, v.sources[k.src].snippetColumns()...); err != nil {
 			return err
 		}
 	}
@@ -141,6 +149,20 @@ func snippet(s source, row record) (text string, isText, truncated bool) {
 		parts = append(parts, fmt.Sprint(id))
 	}
 	return strings.Join(parts, " "), false, len(ids) > snippetTokens
+}
+
+// snippetColumns are the columns snippet reads.
+func (s source) snippetColumns() []string {
+	if c := s.textColumn(); c != "" {
+		return []string{c}
+	}
+	var cols []string
+	for _, c := range []string{schema.Tokens, schema.PromptLength} {
+		if s.has(c) {
+			cols = append(cols, c)
+		}
+	}
+	return cols
 }
 
 // responseTokens returns a row's token ids and where its response starts.
