@@ -52,6 +52,7 @@ func viewCommand() *cli.Command {
 				return err
 			}
 			defer v.Close()
+			printWarnings(c, "view", v.Warnings())
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return schema.BadInputf("--addr %s: %v", addr, err)

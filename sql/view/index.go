@@ -26,10 +26,11 @@ func (v *Viewer) index(ctx context.Context) error {
 		return err
 	}
 	for i, p := range paths {
-		files, _, err := duckdb.ParquetFiles(ctx, p, fmt.Sprintf("source%d", i), v.tmp)
+		files, warns, err := duckdb.ParquetFiles(ctx, p, fmt.Sprintf("source%d", i), v.tmp)
 		if err != nil {
 			return err
 		}
+		v.warns = append(v.warns, warns...)
 		s := source{name: schema.Redact(p), files: files, cols: map[string]string{}}
 		view := []string{duckdb.DefaultView, "rejected"}[i]
 		if _, err := v.db.ExecContext(ctx, "CREATE VIEW "+view+" AS SELECT * FROM "+duckdb.ReadParquet(files)); err != nil {

@@ -130,7 +130,6 @@ type stepData struct {
 	Sort   string
 	Dir    string
 	Sorts  map[string]string
-	Query  url.Values
 }
 
 // step shows one explore step's groups, filtered and sorted as asked.
@@ -164,7 +163,7 @@ func (v *Viewer) step(w http.ResponseWriter, r *http.Request) error {
 		return notFound("the store has no explore step (batch) %q", batch)
 	}
 	d := stepData{Batch: batch, Step: steps[0], Status: status, Reason: p.str("reason"), Sort: col, Dir: dir,
-		Sorts: sortLinks("/step", p.q, groupSorts, col, dir), Query: p.q}
+		Sorts: sortLinks("/step", p.q, groupSorts, col, dir)}
 	d.Groups, err = v.records(ctx, query("groups_page", map[string]string{"order": order}),
 		batch, status, status, d.Reason, d.Reason, d.Reason, pageSize+1, (page-1)*pageSize)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -60,6 +61,7 @@ type Viewer struct {
 	tmp     string
 	sources []source
 	n       int64 // experiences in the index (both sources)
+	warns   []string
 	tmpl    *template.Template
 	handler http.Handler
 }
@@ -114,14 +116,22 @@ func (v *Viewer) Close() error {
 	return err
 }
 
+// Warnings returns the warnings of the stores' readers (a Trinity buffer's
+// orphan rows), one line each.
+func (v *Viewer) Warnings() []string { return v.warns }
+
 // ServeHTTP serves the viewer's pages.
 func (v *Viewer) ServeHTTP(w http.ResponseWriter, r *http.Request) { v.handler.ServeHTTP(w, r) }
 
 // Serve serves the viewer on ln until ctx is done, then shuts down
 // gracefully: requests in flight get up to grace to finish.
 func (v *Viewer) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	var h http.Handler = v
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		h = loopbackOnly(v)
+	}
 	srv := &http.Server{
-		Handler:           v,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          v.o.Log,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
@@ -143,6 +153,22 @@ func (v *Viewer) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		err = serr
 	}
 	return err
+}
+
+// loopbackOnly refuses a request whose Host is not a loopback name: a page
+// of another site that a DNS rebinding points at this address gets nothing.
+func loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if name, _, err := net.SplitHostPort(host); err == nil {
+			host = name
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			http.Error(w, "the viewer answers on localhost and loopback addresses only, not "+strconv.Quote(r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // query returns the embedded query NAME.sql with its placeholders filled.

@@ -384,6 +384,35 @@ func TestServeShutdown(t *testing.T) {
 	}
 }
 
+// TestServeLoopbackHosts: served on loopback, the viewer answers requests
+// for loopback names only (a DNS rebinding's foreign Host gets a 421).
+func TestServeLoopbackHosts(t *testing.T) {
+	v, _ := newTestViewer(t, 1, false)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go v.Serve(ctx, ln, time.Second)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	for host, want := range map[string]int{
+		"127.0.0.1:" + port: 200, "localhost:" + port: 200, "[::1]:" + port: 200, "localhost": 200,
+		"evil.example:" + port: 421, "evil.example": 421, "192.168.1.5:" + port: 421,
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: status %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
+
 func TestOpenBadStore(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ path, want string }{
