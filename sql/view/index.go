@@ -22,6 +22,11 @@ func (v *Viewer) index(ctx context.Context) error {
 	if v.o.Rejected != "" {
 		paths = append(paths, v.o.Rejected)
 	}
+	// The Parquet footers are parsed once, not on every page that reads a
+	// rollout.
+	if _, err := v.db.ExecContext(ctx, "SET enable_object_cache = true"); err != nil {
+		return err
+	}
 	if _, err := v.db.ExecContext(ctx, query("rows_create", nil)); err != nil {
 		return err
 	}
