@@ -79,7 +79,7 @@ func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) (war
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				return nil, schema.Errorf(s.Path, -1, "", "cannot read the store: %s", oneLine(err.Error()))
+				return nil, schema.Errorf(s.Path, -1, "", "cannot read the store: %s", FirstLine(err.Error()))
 			}
 		}
 	}
@@ -158,8 +158,8 @@ func Columns(ctx context.Context, db *sql.DB, view string) ([]string, error) {
 	return out, rows.Err()
 }
 
-// oneLine keeps the first line of a (multi-line) DuckDB message.
-func oneLine(s string) string {
+// FirstLine keeps the first line of a (multi-line) DuckDB message.
+func FirstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i]

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
 )
 
 // handlerFunc is a page: it renders or returns an error (an *httpError for
@@ -68,9 +69,9 @@ func (v *Viewer) fail(w http.ResponseWriter, r *http.Request, err error) {
 			he = &httpError{http.StatusBadRequest, err.Error()}
 		} else {
 			if v.o.Log != nil {
-				v.o.Log.Printf("view: %s %s: %v", r.Method, r.URL.Path, oneLine(err.Error()))
+				v.o.Log.Printf("view: %s %s: %v", r.Method, r.URL.Path, duckdb.FirstLine(err.Error()))
 			}
-			he = &httpError{http.StatusInternalServerError, "internal error: " + oneLine(err.Error())}
+			he = &httpError{http.StatusInternalServerError, "internal error: " + duckdb.FirstLine(err.Error())}
 			if r.Context().Err() != nil {
 				he.msg = "the request was cancelled"
 			}
@@ -190,13 +191,4 @@ func (v *Viewer) table(ctx context.Context, q string, limit int, args ...any) (t
 		t.Rows = append(t.Rows, vals)
 	}
 	return t, rows.Err()
-}
-
-// oneLine keeps the first line of a (multi-line) message.
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

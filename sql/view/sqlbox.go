@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rsql "github.com/rftpipe/rftpipe/sql"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
 )
 
 // Bounds of the SQL box.
@@ -56,7 +57,7 @@ func (v *Viewer) sqlBox(w http.ResponseWriter, r *http.Request) error {
 		if ctx.Err() != nil {
 			return badRequest("the query ran past %s", sqlTimeout)
 		}
-		return badRequest("%s", oneLine(err.Error()))
+		return badRequest("%s", duckdb.FirstLine(err.Error()))
 	}
 	if len(d.Result.Rows) > sqlRows {
 		d.Result.Rows, d.More = d.Result.Rows[:sqlRows], true
@@ -79,7 +80,7 @@ func (v *Viewer) checkReadOnly(ctx context.Context, q string, views []string) er
 	}
 	if e, _ := root["error"].(bool); e {
 		msg, _ := root["error_message"].(string)
-		return badRequest("only SELECT queries over the views are run: %s", oneLine(msg))
+		return badRequest("only SELECT queries over the views are run: %s", duckdb.FirstLine(msg))
 	}
 	allowed := slices.Clone(views)
 	if err := cteNames(root, &allowed); err != nil {
