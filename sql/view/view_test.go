@@ -158,6 +158,10 @@ func TestPages(t *testing.T) {
 			`<article class="card dropped">`, "<dd>response_too_long (length_filter)</dd>",
 			"answer 0 of task 0", "answer 3 of task 0",
 		}},
+		{name: "group: markup in a response escaped", url: "/group?batch=0&task=0",
+			want: []string{"&lt;script&gt;window.__xss = 1&lt;/script&gt;&lt;img src=x"}, not: []string{"<script>window", "<img src=x"}},
+		{name: "search: markup in a response escaped", url: "/search?q=__xss",
+			want: []string{`<td class="snippet">&lt;script&gt;window.__xss = 1&lt;/script&gt;`}, not: []string{"<script>window", "<img src=x"}},
 		{name: "rollout: text escaped, tokens coloured by advantages", url: "/rollout?id=0", want: []string{
 			`<pre class="text" id="prompt-text">What is 0 &#43; 0?</pre>`,
 			"&lt;script&gt;window.__xss = 1&lt;/script&gt;&lt;img src=x onerror=&#34;window.__xss = 2&#34;&gt; &amp; &#34;quoted&#34;",
