@@ -74,6 +74,15 @@ func (p params) required(name string) (string, error) {
 	return s, nil
 }
 
+// key returns parameter name, an id that may be empty (a store without
+// the column has the empty key), refusing it absent.
+func (p params) key(name string) (string, error) {
+	if !p.q.Has(name) {
+		return "", badRequest("missing parameter %s", name)
+	}
+	return p.q.Get(name), nil
+}
+
 // int returns the integer parameter name in [lo, hi], def when absent.
 func (p params) int(name string, lo, hi, def int64) (int64, error) {
 	s := p.q.Get(name)

@@ -84,11 +84,11 @@ func (v *Viewer) group(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	batch, err := p.required("batch")
+	batch, err := p.key("batch")
 	if err != nil {
 		return err
 	}
-	task, err := p.required("task")
+	task, err := p.key("task")
 	if err != nil {
 		return err
 	}

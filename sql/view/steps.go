@@ -138,7 +138,7 @@ func (v *Viewer) step(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	batch, err := p.required("batch")
+	batch, err := p.key("batch")
 	if err != nil {
 		return err
 	}

@@ -417,6 +417,31 @@ func TestServeLoopbackHosts(t *testing.T) {
 	}
 }
 
+// TestTrinitySFT: a Trinity SFT buffer's rows (empty batch and task, the
+// messages as text), read through the conversion to Parquet, are one group
+// of the empty step.
+func TestTrinitySFT(t *testing.T) {
+	v, err := Open(context.Background(), Options{Store: "../../fixtures/trinity/sft.jsonl", Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	srv := httptest.NewServer(v)
+	defer srv.Close()
+	for u, want := range map[string]string{
+		"/":                       `<a href="/step?batch=">`,
+		"/step?batch=":            `<a href="/group?batch=&amp;task=">`,
+		"/group?batch=&task=":     `<article class="card">`,
+		"/rollout?id=0":           `<pre class="text" id="messages">[`,
+		"/search?q=the&mode=text": `<a href="/rollout?id=`,
+	} {
+		code, body := get(t, srv.Client(), srv.URL+u)
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("%s: status %d, want 200 with %q; body:\n%s", u, code, want, body)
+		}
+	}
+}
+
 func TestOpenBadStore(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ path, want string }{
