@@ -21,13 +21,14 @@ func Pipeline(name string, vars map[string]string) string {
 	if err != nil {
 		panic("sql: no pipeline query " + name)
 	}
-	return substitute(name, string(b), vars)
+	return Substitute("pipeline/"+name+".sql", string(b), vars)
 }
 
-// substitute replaces every {{key}} of the template q in one pass, so that
-// text coming from vars (a quoted path may hold "{{") is never read as a
-// placeholder. An unknown key panics (see Pipeline).
-func substitute(name, q string, vars map[string]string) string {
+// Substitute replaces every {{key}} of the template q (the embedded file
+// named file) in one pass, so that text coming from vars (a quoted path may
+// hold "{{") is never read as a placeholder. An unknown key or an
+// unterminated placeholder panics (see Pipeline).
+func Substitute(file, q string, vars map[string]string) string {
 	var b strings.Builder
 	for {
 		i := strings.Index(q, "{{")
@@ -37,11 +38,11 @@ func substitute(name, q string, vars map[string]string) string {
 		}
 		j := strings.Index(q[i:], "}}")
 		if j < 0 {
-			panic("sql: pipeline/" + name + ".sql: unterminated placeholder at " + q[i:min(len(q), i+30)])
+			panic("sql: " + file + ": unterminated placeholder at " + q[i:min(len(q), i+30)])
 		}
 		v, ok := vars[q[i+2:i+j]]
 		if !ok {
-			panic("sql: pipeline/" + name + ".sql: unreplaced placeholder " + q[i:i+j+2])
+			panic("sql: " + file + ": unreplaced placeholder " + q[i:i+j+2])
 		}
 		b.WriteString(q[:i])
 		b.WriteString(v)

@@ -45,6 +45,7 @@ func newApp() *cli.App {
 			streaming(runCommand()),
 			sqlCommand(),
 			reportCommand(),
+			viewCommand(),
 			algorithmsCommand(),
 			conformanceCommand(),
 			benchCommand(),

@@ -19,10 +19,16 @@ import (
 // exit code main would use.
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCLIContext(t, context.Background(), args...)
+}
+
+// runCLIContext is runCLI under ctx: cancelling it is the signal a running
+// command stops on.
+func runCLIContext(t *testing.T, ctx context.Context, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	app := newApp()
 	app.Writer, app.ErrWriter = &out, &errb
-	ctx := context.Background()
 	err := app.RunContext(ctx, interspersed(app, append([]string{"rftpipe"}, args...)))
 	code = report(&errb, ctx, err)
 	if strings.Contains(errb.String(), "goroutine ") || strings.Contains(errb.String(), "panic:") {

@@ -42,6 +42,9 @@ func TestReadmeCommandsRun(t *testing.T) {
 		if !strings.Contains(cmd, "fixtures/") || synopsis.MatchString(cmd) {
 			continue
 		}
+		if strings.HasPrefix(cmd, "rftpipe view ") {
+			continue // serves until stopped: TestViewCommand runs it
+		}
 		cmd = strings.ReplaceAll(strings.ReplaceAll(cmd, " out/", " "+out+"/"), "sqlite:///out/", "sqlite:///"+out+"/")
 		args := shellWords(t, cmd)[1:]
 		if _, stderr, code := runCLI(t, args...); code != 0 {

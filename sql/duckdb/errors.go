@@ -66,7 +66,7 @@ func queryErrorIn(ctx context.Context, db *sql.DB, ran, query string, skip int, 
 		return err
 	}
 	msg := strings.TrimSpace(de.Msg)
-	e := &QueryError{Msg: oneLine(msg), Query: query, Type: de.Type, detail: msg}
+	e := &QueryError{Msg: FirstLine(msg), Query: query, Type: de.Type, detail: msg}
 	var line, col int
 	if loc := lineRE.FindStringSubmatchIndex(msg); loc != nil {
 		line, _ = strconv.Atoi(msg[loc[2]:loc[3]])

@@ -67,54 +67,63 @@ func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) (war
 			}
 			seen[n] = true
 		}
-		src, w, err := parquetSource(ctx, s, i, tmpDir)
+		files, w, err := ParquetFiles(ctx, s.Path, fmt.Sprintf("store%d", i), tmpDir)
 		if err != nil {
 			return nil, err
 		}
 		warnings = append(warnings, w...)
+		src := ReadParquet(files)
 		for _, n := range names {
 			q := "CREATE OR REPLACE VIEW " + QuoteIdent(n) + " AS SELECT * FROM " + src
 			if _, err := db.ExecContext(ctx, q); err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				return nil, schema.Errorf(s.Path, -1, "", "cannot read the store: %s", oneLine(err.Error()))
+				return nil, schema.Errorf(s.Path, -1, "", "cannot read the store: %s", FirstLine(err.Error()))
 			}
 		}
 	}
 	return warnings, nil
 }
 
-// parquetSource returns the read_parquet(…) call that reads store s,
-// converting it to Parquet first when it is not (and then with the
-// warnings of the conversion's reader).
-func parquetSource(ctx context.Context, s Store, i int, tmpDir string) (string, []string, error) {
-	files, err := store.Expand(s.Path)
+// ParquetFiles returns the Parquet files DuckDB reads for the store at path
+// (read_parquet: every file of a directory or glob, which must agree on
+// columns). JSONL and Arrow IPC stores, and Parquet stores DuckDB would not
+// read as rftpipe does (store.ReadInPlace: Hive partition columns, legacy
+// LZ4 pages), are first converted, streaming, into tmpDir/NAME.parquet, and
+// the warnings are then those of the conversion's reader.
+func ParquetFiles(ctx context.Context, path, name, tmpDir string) (files, warnings []string, err error) {
+	files, err = store.Expand(path)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
-	inPlace, err := store.ReadInPlace(s.Path, files)
+	inPlace, err := store.ReadInPlace(path, files)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	if inPlace && len(files) > 1 {
 		if err := store.CheckSameColumns(files); err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
 	}
-	var warnings []string
 	if !inPlace {
-		out := filepath.Join(tmpDir, fmt.Sprintf("store%d.parquet", i))
-		if warnings, err = convert(ctx, s.Path, out); err != nil {
-			return "", nil, err
+		out := filepath.Join(tmpDir, name+".parquet")
+		if warnings, err = convert(ctx, path, out); err != nil {
+			return nil, nil, err
 		}
 		files = []string{out}
 	}
-	quoted := make([]string, len(files))
+	return files, warnings, nil
+}
+
+// ReadParquet returns the read_parquet(…) call that reads files by column
+// name, with the further named options given (e.g. "file_row_number = true").
+func ReadParquet(files []string, options ...string) string {
+	args := make([]string, len(files))
 	for k, f := range files {
-		quoted[k] = QuoteString(f)
+		args[k] = QuoteString(f)
 	}
-	return "read_parquet([" + strings.Join(quoted, ", ") + "], union_by_name = true)", warnings, nil
+	return "read_parquet([" + strings.Join(args, ", ") + "], " + strings.Join(append([]string{"union_by_name = true"}, options...), ", ") + ")"
 }
 
 // convert streams the store at in into the Parquet file out and returns the
@@ -149,8 +158,8 @@ func Columns(ctx context.Context, db *sql.DB, view string) ([]string, error) {
 	return out, rows.Err()
 }
 
-// oneLine keeps the first line of a (multi-line) DuckDB message.
-func oneLine(s string) string {
+// FirstLine keeps the first line of a (multi-line) DuckDB message.
+func FirstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i]
