@@ -457,3 +457,55 @@ func TestTrinityConfigWithoutExplorerEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestUnusedValuesNeedNoEnvironment: a value the command line leaves
+// unused — the experience buffer with --in, output with --out, metrics with
+// --metrics — is not resolved, so an unset ${oc.env:…} there does not stop
+// the run (Trinity's dpo_humanlike example reads its dataset path so); a
+// used one fails naming its key.
+func TestUnusedValuesNeedNoEnvironment(t *testing.T) {
+	os.Unsetenv("RFTPIPE_TEST_UNSET")
+	const unset = "${oc.env:RFTPIPE_TEST_UNSET}"
+	src, err := os.ReadFile("../../fixtures/configs/trinity/dpo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bufferPath = "${oc.env:TRINITY_DATASET_DIR,../../stores}/dpo.parquet"
+	if !strings.Contains(string(src), bufferPath) {
+		t.Fatalf("dpo.yaml has no %s", bufferPath)
+	}
+	dir := t.TempDir()
+	in := "../../fixtures/stores/dpo_pairs.parquet"
+	out := filepath.Join(dir, "out.parquet")
+	for _, c := range []struct {
+		name, from, to string
+		flags          []string
+		code           int
+		want           string // in stderr
+	}{
+		{"buffer path, --in", bufferPath, unset + "/dpo.parquet", []string{"--in", in, "--out", out}, 0, ""},
+		{"buffer path", bufferPath, unset + "/dpo.parquet", []string{"--out", out}, 2,
+			"buffer.trainer_input.experience_buffer.path: environment variable RFTPIPE_TEST_UNSET is not set"},
+		{"buffer name, --in", "name: dpo_dataset", "name: " + unset, []string{"--in", in, "--out", out}, 0, ""},
+		{"output, --out", "mode: train", "mode: train\noutput: " + unset + "/o.parquet", []string{"--in", in, "--out", out}, 0, ""},
+		{"output", "mode: train", "mode: train\noutput: " + unset + "/o.parquet", []string{"--in", in}, 2,
+			"line 10: output: environment variable RFTPIPE_TEST_UNSET is not set"},
+		{"metrics, --metrics", "mode: train", "mode: train\nmetrics: " + unset, []string{"--in", in, "--out", out, "--metrics", filepath.Join(dir, "m.json")}, 0, ""},
+		{"metrics", "mode: train", "mode: train\nmetrics: " + unset, []string{"--in", in, "--out", out}, 2,
+			"metrics: environment variable RFTPIPE_TEST_UNSET is not set"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, "dpo.yaml")
+			if err := os.WriteFile(cfg, []byte(strings.Replace(string(src), c.from, c.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, code := runCLI(t, append([]string{"run", "--config", cfg, "--progress", "never"}, c.flags...)...)
+			if code != c.code || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, want %d and %q: %s", code, c.code, c.want, stderr)
+			}
+			if c.code != 0 {
+				checkOneLine(t, stderr, cfg)
+			}
+		})
+	}
+}

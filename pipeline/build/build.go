@@ -250,11 +250,10 @@ func loadFile(o *Options) (*job.File, error) {
 	if o.Algorithm != "" {
 		f.SetAlgorithmType(o.Algorithm)
 	}
-	for _, s := range []struct{ flag, dst *string }{{&o.In, &f.Input}, {&o.Out, &f.Output}, {&o.Metrics, &f.Metrics}, {&o.Prom, &f.Prom}} {
-		if *s.flag != "" {
-			*s.dst = *s.flag
-		}
-	}
+	f.Override("input", o.In)
+	f.Override("output", o.Out)
+	f.Override("metrics", o.Metrics)
+	f.Override("prom", o.Prom)
 	if o.HasSeed {
 		f.Seed, f.HasSeed = o.Seed, true
 	}
@@ -295,12 +294,17 @@ func prepareFile(o *Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := f.InputStore()
-	if err != nil {
+	j := runJob(o)
+	if j.In, err = f.InputStore(); err != nil {
 		return nil, err
 	}
-	j := runJob(o)
-	j.In, j.Out, j.Metrics, j.Prom, j.Columns, j.Seed = in, f.Output, f.Metrics, f.Prom, f.Columns, f.Seed
+	if j.Out, err = f.OutputStore(); err != nil {
+		return nil, err
+	}
+	if j.Metrics, j.Prom, err = f.Monitoring(); err != nil {
+		return nil, err
+	}
+	j.Columns, j.Seed = f.Columns, f.Seed
 	j.Label = fileLabel(f.File, f.Algorithm.AlgorithmType)
 	if o.Config != "" {
 		j.Reads = []string{o.Config}
@@ -395,7 +399,9 @@ func lossObjective(o *Options, j *pipeline.Job) (*objective.Objective, error) {
 	if j.In, err = f.InputStore(); err != nil { // --in, when given, is f.Input
 		return nil, err
 	}
-	j.Metrics, j.Prom = f.Metrics, f.Prom
+	if j.Metrics, j.Prom, err = f.Monitoring(); err != nil {
+		return nil, err
+	}
 	if o.Config != "" {
 		j.Reads = []string{o.Config}
 	}

@@ -115,6 +115,16 @@ func (d *decoder) operators(n *yaml.Node, path string) error {
 	return nil
 }
 
+// deferredKeys are the keys a command line can leave unused (input,
+// output, metrics and prom by its flags; the experience buffer by an
+// input): an interpolation of theirs that does not resolve is an error only
+// where the value is used.
+var deferredKeys = []string{"input", "output", "metrics", "prom",
+	experienceBuffer + ".name", experienceBuffer + ".storage_type", experienceBuffer + ".path"}
+
+// experienceBuffer is the dotted key of the trainer's experience buffer.
+const experienceBuffer = "buffer.trainer_input.experience_buffer"
+
 // bufferKeys are the keys of Trinity's buffer section rftpipe reads.
 var bufferKeys = []field{
 	{"batch_size", "tasks per explore step", intField(func(j *File) *int { return &j.BatchSize })},
@@ -370,7 +380,10 @@ func (d *decoder) keys(n *yaml.Node, path string, fields []field, other func(k *
 		v = resolveAlias(v)
 		if v.Kind == yaml.ScalarNode { // a mapping's keys resolve as they are read
 			var err error
-			if v, err = d.interp(v, key); err != nil {
+			if v, err = d.interp(v, key); err != nil && slices.Contains(deferredKeys, key) {
+				d.j.unresolved[key] = err // an error where the value is used (File.value)
+				continue
+			} else if err != nil {
 				return err
 			}
 		}

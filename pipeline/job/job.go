@@ -72,6 +72,9 @@ type File struct {
 	// lines maps dotted keys ("algorithm.policy_loss_fn_args.clip_range")
 	// to the line they are on.
 	lines map[string]int
+	// unresolved holds, by dotted key, the error of a deferredKeys value
+	// whose interpolation did not resolve (the value is left unset).
+	unresolved map[string]error
 }
 
 // Operator is one experience operator of a job file: upstream's name and
@@ -143,7 +146,7 @@ func Load(path string) (*File, error) {
 // Parse decodes the job file data; file names it in messages, and its
 // directory is where the file's relative paths start.
 func Parse(file string, data []byte) (*File, error) {
-	j := &File{File: file, lines: map[string]int{}}
+	j := &File{File: file, lines: map[string]int{}, unresolved: map[string]error{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, &Error{File: file, Msg: "not valid YAML: " + oneLine(err), Err: err}
@@ -194,6 +197,44 @@ func (j *File) resolvePaths(dir string) {
 			*p = scheme + ":///" + filepath.Join(dir, rest[1:])
 		}
 	}
+}
+
+// Override sets key — input, output, metrics or prom — to a command line's
+// value (when not empty): the file's value, resolved or not, is not used.
+func (j *File) Override(key, value string) {
+	if value == "" {
+		return
+	}
+	dst := map[string]*string{"input": &j.Input, "output": &j.Output, "metrics": &j.Metrics, "prom": &j.Prom}[key]
+	*dst = value
+	delete(j.unresolved, key)
+}
+
+// value returns the error of the first of keys (dotted keys or sections)
+// whose interpolation did not resolve, nil when every one did: a value is
+// resolved when it is used.
+func (j *File) value(keys ...string) error {
+	var bad []string
+	for k := range j.unresolved {
+		for _, want := range keys {
+			if k == want || strings.HasPrefix(k, want+".") {
+				bad = append(bad, k)
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return j.unresolved[bad[0]]
+}
+
+// OutputStore returns the job's output store.
+func (j *File) OutputStore() (string, error) { return j.Output, j.value("output") }
+
+// Monitoring returns the job's metrics and Prometheus files.
+func (j *File) Monitoring() (metrics, prom string, err error) {
+	return j.Metrics, j.Prom, j.value("metrics", "prom")
 }
 
 // Line returns the line of a dotted key, 0 if the file does not set it.
@@ -285,10 +326,16 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " 
 // Trinity config's experience buffer names (a file path of a file buffer,
 // the table of an sql buffer as a database URL).
 func (j *File) InputStore() (string, error) {
+	if j.Input != "" {
+		return j.Input, nil
+	}
+	if err := j.value("input", experienceBuffer); err != nil {
+		return "", err
+	}
 	eb := j.ExperienceBuffer
 	switch {
-	case j.Input != "" || eb == (ExperienceBuffer{}):
-		return j.Input, nil
+	case eb == (ExperienceBuffer{}):
+		return "", nil
 	case eb.StorageType == "file":
 		return eb.Path, nil
 	}
