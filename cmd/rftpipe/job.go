@@ -23,7 +23,7 @@ func algorithmFlags() []cli.Flag {
 func jobOptions(c *cli.Context, command string) (*build.Options, error) {
 	o := &build.Options{
 		Command: command, AdvantageFn: c.String("advantage-fn"), AddStrategy: c.String("add-strategy"), Fn: c.String("fn"),
-		Args: keyValues(c, "arg"), Operators: c.StringSlice("operator"), Rejected: c.String("rejected"), Config: c.String("config"), Algorithm: c.String("algorithm"),
+		Args: keyValues(c, "arg"), Operators: c.StringSlice("operator"), SkipOperators: c.StringSlice("skip-operator"), Rejected: c.String("rejected"), Config: c.String("config"), Algorithm: c.String("algorithm"),
 		In: c.String("in"), Out: c.String("out"), GradOut: c.String("grad-out"), Metrics: c.String("metrics"), Prom: c.String("prom"),
 		Label: c.String("job-label"), Seed: c.Uint64("seed"), HasSeed: c.IsSet("seed"),
 		OnInvalidReward: c.String("on-invalid-reward"), Codec: c.String("codec"), InsideInput: c.Bool("allow-inside-input"),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/pipeline/job"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/stages/operator"
 )
 
 // storeShape returns a store's column names and row count.
@@ -395,7 +397,17 @@ func TestWholeTrinityConfigsRun(t *testing.T) {
 				in = "../../fixtures/stores/gigpo.parquet"
 			}
 			out := filepath.Join(t.TempDir(), "out.parquet")
-			_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--verbose", "--progress", "never")
+			args := []string{"run", "--config", cfg, "--in", in, "--out", out, "--verbose", "--progress", "never"}
+			f, err := job.Load(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, op := range f.Operators { // Trinity's reward mapper is rftpipe's only on request
+				if !slices.Contains(operator.Default().Names(), op.Name) {
+					args = append(args, "--skip-operator", op.Name)
+				}
+			}
+			_, stderr, code := runCLI(t, args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -505,6 +517,67 @@ func TestUnusedValuesNeedNoEnvironment(t *testing.T) {
 			}
 			if c.code != 0 {
 				checkOneLine(t, stderr, cfg)
+			}
+		})
+	}
+}
+
+// TestExperienceOperators: an experience operator of a job file rftpipe
+// does not know stops the run (exit 2) naming it, its line and the
+// operators rftpipe knows; --skip-operator runs the job without it (or
+// without a known one), saying so; a skip naming no operator of the file
+// is refused.
+func TestExperienceOperators(t *testing.T) {
+	dir := t.TempDir()
+	demo := "../../fixtures/stores/demo.parquet"
+	cfg := filepath.Join(dir, "job.yaml")
+	src := "algorithm: {algorithm_type: grpo, repeat_times: 8}\n" +
+		"data_processor:\n  experience_pipeline:\n    operators:\n" +
+		"      - name: reward_shaping_mapper\n        args: {reward_shaping_configs: []}\n" +
+		"      - name: reward_std_filter\n"
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"run", "--config", cfg, "--in", demo, "--progress", "never"}
+	for _, c := range []struct {
+		name  string
+		flags []string
+		code  int
+		want  []string // in stderr
+		rows  int64    // written, when it runs
+	}{
+		{"unknown operator", nil, 2, []string{cfg + ": line 5: data_processor.experience_pipeline.operators[0].name: unknown experience operator \"reward_shaping_mapper\"",
+			"rftpipe runs: " + strings.Join(operator.Default().Names(), ", "), "--skip-operator reward_shaping_mapper"}, 0},
+		{"unknown operator skipped", []string{"--skip-operator", "reward_shaping_mapper"}, 0,
+			[]string{"warning: " + cfg + ": line 5: data_processor.experience_pipeline.operators[0].name: skipped the experience operator \"reward_shaping_mapper\" (--skip-operator)"}, 312}, // the rows of the 39 groups whose reward std is not 0
+		{"both skipped", []string{"--skip-operator", "reward_shaping_mapper", "--skip-operator", "reward_std_filter"}, 0,
+			[]string{`skipped the experience operator "reward_shaping_mapper"`, `line 7: data_processor.experience_pipeline.operators[1].name: skipped the experience operator "reward_std_filter"`}, 384},
+		{"skip of no operator of the file", []string{"--skip-operator", "reward_shaping_mapper", "--skip-operator", "reward_std_filtr"}, 2,
+			[]string{"--skip-operator reward_std_filtr: the file runs no such operator (its operators: reward_shaping_mapper, reward_std_filter)", `did you mean "reward_std_filter"?`}, 0},
+		{"skip without a job file", []string{"--skip-operator", "x"}, 2, []string{"--skip-operator skips an operator of a job file"}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out.parquet")
+			args := append(append(slices.Clone(base), "--out", out), c.flags...)
+			if c.name == "skip without a job file" {
+				args = []string{"run", "--advantage-fn", "grpo", "--in", demo, "--out", out, "--skip-operator", "x"}
+			}
+			_, stderr, code := runCLI(t, args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q: %s", w, stderr)
+				}
+			}
+			if c.code != 0 {
+				checkOneLine(t, stderr)
+				if _, err := os.Stat(out); err == nil {
+					t.Error("wrote an output")
+				}
+			} else if _, rows := storeShape(t, out); rows != c.rows {
+				t.Errorf("%d rows written, want %d", rows, c.rows)
 			}
 		})
 	}

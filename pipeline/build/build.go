@@ -58,6 +58,9 @@ type Options struct {
 	// before the advantage fn (run); an arg NAME.key=value goes to the
 	// operator NAME. A job file's data_processor operators run first.
 	Operators []string
+	// SkipOperators are operators of the job file not to run (by name), an
+	// unknown one among them; each skipped one is reported on Log.
+	SkipOperators []string
 	// Rejected is the store of the rows the run drops (pipeline.Job).
 	Rejected string
 	// Config is a job file; Algorithm an algorithm type (overriding the
@@ -198,6 +201,9 @@ func runJob(o *Options) *pipeline.Job {
 // prepareFlags is `run --advantage-fn NAME` / `--add-strategy NAME`.
 func prepareFlags(o *Options) (*plan, error) {
 	fn, strategy := o.AdvantageFn, o.AddStrategy
+	if len(o.SkipOperators) > 0 {
+		return nil, usagef("--skip-operator skips an operator of a job file (--config)")
+	}
 	if fn != "" && strategy != "" || fn == "" && strategy == "" && len(o.Operators) == 0 {
 		return nil, usagef("give exactly one of --advantage-fn and --add-strategy, or --operator")
 	}
@@ -323,7 +329,14 @@ func prepareFile(o *Options) (*plan, error) {
 		if err != nil {
 			return err
 		}
-		ops, kvs, err := OperatorStage(f.Operators, o.Operators, o.Args, stale...)
+		fileOps, skipped, err := f.RunOperators(o.SkipOperators)
+		if err != nil {
+			return err
+		}
+		for _, s := range skipped {
+			fmt.Fprintln(o.Log, "warning: "+s)
+		}
+		ops, kvs, err := OperatorStage(fileOps, o.Operators, o.Args, stale...)
 		if err != nil {
 			return err
 		}
@@ -571,6 +584,9 @@ func planSettings(o *Options) []string {
 	}
 	for _, op := range o.Operators {
 		s = append(s, "operator "+op)
+	}
+	for _, op := range o.SkipOperators {
+		s = append(s, "skip-operator "+op)
 	}
 	for _, a := range o.Args {
 		s = append(s, "arg "+a)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
-	"github.com/rftpipe/rftpipe/stages/operator"
 	"github.com/rftpipe/rftpipe/stages/rollout"
 )
 
@@ -79,8 +78,8 @@ var dataProcessorKeys = []field{
 }
 
 // operators decodes data_processor.experience_pipeline.operators: a list
-// of {name, args}. An operator rftpipe does not run (a reward mapper of
-// Trinity's services) is ignored with a note.
+// of {name, args}, in order, each with its key and line (File.RunOperators
+// checks their names).
 func (d *decoder) operators(n *yaml.Node, path string) error {
 	if n.Tag == "!!null" {
 		return nil
@@ -88,11 +87,10 @@ func (d *decoder) operators(n *yaml.Node, path string) error {
 	if n.Kind != yaml.SequenceNode {
 		return d.errf(n, path, "want a list of {name, args}, got %s", describe(n))
 	}
-	known := operator.Default().Names()
 	for i, item := range n.Content {
 		item = resolveAlias(item)
 		key := fmt.Sprintf("%s[%d]", path, i)
-		var op Operator
+		op := Operator{Key: key + ".name", Line: item.Line}
 		err := d.mapping(item, key, []field{
 			{"name", "operator name", func(d *decoder, n *yaml.Node, path string) error {
 				return d.scalar(n, path, "!!str", "a string", &op.Name)
@@ -106,9 +104,8 @@ func (d *decoder) operators(n *yaml.Node, path string) error {
 		if err != nil {
 			return err
 		}
-		if !slices.Contains(known, op.Name) {
-			d.ignored = append(d.ignored, fmt.Sprintf("%s: operator %q (line %d; rftpipe runs %s)", key, op.Name, item.Line, strings.Join(known, ", ")))
-			continue
+		if l, ok := d.j.lines[op.Key]; ok {
+			op.Line = l
 		}
 		d.j.Operators = append(d.j.Operators, op)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/trinity"
+	"github.com/rftpipe/rftpipe/stages/operator"
 )
 
 // File is a decoded job file. Values the file leaves out are zero; a command
@@ -63,8 +64,8 @@ type File struct {
 	// ExperienceBuffer is Trinity's buffer.trainer_input.experience_buffer,
 	// the buffer the trainer reads.
 	ExperienceBuffer ExperienceBuffer
-	// Operators are Trinity's data_processor.experience_pipeline.operators
-	// that rftpipe runs (stages/operator), in order.
+	// Operators are Trinity's data_processor.experience_pipeline.operators,
+	// in order (RunOperators: those a run runs).
 	Operators []Operator
 	// Warnings are notes on keys accepted for compatibility and ignored.
 	Warnings []string
@@ -78,10 +79,12 @@ type File struct {
 }
 
 // Operator is one experience operator of a job file: upstream's name and
-// args (nil: the operator's defaults).
+// args (nil: the operator's defaults), and where its name is written.
 type Operator struct {
 	Name string
 	Args map[string]any
+	Key  string // dotted key of its name
+	Line int
 }
 
 // ExperienceBuffer is the trainer's experience buffer of a Trinity config.
@@ -321,6 +324,45 @@ func (j *File) errAt(key, suggestion string, cause error) error {
 
 // oneLine returns err's message on one line.
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
+
+// RunOperators returns the file's experience operators a run runs: all but
+// those named in skip (a command line's choice), which it describes, one
+// line each, in skipped. An operator rftpipe does not know is an error
+// naming it and the operators it knows — Trinity refuses it too — unless
+// skipped; so is a skip that names no operator of the file.
+func (j *File) RunOperators(skip []string) (run []Operator, skipped []string, err error) {
+	known := operator.Default().Names()
+	for _, op := range j.Operators {
+		switch {
+		case slices.Contains(skip, op.Name):
+			skipped = append(skipped, fmt.Sprintf("%s: line %d: %s: skipped the experience operator %q (--skip-operator)", j.File, op.Line, op.Key, op.Name))
+		case !slices.Contains(known, op.Name):
+			return nil, nil, &Error{File: j.File, Line: op.Line, Key: op.Key, Suggestion: suggest(op.Name, known),
+				Msg: fmt.Sprintf("unknown experience operator %q (rftpipe runs: %s); --skip-operator %s runs the job without it", op.Name, strings.Join(known, ", "), op.Name)}
+		default:
+			run = append(run, op)
+		}
+	}
+	for _, name := range skip {
+		if !slices.ContainsFunc(j.Operators, func(op Operator) bool { return op.Name == name }) {
+			var names []string
+			for _, op := range j.Operators {
+				names = append(names, op.Name)
+			}
+			return nil, nil, &Error{File: j.File, Suggestion: suggest(name, names),
+				Msg: fmt.Sprintf("--skip-operator %s: the file runs no such operator (its operators: %s)", name, orNone(names))}
+		}
+	}
+	return run, skipped, nil
+}
+
+// orNone joins names, or says none.
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
 
 // InputStore returns the job's input store: its input, else the store the
 // Trinity config's experience buffer names (a file path of a file buffer,
