@@ -582,3 +582,39 @@ func TestExperienceOperators(t *testing.T) {
 		})
 	}
 }
+
+// TestOnInvalidRewardInJobFile: a job file's on_invalid_reward applies,
+// --on-invalid-reward overrides it, and a value other than error or drop
+// is refused naming its line.
+func TestOnInvalidRewardInJobFile(t *testing.T) {
+	dir := t.TempDir()
+	in := "../../fixtures/bad/nan_reward.jsonl"
+	for _, c := range []struct {
+		name, value string
+		flags       []string
+		code        int
+		want        string // in stderr
+	}{
+		{"drop", "drop", nil, 0, "1 invalid dropped"},
+		{"error", "error", nil, 2, `row 1: column "reward": reward is NaN`},
+		{"flag overrides the file", "drop", []string{"--on-invalid-reward", "error"}, 2, `row 1: column "reward": reward is NaN`},
+		{"flag overrides the default", "", []string{"--on-invalid-reward", "drop"}, 0, "1 invalid dropped"},
+		{"unknown value", "keep", nil, 2, `line 2: on_invalid_reward: unknown value "keep" (valid: error, drop)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".yaml")
+			src := "algorithm: {algorithm_type: grpo}\n"
+			if c.value != "" {
+				src += "on_invalid_reward: " + c.value + "\n"
+			}
+			if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, c.name+".parquet")
+			_, stderr, code := runCLI(t, append([]string{"run", "--config", cfg, "--in", in, "--out", out, "--progress", "never"}, c.flags...)...)
+			if code != c.code || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, want %d and %q: %s", code, c.code, c.want, stderr)
+			}
+		})
+	}
+}

@@ -311,6 +311,9 @@ func prepareFile(o *Options) (*plan, error) {
 		return nil, err
 	}
 	j.Columns, j.Seed = f.Columns, f.Seed
+	if j.OnInvalidReward == "" { // --on-invalid-reward overrides the file
+		j.OnInvalidReward = f.OnInvalidReward
+	}
 	j.Label = fileLabel(f.File, f.Algorithm.AlgorithmType)
 	if o.Config != "" {
 		j.Reads = []string{o.Config}

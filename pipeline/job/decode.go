@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/rollout"
@@ -43,6 +44,9 @@ var topKeys = []field{
 		}
 		d.j.Seed, d.j.HasSeed = uint64(v), true
 		return nil
+	}},
+	{"on_invalid_reward", "null, NaN or infinite rewards: error (default) or drop", func(d *decoder, n *yaml.Node, path string) error {
+		return d.choice(n, path, &d.j.OnInvalidReward, []string{pipeline.InvalidError, pipeline.InvalidDrop})
 	}},
 	{"columns", "rftpipe column name → the store's column name", func(d *decoder, n *yaml.Node, path string) error {
 		return d.columns(n, path)

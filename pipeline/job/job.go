@@ -1,7 +1,7 @@
 // Package job reads rftpipe job files: YAML holding Trinity-RFT's
 // `algorithm:` section exactly as users write it for Trinity, plus the keys
-// of an rftpipe job (input, output, metrics, seed, column mapping, quirk
-// fixes):
+// of an rftpipe job (input, output, metrics, seed, on_invalid_reward, column
+// mapping, quirk fixes):
 //
 //	algorithm:                  # Trinity-RFT's section, unchanged
 //	  algorithm_type: grpo
@@ -49,6 +49,9 @@ type File struct {
 	// read, the store written, the metrics as JSON and in the Prometheus
 	// text format.
 	Input, Output, Metrics, Prom string
+	// OnInvalidReward is what a run does with null, NaN or infinite
+	// rewards (pipeline.Job's; "" the default).
+	OnInvalidReward string
 	// Seed seeds the job's random choices; HasSeed says whether it is set.
 	Seed    uint64
 	HasSeed bool
