@@ -618,3 +618,72 @@ func TestOnInvalidRewardInJobFile(t *testing.T) {
 		})
 	}
 }
+
+// TestColumnsMapAnyInput: a job file's columns section maps any canonical
+// input to the store's column — the group pass's reward, task and batch as
+// well as the per-token lists — and the run computes what it computes over
+// the store with rftpipe's names; a bad value is named by the store's
+// column.
+func TestColumnsMapAnyInput(t *testing.T) {
+	dir := t.TempDir()
+	const full = "../../fixtures/stores/full.parquet"
+	want := filepath.Join(dir, "want.parquet")
+	if _, stderr, code := runCLI(t, "run", "--algorithm", "grpo", "--in", full, "--out", want, "--progress", "never"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	wantAdv, _ := readLists(t, want, "advantages")
+	for _, c := range []struct {
+		name    string
+		renamed map[string]string // canonical → the store's column
+	}{
+		{"reward", map[string]string{"reward": "score"}},
+		{"task", map[string]string{"task": "prompt_id"}},
+		{"batch", map[string]string{"batch": "step_id"}},
+		{"reward and task", map[string]string{"reward": "score", "task": "prompt_id"}},
+		{"action_mask", map[string]string{"action_mask": "loss_mask"}},
+		{"every input at once", map[string]string{"reward": "r", "task": "t", "batch": "b", "run": "rn", "action_mask": "m", "logprobs": "lp"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".parquet")
+			var excl, sel []string
+			cfg := "algorithm: {algorithm_type: grpo}\ncolumns:\n"
+			for canon, col := range c.renamed {
+				excl = append(excl, canon)
+				sel = append(sel, canon+" AS "+col)
+				cfg += "  " + canon + ": " + col + "\n"
+			}
+			q := "SELECT * EXCLUDE (" + strings.Join(excl, ", ") + "), " + strings.Join(sel, ", ") + " FROM experiences"
+			if _, stderr, code := runCLI(t, "sql", q, "--store", full, "--out", in); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			cfgPath := filepath.Join(dir, "job.yaml")
+			if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out.parquet")
+			if _, stderr, code := runCLI(t, "run", "--config", cfgPath, "--in", in, "--out", out, "--progress", "never"); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if got, _ := readLists(t, out, "advantages"); !slices.Equal(got["advantages"], wantAdv["advantages"]) || len(got["advantages"]) == 0 {
+				t.Errorf("advantages differ from those over the store with rftpipe's names")
+			}
+		})
+	}
+	// An invalid reward is named by its column in the store.
+	src, err := os.ReadFile("../../fixtures/bad/nan_reward.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "nan_score.jsonl")
+	cfg := filepath.Join(dir, "score.yaml")
+	if err := os.WriteFile(in, []byte(strings.ReplaceAll(string(src), `"reward"`, `"score"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("algorithm: {algorithm_type: grpo}\ncolumns: {reward: score}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", in, "--out", filepath.Join(dir, "o.parquet"), "--progress", "never")
+	if code != 2 || !strings.Contains(stderr, in+`: row 1: column "score": invalid reward`) {
+		t.Errorf("exit %d, want 2 naming row 1 of column score: %s", code, stderr)
+	}
+}
