@@ -669,6 +669,23 @@ func TestColumnsMapAnyInput(t *testing.T) {
 			}
 		})
 	}
+	// The loss of a job file reads its inputs through the mapping too.
+	lossIn := filepath.Join(dir, "loss_in.parquet")
+	if _, stderr, code := runCLI(t, "sql", "SELECT * EXCLUDE (action_mask, old_logprob), action_mask AS m, old_logprob AS olp FROM experiences", "--store", full, "--out", lossIn); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lossCfg := filepath.Join(dir, "loss.yaml")
+	if err := os.WriteFile(lossCfg, []byte("algorithm: {algorithm_type: grpo}\ncolumns: {action_mask: m, old_logprob: olp}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantLoss, stderr, code := runCLI(t, "loss", "--algorithm", "grpo", "--in", full)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got, stderr, code := runCLI(t, "loss", "--config", lossCfg, "--in", lossIn); code != 0 || got != wantLoss {
+		t.Errorf("loss over the mapped store: exit %d: %s%s, want\n%s", code, got, stderr, wantLoss)
+	}
+
 	// An invalid reward is named by its column in the store.
 	src, err := os.ReadFile("../../fixtures/bad/nan_reward.jsonl")
 	if err != nil {
@@ -682,7 +699,7 @@ func TestColumnsMapAnyInput(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("algorithm: {algorithm_type: grpo}\ncolumns: {reward: score}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", in, "--out", filepath.Join(dir, "o.parquet"), "--progress", "never")
+	_, stderr, code = runCLI(t, "run", "--config", cfg, "--in", in, "--out", filepath.Join(dir, "o.parquet"), "--progress", "never")
 	if code != 2 || !strings.Contains(stderr, in+`: row 1: column "score": invalid reward`) {
 		t.Errorf("exit %d, want 2 naming row 1 of column score: %s", code, stderr)
 	}

@@ -377,6 +377,12 @@ func prepareLoss(o *Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	for name, col := range j.Columns { // the job file's columns of inputs; --col wins
+		in := schema.InputName(name)
+		if _, set := cols[in]; !set && isInput(in) {
+			cols[in] = col
+		}
+	}
 	ev, _, err := gpu.Select(o.Device, o.Log)
 	if err != nil {
 		return nil, err
@@ -418,6 +424,7 @@ func lossObjective(o *Options, j *pipeline.Job) (*objective.Objective, error) {
 	if j.Metrics, j.Prom, err = f.Monitoring(); err != nil {
 		return nil, err
 	}
+	j.Columns = f.Columns
 	if o.Config != "" {
 		j.Reads = []string{o.Config}
 	}
