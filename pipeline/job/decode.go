@@ -382,7 +382,7 @@ func (d *decoder) keys(n *yaml.Node, path string, fields []field, other func(k *
 		if v.Kind == yaml.ScalarNode { // a mapping's keys resolve as they are read
 			var err error
 			if v, err = d.interp(v, key); err != nil && slices.Contains(deferredKeys, key) {
-				d.j.unresolved[key] = err // an error where the value is used (File.value)
+				d.j.unresolved[key] = err // an error where the value is used (File.checkResolved)
 				continue
 			} else if err != nil {
 				return err

@@ -216,10 +216,10 @@ func (j *File) Override(key, value string) {
 	delete(j.unresolved, key)
 }
 
-// value returns the error of the first of keys (dotted keys or sections)
-// whose interpolation did not resolve, nil when every one did: a value is
-// resolved when it is used.
-func (j *File) value(keys ...string) error {
+// checkResolved returns the error of the first of keys (dotted keys or
+// sections) whose interpolation did not resolve, nil when every one did:
+// the values of deferredKeys are checked where they are used.
+func (j *File) checkResolved(keys ...string) error {
 	var bad []string
 	for k := range j.unresolved {
 		for _, want := range keys {
@@ -236,11 +236,11 @@ func (j *File) value(keys ...string) error {
 }
 
 // OutputStore returns the job's output store.
-func (j *File) OutputStore() (string, error) { return j.Output, j.value("output") }
+func (j *File) OutputStore() (string, error) { return j.Output, j.checkResolved("output") }
 
 // Monitoring returns the job's metrics and Prometheus files.
 func (j *File) Monitoring() (metrics, prom string, err error) {
-	return j.Metrics, j.Prom, j.value("metrics", "prom")
+	return j.Metrics, j.Prom, j.checkResolved("metrics", "prom")
 }
 
 // Line returns the line of a dotted key, 0 if the file does not set it.
@@ -374,7 +374,7 @@ func (j *File) InputStore() (string, error) {
 	if j.Input != "" {
 		return j.Input, nil
 	}
-	if err := j.value("input", experienceBuffer); err != nil {
+	if err := j.checkResolved("input", experienceBuffer); err != nil {
 		return "", err
 	}
 	eb := j.ExperienceBuffer
