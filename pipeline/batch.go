@@ -12,6 +12,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/parallel"
 )
@@ -53,6 +54,31 @@ func (c *columns) lookup(name string) int {
 		return i
 	}
 	return -1
+}
+
+// name returns the store's name of the column of name (name itself when
+// the store lacks it).
+func (c *columns) name(name string) string {
+	if i := c.lookup(name); i >= 0 {
+		return c.sch.Field(i).Name
+	}
+	return name
+}
+
+// selectAs returns the store's columns of names (those it has, once each)
+// and the SQL select list that reads each under its name in names, e.g.
+// "score" AS "reward".
+func (c *columns) selectAs(names []string) (stored []string, sel string) {
+	var list []string
+	for _, n := range names {
+		col := c.name(n)
+		if c.lookup(n) < 0 || slices.Contains(stored, col) {
+			continue
+		}
+		stored = append(stored, col)
+		list = append(list, duckdb.QuoteIdent(col)+" AS "+duckdb.QuoteIdent(n))
+	}
+	return stored, strings.Join(list, ", ")
 }
 
 // require checks that the store has every named column.

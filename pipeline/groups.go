@@ -85,16 +85,20 @@ func (g *Grouping) Row(i int64) int32 {
 // With n.InvalidRewards, rows with an invalid reward are grouped like the
 // others (their reward is NaN or ±Inf); otherwise they belong to no group.
 // With a shard, only the rows of its batches are grouped.
-func groupPass(ctx context.Context, in string, files []string, n GroupNeeds, sh *shard.Shard, tmpDir string) (*Grouping, error) {
-	g, err := duckGroups(ctx, in, files, n, sh, tmpDir)
+// The group pass reads the columns of n by the names of cols, the
+// store's columns (an alias such as response_mask, the job's Columns
+// mapping), under rftpipe's names.
+func groupPass(ctx context.Context, in string, files []string, n GroupNeeds, cols *columns, sh *shard.Shard, tmpDir string) (*Grouping, error) {
+	g, err := duckGroups(ctx, in, files, n, cols, sh, tmpDir)
 	// DuckDB fails on a damaged store in words of its own; the store reader
 	// names the file, row group and column.
 	return g, duckdb.Located(ctx, err, in)
 }
 
 // duckGroups is the group pass, in DuckDB.
-func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, sh *shard.Shard, tmpDir string) (*Grouping, error) {
-	files, err := parquetFiles(ctx, in, files, groupColumns(n), tmpDir)
+func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, cols *columns, sh *shard.Shard, tmpDir string) (*Grouping, error) {
+	stored, sel := cols.selectAs(groupColumns(n))
+	files, err := parquetFiles(ctx, in, files, stored, tmpDir)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +112,7 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, sh
 		db.Close()
 		duckdb.Trim() // the streaming pass must not stack on DuckDB's peak
 	}()
-	if err := createExps(ctx, db, files); err != nil {
+	if err := createExps(ctx, db, files, sel); err != nil {
 		return nil, err
 	}
 	if sh != nil {
@@ -164,7 +168,7 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, sh
 
 // createExps creates the view exps over files (exps.sql): the union of every
 // file's rows (file.sql), each file's row_idx offset by the rows before it.
-func createExps(ctx context.Context, db *dbsql.DB, files []string) error {
+func createExps(ctx context.Context, db *dbsql.DB, files []string, sel string) error {
 	if err := store.CheckSameColumns(files); err != nil {
 		return err
 	}
@@ -189,7 +193,7 @@ func createExps(ctx context.Context, db *dbsql.DB, files []string) error {
 	parts := make([]string, len(files))
 	offset := int64(0)
 	for i, f := range files {
-		parts[i] = rsql.Pipeline("file", map[string]string{"file": quoted[i], "offset": strconv.FormatInt(offset, 10)})
+		parts[i] = rsql.Pipeline("file", map[string]string{"file": quoted[i], "offset": strconv.FormatInt(offset, 10), "columns": sel})
 		offset += count[f]
 	}
 	if _, err := db.ExecContext(ctx, rsql.Pipeline("exps", map[string]string{"files": strings.Join(parts, "UNION ALL\n")})); err != nil {

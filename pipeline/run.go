@@ -65,7 +65,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		gn.NoInfo = !has(schema.Info)
 		gn.Operator.NoMetrics, gn.Operator.NoTruncateStatus = !has(schema.Metrics), !has(schema.TruncateStatus)
 		pprof.Do(ctx, pprof.Labels("step", "group"), func(ctx context.Context) {
-			g, err = groupPass(ctx, job.In, r.Files(), gn, job.Shard, tmp)
+			g, err = groupPass(ctx, job.In, r.Files(), gn, cols, job.Shard, tmp)
 		})
 		if err != nil {
 			return nil, err
@@ -74,7 +74,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		case gn.InvalidRewards:
 		case g.Invalid > 0 && job.OnInvalidReward == InvalidError:
 			return nil, locateRow(job.In, g.FirstInvalid, schema.ValidateOptions{RequireReward: true}, func(file string, row int64) error {
-				return schema.Errorf(file, row, schema.Reward, "invalid reward (use --on-invalid-reward drop to drop such rows)")
+				return schema.Errorf(file, row, cols.name(schema.Reward), "invalid reward (use --on-invalid-reward drop to drop such rows)")
 			})
 		case job.OnInvalidReward == InvalidDrop:
 			res.InvalidDropped = g.Invalid

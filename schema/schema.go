@@ -225,19 +225,21 @@ func Require(file string, s *arrow.Schema, names ...string) error {
 			sort.Strings(have)
 			return Errorf(file, -1, n, "missing required column (store has: %s)", strings.Join(have, ", "))
 		}
-		got := s.Field(idx[0]).Type
-		if _, known := types[n]; known && !accepts(n, got) {
-			return Errorf(file, -1, n, "has type %s, want %s", got, types[n])
+		got, role := s.Field(idx[0]).Type, Role(s, n)
+		if _, known := types[role]; known && !accepts(role, got) {
+			return Errorf(file, -1, n, "has type %s, want %s", got, types[role])
 		}
 	}
 	return nil
 }
 
-// CheckKnown checks the type of every known column present in s.
+// CheckKnown checks the type of every known column present in s, under
+// its Role (response_mask as action_mask).
 func CheckKnown(file string, s *arrow.Schema) error {
 	for _, f := range s.Fields() {
-		if _, known := types[f.Name]; known && !accepts(f.Name, f.Type) {
-			return Errorf(file, -1, f.Name, "has type %s, want %s", f.Type, types[f.Name])
+		role := Role(s, f.Name)
+		if _, known := types[role]; known && !accepts(role, f.Type) {
+			return Errorf(file, -1, f.Name, "has type %s, want %s", f.Type, types[role])
 		}
 	}
 	return nil

@@ -32,11 +32,18 @@ func IsResponseList(name string) bool { return slices.Contains(responseLists, na
 // error names file, row and column of the first problem.
 func Validate(file string, firstRow int64, rec arrow.Record, opt ValidateOptions) error {
 	s := rec.Schema()
+	// A column is found by its Role: Trinity's and verl's names too.
 	col := func(name string) arrow.Array {
-		if idx := s.FieldIndices(name); len(idx) > 0 {
-			return rec.Column(idx[0])
+		if i := ColumnIndex(s, name); i >= 0 {
+			return rec.Column(i)
 		}
 		return nil
+	}
+	stored := func(name string) string {
+		if i := ColumnIndex(s, name); i >= 0 {
+			return s.Field(i).Name
+		}
+		return name
 	}
 	for _, id := range []string{Batch, Task, Run, Step} {
 		if a := col(id); a != nil && a.NullN() > 0 {
@@ -65,7 +72,7 @@ func Validate(file string, firstRow int64, rec arrow.Record, opt ValidateOptions
 	for _, n := range responseLists {
 		if l, ok := col(n).(array.ListLike); ok {
 			lists = append(lists, l)
-			names = append(names, n)
+			names = append(names, stored(n))
 		}
 	}
 	tokens, _ := col(Tokens).(array.ListLike)
@@ -97,7 +104,7 @@ func Validate(file string, firstRow int64, rec arrow.Record, opt ValidateOptions
 			}
 		}
 		if lp != nil && !lp.IsNull(i) {
-			if err := finiteUnderMask(file, row, lp, mask, i); err != nil {
+			if err := finiteUnderMask(file, row, stored(Logprobs), lp, mask, i); err != nil {
 				return err
 			}
 		}
@@ -105,9 +112,9 @@ func Validate(file string, firstRow int64, rec arrow.Record, opt ValidateOptions
 	return nil
 }
 
-// finiteUnderMask rejects NaN or +Inf log-probs at positions that are trained
-// on (positions with action_mask 0 are ignored, as upstream's masked sums do).
-func finiteUnderMask(file string, row int64, lp, mask array.ListLike, i int) error {
+// finiteUnderMask rejects NaN or +Inf log-probs (the column name) at
+// positions that are trained on (positions with action_mask 0 are ignored, as upstream's masked sums do).
+func finiteUnderMask(file string, row int64, name string, lp, mask array.ListLike, i int) error {
 	vals, ok := lp.ListValues().(*array.Float32)
 	if !ok {
 		return nil
@@ -126,7 +133,7 @@ func finiteUnderMask(file string, row int64, lp, mask array.ListLike, i int) err
 		if mv != nil && !mv.Value(int(mlo)+k) {
 			continue
 		}
-		return Errorf(file, row, Logprobs, "log-prob %v at token %d", float64(x), k)
+		return Errorf(file, row, name, "log-prob %v at token %d", float64(x), k)
 	}
 	return nil
 }

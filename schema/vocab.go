@@ -1,5 +1,7 @@
 package schema
 
+import "github.com/apache/arrow/go/v17/arrow"
+
 // The per-token vocabulary: each store column a stage reads per token (or
 // per row), the stages' name for it as an input (Trinity's naming, as in
 // stages/tokens), and Trinity's and verl's other names for it. The one
@@ -62,6 +64,31 @@ var Aliases = func() map[string]string {
 	}
 	return m
 }()
+
+// Role returns the column of rftpipe's vocabulary that the column name of
+// the store schema s holds: name itself when it is one, else the column a
+// Trinity or verl name stands for (Aliases: response_mask for action_mask)
+// when s has no column of that name, else name.
+func Role(s *arrow.Schema, name string) string {
+	if _, known := types[name]; known {
+		return name
+	}
+	if c, ok := Aliases[name]; ok && len(s.FieldIndices(c)) == 0 {
+		return c
+	}
+	return name
+}
+
+// ColumnIndex returns the index of the column of s holding name (Role), -1
+// when s has none; the first of them in s's order.
+func ColumnIndex(s *arrow.Schema, name string) int {
+	for i, f := range s.Fields() {
+		if Role(s, f.Name) == name {
+			return i
+		}
+	}
+	return -1
+}
 
 // inputAliases maps Trinity's and verl's names of the inputs to the
 // canonical input names (upstream's key mapper).

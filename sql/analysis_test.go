@@ -1016,3 +1016,50 @@ func TestZeroVariance(t *testing.T) {
 		}
 	}
 }
+
+// TestDropReasons: per reason and batch, and over every batch, drop_reasons
+// counts the rows and the groups they come from; a group is a (batch, task)
+// pair, so a task id dropped in two batches is two groups in the 'all' row.
+func TestDropReasons(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rejected.parquet")
+	if _, err := openDB(t, demoStore).Exec(`COPY (SELECT *, CASE WHEN reward > 0.5 THEN 'high' ELSE 'low' END AS drop_reason,
+			'op' AS dropped_by FROM experiences) TO '` + path + `' (FORMAT parquet)`); err != nil {
+		t.Fatal(err)
+	}
+	type agg struct {
+		rows   int
+		groups map[tid]bool
+	}
+	want := map[string]*agg{}
+	scan(t, path, []string{"batch", "task", "reward"}, func(rec arrow.Record, col func(string) arrow.Array) {
+		b, tk, r := col("batch"), col("task"), col("reward").(*array.Float64)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			reason := "low"
+			if r.Value(i) > 0.5 {
+				reason = "high"
+			}
+			for _, key := range []string{reason + "/" + fmt.Sprint(ival(b, i)), reason + "/all"} {
+				if want[key] == nil {
+					want[key] = &agg{groups: map[tid]bool{}}
+				}
+				want[key].rows++
+				want[key].groups[tid{ival(b, i), ival(tk, i)}] = true
+			}
+		}
+	})
+	got := run(t, path, "drop_reasons", nil)
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, want %d", len(got), len(want))
+	}
+	for _, r := range got {
+		key := fmt.Sprint(r["drop_reason"], "/", r["batch"])
+		w := want[key]
+		if w == nil {
+			t.Fatalf("unexpected row %v", r)
+		}
+		check(t, key, r, map[string]float64{"rows": float64(w.rows), "groups": float64(len(w.groups))})
+	}
+	if a := want["low/all"]; a == nil || len(a.groups) <= 16 {
+		t.Errorf("the store should drop one task id in several batches: %v", a)
+	}
+}

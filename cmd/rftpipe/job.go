@@ -23,10 +23,10 @@ func algorithmFlags() []cli.Flag {
 func jobOptions(c *cli.Context, command string) (*build.Options, error) {
 	o := &build.Options{
 		Command: command, AdvantageFn: c.String("advantage-fn"), AddStrategy: c.String("add-strategy"), Fn: c.String("fn"),
-		Args: keyValues(c, "arg"), Operators: c.StringSlice("operator"), Rejected: c.String("rejected"), Config: c.String("config"), Algorithm: c.String("algorithm"),
+		Args: keyValues(c, "arg"), Operators: c.StringSlice("operator"), SkipOperators: c.StringSlice("skip-operator"), Rejected: c.String("rejected"), Config: c.String("config"), Algorithm: c.String("algorithm"),
 		In: c.String("in"), Out: c.String("out"), GradOut: c.String("grad-out"), Metrics: c.String("metrics"), Prom: c.String("prom"),
 		Label: c.String("job-label"), Seed: c.Uint64("seed"), HasSeed: c.IsSet("seed"),
-		OnInvalidReward: c.String("on-invalid-reward"), Codec: c.String("codec"), InsideInput: c.Bool("allow-inside-input"),
+		OnInvalidReward: setString(c, "on-invalid-reward"), Codec: c.String("codec"), InsideInput: c.Bool("allow-inside-input"),
 		LossAggMode: c.String("loss-agg-mode"), KLLossFn: c.String("kl-loss-fn"), KLCoef: c.Float64("kl-coef"),
 		EntropyLossFn: c.String("entropy-loss-fn"), EntropyCoef: c.Float64("entropy-coef"),
 		Cols: c.StringSlice("col"), Step: c.Int64("step"), Device: c.String("device"),
@@ -45,4 +45,13 @@ func jobOptions(c *cli.Context, command string) (*build.Options, error) {
 		err = usagef("--replace needs --shards N (a single output store is always replaced whole)")
 	}
 	return o, err
+}
+
+// setString is a string flag's value when the command line sets it, else
+// "" (a job file's value, or the default, applies).
+func setString(c *cli.Context, name string) string {
+	if !c.IsSet(name) {
+		return ""
+	}
+	return c.String(name)
 }

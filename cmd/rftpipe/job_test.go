@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/pipeline/job"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/stages/operator"
 )
 
 // storeShape returns a store's column names and row count.
@@ -395,7 +397,17 @@ func TestWholeTrinityConfigsRun(t *testing.T) {
 				in = "../../fixtures/stores/gigpo.parquet"
 			}
 			out := filepath.Join(t.TempDir(), "out.parquet")
-			_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--verbose", "--progress", "never")
+			args := []string{"run", "--config", cfg, "--in", in, "--out", out, "--verbose", "--progress", "never"}
+			f, err := job.Load(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, op := range f.Operators { // Trinity's reward mapper is rftpipe's only on request
+				if !slices.Contains(operator.Default().Names(), op.Name) {
+					args = append(args, "--skip-operator", op.Name)
+				}
+			}
+			_, stderr, code := runCLI(t, args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -445,15 +457,250 @@ func TestTrinityConfigWithoutExplorerEnv(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := filepath.Join(dir, c.name+".parquet")
-			_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--verbose", "--progress", "never")
+			_, stderr, code := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--verbose", "--progress", "never", "--skip-operator", "reward_shaping_mapper")
 			if code != c.code || !strings.Contains(stderr, c.want) {
 				t.Errorf("exit %d, want %d and %q: %s", code, c.code, c.want, stderr)
 			}
 			if c.code == 0 {
-				if _, stderr, _ := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--progress", "never"); strings.Contains(stderr, c.want) {
+				if _, stderr, _ := runCLI(t, "run", "--config", cfg, "--in", in, "--out", out, "--progress", "never", "--skip-operator", "reward_shaping_mapper"); strings.Contains(stderr, c.want) {
 					t.Errorf("listed without --verbose: %s", stderr)
 				}
 			}
 		})
+	}
+}
+
+// TestUnusedValuesNeedNoEnvironment: a value the command line leaves
+// unused — the experience buffer with --in, output with --out, metrics with
+// --metrics — is not resolved, so an unset ${oc.env:…} there does not stop
+// the run (Trinity's dpo_humanlike example reads its dataset path so); a
+// used one fails naming its key.
+func TestUnusedValuesNeedNoEnvironment(t *testing.T) {
+	os.Unsetenv("RFTPIPE_TEST_UNSET")
+	const unset = "${oc.env:RFTPIPE_TEST_UNSET}"
+	src, err := os.ReadFile("../../fixtures/configs/trinity/dpo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bufferPath = "${oc.env:TRINITY_DATASET_DIR,../../stores}/dpo.parquet"
+	if !strings.Contains(string(src), bufferPath) {
+		t.Fatalf("dpo.yaml has no %s", bufferPath)
+	}
+	dir := t.TempDir()
+	in := "../../fixtures/stores/dpo_pairs.parquet"
+	out := filepath.Join(dir, "out.parquet")
+	for _, c := range []struct {
+		name, from, to string
+		flags          []string
+		code           int
+		want           string // in stderr
+	}{
+		{"buffer path, --in", bufferPath, unset + "/dpo.parquet", []string{"--in", in, "--out", out}, 0, ""},
+		{"buffer path", bufferPath, unset + "/dpo.parquet", []string{"--out", out}, 2,
+			"buffer.trainer_input.experience_buffer.path: environment variable RFTPIPE_TEST_UNSET is not set"},
+		{"buffer name, --in", "name: dpo_dataset", "name: " + unset, []string{"--in", in, "--out", out}, 0, ""},
+		{"output, --out", "mode: train", "mode: train\noutput: " + unset + "/o.parquet", []string{"--in", in, "--out", out}, 0, ""},
+		{"output", "mode: train", "mode: train\noutput: " + unset + "/o.parquet", []string{"--in", in}, 2,
+			"line 10: output: environment variable RFTPIPE_TEST_UNSET is not set"},
+		{"metrics, --metrics", "mode: train", "mode: train\nmetrics: " + unset, []string{"--in", in, "--out", out, "--metrics", filepath.Join(dir, "m.json")}, 0, ""},
+		{"metrics", "mode: train", "mode: train\nmetrics: " + unset, []string{"--in", in, "--out", out}, 2,
+			"metrics: environment variable RFTPIPE_TEST_UNSET is not set"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, "dpo.yaml")
+			if err := os.WriteFile(cfg, []byte(strings.Replace(string(src), c.from, c.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, code := runCLI(t, append([]string{"run", "--config", cfg, "--progress", "never"}, c.flags...)...)
+			if code != c.code || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, want %d and %q: %s", code, c.code, c.want, stderr)
+			}
+			if c.code != 0 {
+				checkOneLine(t, stderr, cfg)
+			}
+		})
+	}
+}
+
+// TestExperienceOperators: an experience operator of a job file rftpipe
+// does not know stops the run (exit 2) naming it, its line and the
+// operators rftpipe knows; --skip-operator runs the job without it (or
+// without a known one), saying so; a skip naming no operator of the file
+// is refused.
+func TestExperienceOperators(t *testing.T) {
+	dir := t.TempDir()
+	demo := "../../fixtures/stores/demo.parquet"
+	cfg := filepath.Join(dir, "job.yaml")
+	src := "algorithm: {algorithm_type: grpo, repeat_times: 8}\n" +
+		"data_processor:\n  experience_pipeline:\n    operators:\n" +
+		"      - name: reward_shaping_mapper\n        args: {reward_shaping_configs: []}\n" +
+		"      - name: reward_std_filter\n"
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"run", "--config", cfg, "--in", demo, "--progress", "never"}
+	for _, c := range []struct {
+		name  string
+		flags []string
+		code  int
+		want  []string // in stderr
+		rows  int64    // written, when it runs
+	}{
+		{"unknown operator", nil, 2, []string{cfg + ": line 5: data_processor.experience_pipeline.operators[0].name: unknown experience operator \"reward_shaping_mapper\"",
+			"rftpipe runs: " + strings.Join(operator.Default().Names(), ", "), "--skip-operator reward_shaping_mapper"}, 0},
+		{"unknown operator skipped", []string{"--skip-operator", "reward_shaping_mapper"}, 0,
+			[]string{"warning: " + cfg + ": line 5: data_processor.experience_pipeline.operators[0].name: skipped the experience operator \"reward_shaping_mapper\" (--skip-operator)"}, 312}, // the rows of the 39 groups whose reward std is not 0
+		{"both skipped", []string{"--skip-operator", "reward_shaping_mapper", "--skip-operator", "reward_std_filter"}, 0,
+			[]string{`skipped the experience operator "reward_shaping_mapper"`, `line 7: data_processor.experience_pipeline.operators[1].name: skipped the experience operator "reward_std_filter"`}, 384},
+		{"skip of no operator of the file", []string{"--skip-operator", "reward_shaping_mapper", "--skip-operator", "reward_std_filtr"}, 2,
+			[]string{"--skip-operator reward_std_filtr: the file runs no such operator (its operators: reward_shaping_mapper, reward_std_filter)", `did you mean "reward_std_filter"?`}, 0},
+		{"skip without a job file", []string{"--skip-operator", "x"}, 2, []string{"--skip-operator skips an operator of a job file"}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out.parquet")
+			args := append(append(slices.Clone(base), "--out", out), c.flags...)
+			if c.name == "skip without a job file" {
+				args = []string{"run", "--advantage-fn", "grpo", "--in", demo, "--out", out, "--skip-operator", "x"}
+			}
+			_, stderr, code := runCLI(t, args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q: %s", w, stderr)
+				}
+			}
+			if c.code != 0 {
+				checkOneLine(t, stderr)
+				if _, err := os.Stat(out); err == nil {
+					t.Error("wrote an output")
+				}
+			} else if _, rows := storeShape(t, out); rows != c.rows {
+				t.Errorf("%d rows written, want %d", rows, c.rows)
+			}
+		})
+	}
+}
+
+// TestOnInvalidRewardInJobFile: a job file's on_invalid_reward applies,
+// --on-invalid-reward overrides it, and a value other than error or drop
+// is refused naming its line.
+func TestOnInvalidRewardInJobFile(t *testing.T) {
+	dir := t.TempDir()
+	in := "../../fixtures/bad/nan_reward.jsonl"
+	for _, c := range []struct {
+		name, value string
+		flags       []string
+		code        int
+		want        string // in stderr
+	}{
+		{"drop", "drop", nil, 0, "1 invalid dropped"},
+		{"error", "error", nil, 2, `row 1: column "reward": reward is NaN`},
+		{"flag overrides the file", "drop", []string{"--on-invalid-reward", "error"}, 2, `row 1: column "reward": reward is NaN`},
+		{"flag overrides the default", "", []string{"--on-invalid-reward", "drop"}, 0, "1 invalid dropped"},
+		{"unknown value", "keep", nil, 2, `line 2: on_invalid_reward: unknown value "keep" (valid: error, drop)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".yaml")
+			src := "algorithm: {algorithm_type: grpo}\n"
+			if c.value != "" {
+				src += "on_invalid_reward: " + c.value + "\n"
+			}
+			if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, c.name+".parquet")
+			_, stderr, code := runCLI(t, append([]string{"run", "--config", cfg, "--in", in, "--out", out, "--progress", "never"}, c.flags...)...)
+			if code != c.code || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, want %d and %q: %s", code, c.code, c.want, stderr)
+			}
+		})
+	}
+}
+
+// TestColumnsMapAnyInput: a job file's columns section maps any canonical
+// input to the store's column — the group pass's reward, task and batch as
+// well as the per-token lists — and the run computes what it computes over
+// the store with rftpipe's names; a bad value is named by the store's
+// column.
+func TestColumnsMapAnyInput(t *testing.T) {
+	dir := t.TempDir()
+	const full = "../../fixtures/stores/full.parquet"
+	want := filepath.Join(dir, "want.parquet")
+	if _, stderr, code := runCLI(t, "run", "--algorithm", "grpo", "--in", full, "--out", want, "--progress", "never"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	wantAdv, _ := readLists(t, want, "advantages")
+	for _, c := range []struct {
+		name    string
+		renamed map[string]string // canonical → the store's column
+	}{
+		{"reward", map[string]string{"reward": "score"}},
+		{"task", map[string]string{"task": "prompt_id"}},
+		{"batch", map[string]string{"batch": "step_id"}},
+		{"reward and task", map[string]string{"reward": "score", "task": "prompt_id"}},
+		{"action_mask", map[string]string{"action_mask": "loss_mask"}},
+		{"every input at once", map[string]string{"reward": "r", "task": "t", "batch": "b", "run": "rn", "action_mask": "m", "logprobs": "lp"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".parquet")
+			var excl, sel []string
+			cfg := "algorithm: {algorithm_type: grpo}\ncolumns:\n"
+			for canon, col := range c.renamed {
+				excl = append(excl, canon)
+				sel = append(sel, canon+" AS "+col)
+				cfg += "  " + canon + ": " + col + "\n"
+			}
+			q := "SELECT * EXCLUDE (" + strings.Join(excl, ", ") + "), " + strings.Join(sel, ", ") + " FROM experiences"
+			if _, stderr, code := runCLI(t, "sql", q, "--store", full, "--out", in); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			cfgPath := filepath.Join(dir, "job.yaml")
+			if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out.parquet")
+			if _, stderr, code := runCLI(t, "run", "--config", cfgPath, "--in", in, "--out", out, "--progress", "never"); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if got, _ := readLists(t, out, "advantages"); !slices.Equal(got["advantages"], wantAdv["advantages"]) || len(got["advantages"]) == 0 {
+				t.Errorf("advantages differ from those over the store with rftpipe's names")
+			}
+		})
+	}
+	// The loss of a job file reads its inputs through the mapping too.
+	lossIn := filepath.Join(dir, "loss_in.parquet")
+	if _, stderr, code := runCLI(t, "sql", "SELECT * EXCLUDE (action_mask, old_logprob), action_mask AS m, old_logprob AS olp FROM experiences", "--store", full, "--out", lossIn); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lossCfg := filepath.Join(dir, "loss.yaml")
+	if err := os.WriteFile(lossCfg, []byte("algorithm: {algorithm_type: grpo}\ncolumns: {action_mask: m, old_logprob: olp}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantLoss, stderr, code := runCLI(t, "loss", "--algorithm", "grpo", "--in", full)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got, stderr, code := runCLI(t, "loss", "--config", lossCfg, "--in", lossIn); code != 0 || got != wantLoss {
+		t.Errorf("loss over the mapped store: exit %d: %s%s, want\n%s", code, got, stderr, wantLoss)
+	}
+
+	// An invalid reward is named by its column in the store.
+	src, err := os.ReadFile("../../fixtures/bad/nan_reward.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "nan_score.jsonl")
+	cfg := filepath.Join(dir, "score.yaml")
+	if err := os.WriteFile(in, []byte(strings.ReplaceAll(string(src), `"reward"`, `"score"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("algorithm: {algorithm_type: grpo}\ncolumns: {reward: score}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = runCLI(t, "run", "--config", cfg, "--in", in, "--out", filepath.Join(dir, "o.parquet"), "--progress", "never")
+	if code != 2 || !strings.Contains(stderr, in+`: row 1: column "score": invalid reward`) {
+		t.Errorf("exit %d, want 2 naming row 1 of column score: %s", code, stderr)
 	}
 }

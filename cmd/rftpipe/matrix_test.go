@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow/go/v17/parquet/file"
 )
 
 // matrixCmds are the commands of the bad-input matrix; each builds its
@@ -59,6 +63,26 @@ func TestBadInputMatrix(t *testing.T) {
 		flipped[off] ^= 0xff
 	}
 	bad := func(f string) string { return filepath.Join("../../fixtures/bad", f) }
+	// Footers that claim 5e9 rows: the file's count alone, or its first row
+	// group's too, over the data of demo.parquet.
+	claim := func(name string, rowGroupToo bool) string {
+		pf, err := file.NewParquetReader(bytes.NewReader(demo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := pf.MetaData()
+		if rowGroupToo {
+			md.RowGroups[0].NumRows += 5e9 - md.NumRows
+		}
+		md.NumRows = 5e9
+		footer, err := md.Serialize(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := demo[:len(demo)-8-int(binary.LittleEndian.Uint32(demo[len(demo)-8:]))]
+		b := append(append(slices.Clone(data), footer...), binary.LittleEndian.AppendUint32(nil, uint32(len(footer)))...)
+		return write(name, append(b, "PAR1"...))
+	}
 	// Directory stores whose second file differs in its columns: every
 	// command names both files and the column (never DuckDB's binder).
 	mixedDir := func(name, query string) string {
@@ -87,6 +111,8 @@ func TestBadInputMatrix(t *testing.T) {
 		{"cut_half", write("cut_half.parquet", demo[:len(demo)/2]), allBad, ""},
 		{"cut_tail", write("cut_tail.parquet", demo[:len(demo)-4]), allBad, ""},
 		{"flipped_bytes", write("flipped.parquet", flipped), allBad, ""},
+		{"claims_5e9_rows", claim("claims_5e9_rows.parquet", false), allBad, "footer promises 5000000000 rows but its row groups hold 384"},
+		{"row_group_claims_5e9_rows", claim("rg_claims_5e9_rows.parquet", true), allBad, "row group 0: footer gives 4999999"},
 		{"not_json.jsonl", bad("not_json.jsonl"), [5]int{2, 2, 2, 2, 2}, "row 0"},
 		{"wrong_type.jsonl", bad("wrong_type.jsonl"), allBad, ""},
 		{"ragged.jsonl", bad("ragged.jsonl"), rowBad, ""},

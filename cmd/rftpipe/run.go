@@ -25,6 +25,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "advantage-fn", Usage: "advantage fn or filter (`NAME`, listed below)"},
 			&cli.StringSliceFlag{Name: "arg", Usage: "fn argument `KEY=VALUE` (repeatable), e.g. --arg std_threshold=0; an operator's: NAME.KEY=VALUE, e.g. --arg dapo_dynamic_sampling.metric_key=acc"},
 			&cli.StringSliceFlag{Name: "operator", Usage: "experience operator `NAME` (repeatable, run in order before the fn; listed below)"},
+			&cli.StringSliceFlag{Name: "skip-operator", Usage: "do not run the job file's experience operator `NAME` (repeatable; an operator rftpipe does not know is an error unless skipped); each skip is reported"},
 			&cli.StringFlag{Name: "rejected", Usage: "store (`FILE` or Trinity buffer URL) of every dropped row, unchanged, with drop_reason and dropped_by (with --shards a directory of parts, REJ/part-I.parquet); the output is the same with or without it"},
 			&cli.StringFlag{Name: "add-strategy", Usage: "run an add strategy preset (`NAME`) instead of an advantage fn"},
 			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "input store (`STORE`: file, directory, glob or Trinity buffer URL)"},

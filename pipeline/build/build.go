@@ -58,6 +58,9 @@ type Options struct {
 	// before the advantage fn (run); an arg NAME.key=value goes to the
 	// operator NAME. A job file's data_processor operators run first.
 	Operators []string
+	// SkipOperators are operators of the job file not to run (by name), an
+	// unknown one among them; each skipped one is reported on Log.
+	SkipOperators []string
 	// Rejected is the store of the rows the run drops (pipeline.Job).
 	Rejected string
 	// Config is a job file; Algorithm an algorithm type (overriding the
@@ -198,6 +201,9 @@ func runJob(o *Options) *pipeline.Job {
 // prepareFlags is `run --advantage-fn NAME` / `--add-strategy NAME`.
 func prepareFlags(o *Options) (*plan, error) {
 	fn, strategy := o.AdvantageFn, o.AddStrategy
+	if len(o.SkipOperators) > 0 {
+		return nil, usagef("--skip-operator skips an operator of a job file (--config)")
+	}
 	if fn != "" && strategy != "" || fn == "" && strategy == "" && len(o.Operators) == 0 {
 		return nil, usagef("give exactly one of --advantage-fn and --add-strategy, or --operator")
 	}
@@ -250,11 +256,10 @@ func loadFile(o *Options) (*job.File, error) {
 	if o.Algorithm != "" {
 		f.SetAlgorithmType(o.Algorithm)
 	}
-	for _, s := range []struct{ flag, dst *string }{{&o.In, &f.Input}, {&o.Out, &f.Output}, {&o.Metrics, &f.Metrics}, {&o.Prom, &f.Prom}} {
-		if *s.flag != "" {
-			*s.dst = *s.flag
-		}
-	}
+	f.Override("input", o.In)
+	f.Override("output", o.Out)
+	f.Override("metrics", o.Metrics)
+	f.Override("prom", o.Prom)
 	if o.HasSeed {
 		f.Seed, f.HasSeed = o.Seed, true
 	}
@@ -295,12 +300,20 @@ func prepareFile(o *Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := f.InputStore()
-	if err != nil {
+	j := runJob(o)
+	if j.In, err = f.InputStore(); err != nil {
 		return nil, err
 	}
-	j := runJob(o)
-	j.In, j.Out, j.Metrics, j.Prom, j.Columns, j.Seed = in, f.Output, f.Metrics, f.Prom, f.Columns, f.Seed
+	if j.Out, err = f.OutputStore(); err != nil {
+		return nil, err
+	}
+	if j.Metrics, j.Prom, err = f.Monitoring(); err != nil {
+		return nil, err
+	}
+	j.Columns, j.Seed = f.Columns, f.Seed
+	if j.OnInvalidReward == "" { // --on-invalid-reward overrides the file
+		j.OnInvalidReward = f.OnInvalidReward
+	}
 	j.Label = fileLabel(f.File, f.Algorithm.AlgorithmType)
 	if o.Config != "" {
 		j.Reads = []string{o.Config}
@@ -319,7 +332,14 @@ func prepareFile(o *Options) (*plan, error) {
 		if err != nil {
 			return err
 		}
-		ops, kvs, err := OperatorStage(f.Operators, o.Operators, o.Args, stale...)
+		fileOps, skipped, err := f.RunOperators(o.SkipOperators)
+		if err != nil {
+			return err
+		}
+		for _, s := range skipped {
+			fmt.Fprintln(o.Log, "warning: "+s)
+		}
+		ops, kvs, err := OperatorStage(fileOps, o.Operators, o.Args, stale...)
 		if err != nil {
 			return err
 		}
@@ -356,6 +376,12 @@ func prepareLoss(o *Options) (*plan, error) {
 	cols, err := colMap(o.Cols)
 	if err != nil {
 		return nil, err
+	}
+	for name, col := range j.Columns { // the job file's columns of inputs; --col wins
+		in := schema.InputName(name)
+		if _, set := cols[in]; !set && isInput(in) {
+			cols[in] = col
+		}
 	}
 	device := o.Device
 	if obj.Policy.Def.CPUOnly && device != "cpu" { // no device kernels: auto is the CPU, cuda refused
@@ -402,7 +428,10 @@ func lossObjective(o *Options, j *pipeline.Job) (*objective.Objective, error) {
 	if j.In, err = f.InputStore(); err != nil { // --in, when given, is f.Input
 		return nil, err
 	}
-	j.Metrics, j.Prom = f.Metrics, f.Prom
+	if j.Metrics, j.Prom, err = f.Monitoring(); err != nil {
+		return nil, err
+	}
+	j.Columns = f.Columns
 	if o.Config != "" {
 		j.Reads = []string{o.Config}
 	}
@@ -572,6 +601,9 @@ func planSettings(o *Options) []string {
 	}
 	for _, op := range o.Operators {
 		s = append(s, "operator "+op)
+	}
+	for _, op := range o.SkipOperators {
+		s = append(s, "skip-operator "+op)
 	}
 	for _, a := range o.Args {
 		s = append(s, "arg "+a)

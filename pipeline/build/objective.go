@@ -60,14 +60,15 @@ func colMap(kvs []string) (map[string]string, error) {
 	for _, kv := range kvs {
 		in, col, ok := strings.Cut(kv, "=")
 		in = tokens.Canonical(in)
-		valid := false
-		for _, d := range schema.Inputs {
-			valid = valid || d.Input == in
-		}
-		if !ok || !valid || col == "" {
+		if !ok || !isInput(in) || col == "" {
 			return nil, usagef("--col %q: want CANONICAL=COLUMN with CANONICAL one of logprob, old_logprob, ref_logprob, advantages, action_mask, expert_mask, teacher_logprob, entropy, values", kv)
 		}
 		out[in] = col
 	}
 	return out, nil
+}
+
+// isInput reports whether in is a canonical input of the stages.
+func isInput(in string) bool {
+	return slices.ContainsFunc(schema.Inputs, func(d schema.InputColumns) bool { return d.Input == in })
 }

@@ -8,10 +8,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
-	"github.com/rftpipe/rftpipe/stages/operator"
 	"github.com/rftpipe/rftpipe/stages/rollout"
 )
 
@@ -45,6 +45,9 @@ var topKeys = []field{
 		}
 		d.j.Seed, d.j.HasSeed = uint64(v), true
 		return nil
+	}},
+	{"on_invalid_reward", "null, NaN or infinite rewards: error (default) or drop", func(d *decoder, n *yaml.Node, path string) error {
+		return d.choice(n, path, &d.j.OnInvalidReward, []string{pipeline.InvalidError, pipeline.InvalidDrop})
 	}},
 	{"columns", "rftpipe column name → the store's column name", func(d *decoder, n *yaml.Node, path string) error {
 		return d.columns(n, path)
@@ -80,8 +83,8 @@ var dataProcessorKeys = []field{
 }
 
 // operators decodes data_processor.experience_pipeline.operators: a list
-// of {name, args}. An operator rftpipe does not run (a reward mapper of
-// Trinity's services) is ignored with a note.
+// of {name, args}, in order, each with its key and line (File.RunOperators
+// checks their names).
 func (d *decoder) operators(n *yaml.Node, path string) error {
 	if n.Tag == "!!null" {
 		return nil
@@ -89,11 +92,10 @@ func (d *decoder) operators(n *yaml.Node, path string) error {
 	if n.Kind != yaml.SequenceNode {
 		return d.errf(n, path, "want a list of {name, args}, got %s", describe(n))
 	}
-	known := operator.Default().Names()
 	for i, item := range n.Content {
 		item = resolveAlias(item)
 		key := fmt.Sprintf("%s[%d]", path, i)
-		var op Operator
+		op := Operator{Key: key + ".name", Line: item.Line}
 		err := d.mapping(item, key, []field{
 			{"name", "operator name", func(d *decoder, n *yaml.Node, path string) error {
 				return d.scalar(n, path, "!!str", "a string", &op.Name)
@@ -107,14 +109,23 @@ func (d *decoder) operators(n *yaml.Node, path string) error {
 		if err != nil {
 			return err
 		}
-		if !slices.Contains(known, op.Name) {
-			d.ignored = append(d.ignored, fmt.Sprintf("%s: operator %q (line %d; rftpipe runs %s)", key, op.Name, item.Line, strings.Join(known, ", ")))
-			continue
+		if l, ok := d.j.lines[op.Key]; ok {
+			op.Line = l
 		}
 		d.j.Operators = append(d.j.Operators, op)
 	}
 	return nil
 }
+
+// deferredKeys are the keys a command line can leave unused (input,
+// output, metrics and prom by its flags; the experience buffer by an
+// input): an interpolation of theirs that does not resolve is an error only
+// where the value is used.
+var deferredKeys = []string{"input", "output", "metrics", "prom",
+	experienceBuffer + ".name", experienceBuffer + ".storage_type", experienceBuffer + ".path"}
+
+// experienceBuffer is the dotted key of the trainer's experience buffer.
+const experienceBuffer = "buffer.trainer_input.experience_buffer"
 
 // bufferKeys are the keys of Trinity's buffer section rftpipe reads.
 var bufferKeys = []field{
@@ -371,7 +382,10 @@ func (d *decoder) keys(n *yaml.Node, path string, fields []field, other func(k *
 		v = resolveAlias(v)
 		if v.Kind == yaml.ScalarNode { // a mapping's keys resolve as they are read
 			var err error
-			if v, err = d.interp(v, key); err != nil {
+			if v, err = d.interp(v, key); err != nil && slices.Contains(deferredKeys, key) {
+				d.j.unresolved[key] = err // an error where the value is used (File.checkResolved)
+				continue
+			} else if err != nil {
 				return err
 			}
 		}

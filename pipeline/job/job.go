@@ -1,7 +1,7 @@
 // Package job reads rftpipe job files: YAML holding Trinity-RFT's
 // `algorithm:` section exactly as users write it for Trinity, plus the keys
-// of an rftpipe job (input, output, metrics, seed, column mapping, quirk
-// fixes):
+// of an rftpipe job (input, output, metrics, seed, on_invalid_reward, column
+// mapping, quirk fixes):
 //
 //	algorithm:                  # Trinity-RFT's section, unchanged
 //	  algorithm_type: grpo
@@ -31,6 +31,7 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/trinity"
+	"github.com/rftpipe/rftpipe/stages/operator"
 )
 
 // File is a decoded job file. Values the file leaves out are zero; a command
@@ -48,6 +49,9 @@ type File struct {
 	// read, the store written, the metrics as JSON and in the Prometheus
 	// text format.
 	Input, Output, Metrics, Prom string
+	// OnInvalidReward is what a run does with null, NaN or infinite
+	// rewards (pipeline.Job's; "" the default).
+	OnInvalidReward string
 	// Seed seeds the job's random choices; HasSeed says whether it is set.
 	Seed    uint64
 	HasSeed bool
@@ -63,8 +67,8 @@ type File struct {
 	// ExperienceBuffer is Trinity's buffer.trainer_input.experience_buffer,
 	// the buffer the trainer reads.
 	ExperienceBuffer ExperienceBuffer
-	// Operators are Trinity's data_processor.experience_pipeline.operators
-	// that rftpipe runs (stages/operator), in order.
+	// Operators are Trinity's data_processor.experience_pipeline.operators,
+	// in order (RunOperators: those a run runs).
 	Operators []Operator
 	// Warnings are notes on keys accepted for compatibility and ignored.
 	Warnings []string
@@ -72,13 +76,18 @@ type File struct {
 	// lines maps dotted keys ("algorithm.policy_loss_fn_args.clip_range")
 	// to the line they are on.
 	lines map[string]int
+	// unresolved holds, by dotted key, the error of a deferredKeys value
+	// whose interpolation did not resolve (the value is left unset).
+	unresolved map[string]error
 }
 
 // Operator is one experience operator of a job file: upstream's name and
-// args (nil: the operator's defaults).
+// args (nil: the operator's defaults), and where its name is written.
 type Operator struct {
 	Name string
 	Args map[string]any
+	Key  string // dotted key of its name
+	Line int
 }
 
 // ExperienceBuffer is the trainer's experience buffer of a Trinity config.
@@ -145,7 +154,7 @@ func Load(path string) (*File, error) {
 // Parse decodes the job file data; file names it in messages, and its
 // directory is where the file's relative paths start.
 func Parse(file string, data []byte) (*File, error) {
-	j := &File{File: file, lines: map[string]int{}}
+	j := &File{File: file, lines: map[string]int{}, unresolved: map[string]error{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, &Error{File: file, Msg: "not valid YAML: " + oneLine(err), Err: err}
@@ -196,6 +205,44 @@ func (j *File) resolvePaths(dir string) {
 			*p = scheme + ":///" + filepath.Join(dir, rest[1:])
 		}
 	}
+}
+
+// Override sets key — input, output, metrics or prom — to a command line's
+// value (when not empty): the file's value, resolved or not, is not used.
+func (j *File) Override(key, value string) {
+	if value == "" {
+		return
+	}
+	dst := map[string]*string{"input": &j.Input, "output": &j.Output, "metrics": &j.Metrics, "prom": &j.Prom}[key]
+	*dst = value
+	delete(j.unresolved, key)
+}
+
+// checkResolved returns the error of the first of keys (dotted keys or
+// sections) whose interpolation did not resolve, nil when every one did:
+// the values of deferredKeys are checked where they are used.
+func (j *File) checkResolved(keys ...string) error {
+	var bad []string
+	for k := range j.unresolved {
+		for _, want := range keys {
+			if k == want || strings.HasPrefix(k, want+".") {
+				bad = append(bad, k)
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return j.unresolved[bad[0]]
+}
+
+// OutputStore returns the job's output store.
+func (j *File) OutputStore() (string, error) { return j.Output, j.checkResolved("output") }
+
+// Monitoring returns the job's metrics and Prometheus files.
+func (j *File) Monitoring() (metrics, prom string, err error) {
+	return j.Metrics, j.Prom, j.checkResolved("metrics", "prom")
 }
 
 // Line returns the line of a dotted key, 0 if the file does not set it.
@@ -283,14 +330,59 @@ func (j *File) errAt(key, suggestion string, cause error) error {
 // oneLine returns err's message on one line.
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
 
+// RunOperators returns the file's experience operators a run runs: all but
+// those named in skip (a command line's choice), which it describes, one
+// line each, in skipped. An operator rftpipe does not know is an error
+// naming it and the operators it knows — Trinity refuses it too — unless
+// skipped; so is a skip that names no operator of the file.
+func (j *File) RunOperators(skip []string) (run []Operator, skipped []string, err error) {
+	known := operator.Default().Names()
+	for _, op := range j.Operators {
+		switch {
+		case slices.Contains(skip, op.Name):
+			skipped = append(skipped, fmt.Sprintf("%s: line %d: %s: skipped the experience operator %q (--skip-operator)", j.File, op.Line, op.Key, op.Name))
+		case !slices.Contains(known, op.Name):
+			return nil, nil, &Error{File: j.File, Line: op.Line, Key: op.Key, Suggestion: suggest(op.Name, known),
+				Msg: fmt.Sprintf("unknown experience operator %q (rftpipe runs: %s); --skip-operator %s runs the job without it", op.Name, strings.Join(known, ", "), op.Name)}
+		default:
+			run = append(run, op)
+		}
+	}
+	for _, name := range skip {
+		if !slices.ContainsFunc(j.Operators, func(op Operator) bool { return op.Name == name }) {
+			var names []string
+			for _, op := range j.Operators {
+				names = append(names, op.Name)
+			}
+			return nil, nil, &Error{File: j.File, Suggestion: suggest(name, names),
+				Msg: fmt.Sprintf("--skip-operator %s: the file runs no such operator (its operators: %s)", name, orNone(names))}
+		}
+	}
+	return run, skipped, nil
+}
+
+// orNone joins names, or says none.
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
 // InputStore returns the job's input store: its input, else the store the
 // Trinity config's experience buffer names (a file path of a file buffer,
 // the table of an sql buffer as a database URL).
 func (j *File) InputStore() (string, error) {
+	if j.Input != "" {
+		return j.Input, nil
+	}
+	if err := j.checkResolved("input", experienceBuffer); err != nil {
+		return "", err
+	}
 	eb := j.ExperienceBuffer
 	switch {
-	case j.Input != "" || eb == (ExperienceBuffer{}):
-		return j.Input, nil
+	case eb == (ExperienceBuffer{}):
+		return "", nil
 	case eb.StorageType == "file":
 		return eb.Path, nil
 	}

@@ -56,6 +56,7 @@ output: out.parquet
 metrics: m.json
 prom: m.prom
 seed: 42
+on_invalid_reward: drop
 columns:
   reward: score
 quirks:
@@ -66,7 +67,7 @@ quirks:
 		t.Fatal(err)
 	}
 	if j.Input != "in.parquet" || j.Output != "out.parquet" || j.Metrics != "m.json" || j.Prom != "m.prom" ||
-		!j.HasSeed || j.Seed != 42 || j.Mode != "train" || !j.Options.AlgorithmRepeatTimes ||
+		!j.HasSeed || j.Seed != 42 || j.Mode != "train" || !j.Options.AlgorithmRepeatTimes || j.OnInvalidReward != "drop" ||
 		!reflect.DeepEqual(j.Columns, map[string]string{"reward": "score"}) {
 		t.Errorf("job %+v", j)
 	}

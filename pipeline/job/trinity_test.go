@@ -145,7 +145,10 @@ buffer:
 		{"wrong type in a read section", "buffer: {batch_size: many}\n", `want a positive integer, got a string "many"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("job.yaml", []byte(c.src))
+			j, err := Parse("job.yaml", []byte(c.src))
+			if err == nil { // the input's value is resolved where it is used
+				_, err = j.InputStore()
+			}
 			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, schema.ErrBadInput) {
 				t.Errorf("error %v, want %q", err, c.want)
 			}
@@ -252,6 +255,17 @@ func TestInterpolation(t *testing.T) {
 				return j.ExperienceBuffer.Path == "/e.jsonl" &&
 					strings.Contains(strings.Join(j.Warnings, "\n"), "buffer.explorer_input.taskset.path (line 4): environment variable RFT_TEST_UNSET is not set")
 			}},
+		{"unresolved input overridden", "input: ${oc.env:RFT_TEST_UNSET}\n",
+			func(j *File) bool {
+				j.Override("input", "/in")
+				in, err := j.InputStore()
+				return in == "/in" && err == nil
+			}},
+		{"unresolved buffer unused beside an input", "input: /in\nbuffer:\n  trainer_input:\n    experience_buffer: {name: e, storage_type: file, path: '${oc.env:RFT_TEST_UNSET}'}\n",
+			func(j *File) bool {
+				in, err := j.InputStore()
+				return in == "/in" && err == nil
+			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j, err := Parse("job.yaml", []byte(c.src))
@@ -279,7 +293,10 @@ func TestInterpolation(t *testing.T) {
 		{"resolved value of the wrong type", "algorithm: {repeat_times: '${oc.env:RFT_TEST_DIR}'}\n", `want a positive integer, got a string "/data"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("job.yaml", []byte(c.src))
+			j, err := Parse("job.yaml", []byte(c.src))
+			if err == nil { // the input's value is resolved where it is used
+				_, err = j.InputStore()
+			}
 			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, schema.ErrBadInput) {
 				t.Errorf("error %v, want %q", err, c.want)
 			}

@@ -106,8 +106,8 @@ func Store(ctx context.Context, path string) (*Summary, error) {
 	}
 	lenCol := ""
 	for _, n := range lengthColumns {
-		if len(sc.FieldIndices(n)) > 0 {
-			lenCol = n
+		if i := schema.ColumnIndex(sc, n); i >= 0 {
+			lenCol = sc.Field(i).Name
 			break
 		}
 	}

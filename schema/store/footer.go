@@ -9,8 +9,8 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/metadata"
 )
 
-// footerOf reads the footer of a Parquet file. A footer that makes the
-// decoder panic is bad input too.
+// footerOf reads the footer of a Parquet file and checks its row counts
+// (checkRowGroups). A footer that makes the decoder panic is bad input too.
 func footerOf(path string) (md *metadata.FileMetaData, err error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -26,6 +26,9 @@ func footerOf(path string) (md *metadata.FileMetaData, err error) {
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
+	if err := checkRowGroups(path, pf.MetaData()); err != nil {
+		return nil, err
+	}
 	return pf.MetaData(), nil
 }
 
@@ -34,7 +37,8 @@ func footerOf(path string) (md *metadata.FileMetaData, err error) {
 // file is Parquet, no column comes from the directory names (see
 // Partitions), and no page is compressed with the legacy (Hadoop) LZ4 codec,
 // which arrow-rs writes and DuckDB does not read. When false, such a reader
-// must read the store through Open (e.g. a temporary copy).
+// must read the store through Open (e.g. a temporary copy). A footer whose
+// row counts do not add up is bad input, as Open finds it.
 func ReadInPlace(path string, files []string) (bool, error) {
 	parts, err := Partitions(path, files)
 	if err != nil {

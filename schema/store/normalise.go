@@ -62,13 +62,13 @@ func normalise(path string, s source, mem memory.Allocator) source {
 	var fields []arrow.Field
 	var plan []colPlan
 	ident := true
+	in := s.Schema()
 	add := func(f arrow.Field, src, child int) {
-		to := canonicalType(f.Name, f.Type)
+		to := canonicalType(schema.Role(in, f.Name), f.Type)
 		ident = ident && child < 0 && arrow.TypeEqual(to, f.Type)
 		fields = append(fields, arrow.Field{Name: f.Name, Type: to, Nullable: true, Metadata: f.Metadata})
 		plan = append(plan, colPlan{src: src, child: child, to: to})
 	}
-	in := s.Schema()
 	for i, f := range in.Fields() {
 		if st, ok := f.Type.(*arrow.StructType); ok && f.Name == "eid" {
 			for k, cf := range st.Fields() {

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/compress"
 	"github.com/apache/arrow/go/v17/parquet/file"
+	"github.com/apache/arrow/go/v17/parquet/metadata"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -119,7 +120,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 			return nil, fileError(path, err, "not a readable Parquet file")
 		}
 	}
-	if err := checkRowGroups(path, pf); err != nil {
+	if err := checkRowGroups(path, pf.MetaData()); err != nil {
 		return nil, err
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: int64(cfg.batchRows)}, cfg.mem)
@@ -175,19 +176,32 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	return p, nil
 }
 
-// checkRowGroups checks that the footer's row count is the sum of its row
-// groups' counts, none negative.
-func checkRowGroups(path string, pf *file.Reader) error {
+// checkRowGroups checks the row counts of a Parquet footer: the file's is
+// the sum of its row groups', none negative, and every column chunk holds at
+// least a value (or null) per row of its row group. A footer that promises
+// rows its column chunks do not hold is refused before any reader trusts it
+// (DuckDB counts rows by the footer alone).
+func checkRowGroups(path string, md *metadata.FileMetaData) error {
 	var sum int64
-	for i := 0; i < pf.NumRowGroups(); i++ {
-		n := pf.MetaData().RowGroup(i).NumRows()
+	for i := range md.RowGroups {
+		rg := md.RowGroup(i)
+		n := rg.NumRows()
 		if n < 0 {
 			return schema.Errorf(path, -1, "", "row group %d: footer gives %d rows", i, n)
 		}
+		for c := 0; c < rg.NumColumns(); c++ {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				return fileError(path, err, "row group %d: unreadable column chunk metadata", i)
+			}
+			if cc.NumValues() < n {
+				return schema.Errorf(path, -1, cc.PathInSchema().String(), "row group %d: footer gives %d rows but the column chunk holds %d values (file cut, overwritten or corrupt)", i, n, cc.NumValues())
+			}
+		}
 		sum += n
 	}
-	if sum != pf.NumRows() {
-		return schema.Errorf(path, -1, "", "footer promises %d rows but its row groups hold %d", pf.NumRows(), sum)
+	if sum != md.NumRows {
+		return schema.Errorf(path, -1, "", "footer promises %d rows but its row groups hold %d", md.NumRows, sum)
 	}
 	return nil
 }

@@ -85,6 +85,7 @@ func TestAttach(t *testing.T) {
 		"SELECT count(*) FROM dir":         768,
 		"SELECT count(*) FROM globbed":     768,
 		"SELECT count(*) FROM js":          384,
+		"SELECT count(*) FROM Base":        384, // identifiers are case-insensitive
 		// The JSONL store holds the same experiences.
 		"SELECT count(*) FROM js JOIN base USING (batch, task, run, step) WHERE js.reward = base.reward AND js.tokens = base.tokens": 384,
 	} {
@@ -98,7 +99,10 @@ func TestAttach(t *testing.T) {
 		want   string
 	}{
 		{[]Store{{Path: demo}, {Path: demo}}, "only the first store"},
-		{[]Store{{Path: demo}, {Name: "experiences", Path: demo}}, "taken"},
+		{[]Store{{Path: demo}, {Name: "experiences", Path: demo}}, "the view name experiences is taken"},
+		{[]Store{{Path: demo}, {Name: "Experiences", Path: demo}}, "the view name Experiences is taken, as experiences (view names are case-insensitive)"},
+		{[]Store{{Name: "base", Path: demo}, {Name: "BASE", Path: demo}}, "the view name BASE is taken, as base"},
+		{[]Store{{Name: "EXPERIENCES", Path: demo}, {Name: "Experiences", Path: demo}}, "taken, as EXPERIENCES"},
 		{[]Store{{Path: filepath.Join(dir, "missing.parquet")}}, "no such file"},
 		{[]Store{{Path: "../../fixtures/stores/demo.jsonl.nope"}}, "no such file"},
 	} {
@@ -184,6 +188,38 @@ func TestWriteFormats(t *testing.T) {
 	}
 	if !strings.HasPrefix(j.String(), "[\n{\"task\":0,\"n\":8,") {
 		t.Errorf("json keeps the column order: %s", j.String()[:40])
+	}
+}
+
+// TestTableEscapesControl: a table, read on a terminal, shows the control
+// characters of a store's text (and of its column names) escaped, never
+// raw; CSV and JSON keep the values as they are.
+func TestTableEscapesControl(t *testing.T) {
+	db := attached(t, Store{Path: demo})
+	for _, c := range []struct{ expr, want string }{
+		{"chr(27) || '[2J' || chr(27) || ']0;title' || chr(7)", `\x1b[2J\x1b]0;title\x07`},
+		{"'a' || chr(10) || 'b' || chr(13) || chr(9) || chr(0) || chr(127)", `a\x0ab\x0d\x09\x00\x7f`},
+		{"chr(155) || '31m' || chr(133)", `\u009b31m\u0085`}, // C1: CSI, NEL
+		{"'é ✓ \\x1b ' || chr(160)", "é ✓ \\x1b \u00a0"},
+		{"[chr(27), chr(155)]", `["\u001b","\u009b"]`},
+	} {
+		var b bytes.Buffer
+		if _, err := Write(t.Context(), db, "SELECT "+c.expr+" AS \"s\x1b[8m\"", Table, &b); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(b.String(), "\n")
+		if len(lines) != 4 || lines[0] != `s\x1b[8m` || lines[2] != c.want {
+			t.Errorf("%s: table\n%q, want the cell %q under the header %q", c.expr, b.String(), c.want, `s\x1b[8m`)
+		}
+		b.Reset()
+		if _, err := Write(t.Context(), db, "SELECT "+c.expr+" AS s", CSV, &b); err != nil || !strings.ContainsAny(b.String(), "\x1b\x00\u009b\u00a0") {
+			t.Errorf("%s: csv %q, %v: want the characters as they are", c.expr, b.String(), err)
+		}
+	}
+	for in, want := range map[string]string{"\xff\x1bok": `\xff\x1bok`, "\xc2\x9b": `\u009b`, "\xc2": `\xc2`, "plain": "plain"} {
+		if got := escapeControl(in); got != want {
+			t.Errorf("escapeControl(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

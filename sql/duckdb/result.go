@@ -240,6 +240,8 @@ func (s *jsonSink) close() error {
 }
 
 // tableSink aligns columns, measuring widths on the first tableSample rows.
+// Its cells and column names are escaped (escapeControl): a table is read
+// on a terminal, which a store's text must not drive.
 type tableSink struct {
 	w       io.Writer
 	cols    []string
@@ -260,7 +262,7 @@ func (s *tableSink) header(cols []string) error {
 func (s *tableSink) row(vals []any) error {
 	cells := make([]string, len(vals))
 	for i, v := range vals {
-		cells[i] = text(v, true)
+		cells[i] = escapeControl(text(v, true))
 		if v != nil && !isNumber(v) {
 			s.numeric[i] = false
 		}
@@ -277,6 +279,9 @@ func (s *tableSink) row(vals []any) error {
 
 func (s *tableSink) flush() error {
 	s.flushed = true
+	for i, c := range s.cols {
+		s.cols[i] = escapeControl(c)
+	}
 	s.widths = make([]int, len(s.cols))
 	for i, c := range s.cols {
 		s.widths[i] = utf8.RuneCountInString(c)
@@ -333,6 +338,32 @@ func (s *tableSink) close() error {
 	}
 	return nil
 }
+
+// escapeControl writes the control characters of s — C0, DEL and C1, which
+// a terminal may take as commands (ESC starts its escape sequences) — and
+// the bytes of s that are not UTF-8 as Go escapes: \x1b, \u009b, \xff.
+func escapeControl(s string) string {
+	if !strings.ContainsFunc(s, isControl) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1, r < 0x80 && isControl(r):
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case isControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// isControl reports whether r is a C0 or C1 control character or DEL.
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 }
 
 func isNumber(v any) bool {
 	switch v.(type) {

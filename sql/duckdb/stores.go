@@ -41,7 +41,8 @@ func ParseStore(arg string) (Store, error) {
 }
 
 // Attach creates one view per store: the first is DefaultView (and its own
-// name too, when it has one), the others are their names. Parquet stores are
+// name too, when it has one), the others are their names; names that differ
+// only in case are one name, given once. Parquet stores are
 // read in place by read_parquet (every file of a directory or glob, which
 // must agree on columns); JSONL and Arrow IPC stores, and Parquet stores
 // DuckDB would not read as rftpipe does (store.ReadInPlace: Hive partition
@@ -50,22 +51,27 @@ func ParseStore(arg string) (Store, error) {
 // warnings are those of the converted stores' sources (a Trinity 0.6
 // buffer's orphan rows, store.Reader.Warnings), one line each.
 func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) (warnings []string, err error) {
-	seen := map[string]bool{}
+	seen := map[string]string{} // the names given, by their lower case
 	for i, s := range stores {
 		names := []string{s.Name}
 		switch {
 		case i == 0 && s.Name == "":
 			names = []string{DefaultView}
-		case i == 0 && s.Name != DefaultView:
+		case i == 0 && !strings.EqualFold(s.Name, DefaultView):
 			names = append(names, DefaultView)
 		case s.Name == "":
 			return nil, schema.BadInputf("--store %s: only the first store may go without a NAME= (it is the view %s)", s.Path, DefaultView)
 		}
 		for _, n := range names {
-			if seen[n] {
+			// DuckDB's identifiers are case-insensitive: a view named
+			// anew in another case would replace the first.
+			key := strings.ToLower(n)
+			if had, ok := seen[key]; ok && had != n {
+				return nil, schema.BadInputf("--store %s: the view name %s is taken, as %s (view names are case-insensitive)", s.Path, n, had)
+			} else if ok {
 				return nil, schema.BadInputf("--store %s: the view name %s is taken", s.Path, n)
 			}
-			seen[n] = true
+			seen[key] = n
 		}
 		files, w, err := ParquetFiles(ctx, s.Path, fmt.Sprintf("store%d", i), tmpDir)
 		if err != nil {
