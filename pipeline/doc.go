@@ -87,7 +87,8 @@
 // the KL penalty when kl_penalty_fn is set) and the fn's streamed form
 // (stages/advantage.Streamed). rloo's group baselines need every row's
 // summed reward first: on outcome rewards that is the group pass's reward
-// (no statistics pass at all), otherwise one statistics pass sums the
+// (no statistics pass at all, and each row's score goes straight onto its
+// action_mask bits, as grpo's does), otherwise one statistics pass sums the
 // token-level rewards of every row. reinforceplusplus and ppo whiten over
 // the whole store: one statistics pass gathers the masked moments batch by
 // batch, combined exactly, and the streaming pass writes the whitened

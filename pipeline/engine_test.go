@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,4 +164,93 @@ func TestReinforcePlusPlusRows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRowScoredFromMaskBits: the group fns over outcome rewards
+// (advantage.RowScored) write advantages = returns = float32(score × mask)
+// of the fn's Compute over the whole store as one token batch, bit for
+// bit, on a store whose masks have holes — and no stage converts a token
+// column to float64 for it: each row's score goes straight onto the
+// action_mask bits.
+func TestRowScoredFromMaskBits(t *testing.T) {
+	for _, fn := range []string{"rloo", "grpo_verl", "opmd_verl", "asymre_verl"} {
+		for _, in := range []string{"full.parquet", "multi.parquet"} {
+			t.Run(fn+"/"+in, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "out.parquet")
+				job := withFn(t, Job{In: stores + in, Out: path, BatchRows: 50}, fn, "")
+				spy := &tokenSpy{}
+				job.Stages = append(job.Stages, spy)
+				run(t, job)
+				if spy.batches == 0 || len(spy.converted) > 0 {
+					t.Fatalf("%d batches; token columns converted: %v", spy.batches, spy.converted)
+				}
+				got := readTable(t, path)
+				var lens []int
+				var ids []int32
+				index := map[string]int32{}
+				b := &advantage.TokenBatch{}
+				for i, m := range got.mask {
+					lens = append(lens, len(m))
+					for k, bit := range m {
+						b.Mask = append(b.Mask, map[bool]float64{true: 1}[bit])
+						v := 0.0
+						if k == len(m)-1 {
+							v = got.reward[i]
+						}
+						b.TokenLevelRewards = append(b.TokenLevelRewards, v)
+					}
+					if _, ok := index[got.tid[i]]; !ok {
+						index[got.tid[i]] = int32(len(index))
+					}
+					ids = append(ids, index[got.tid[i]])
+				}
+				b.Rows = agg.NewRows(lens)
+				var err error
+				if b.Groups, err = advantage.GroupByIDs(ids, len(index)); err != nil {
+					t.Fatal(err)
+				}
+				f, err := advantage.Default().Trainer(fn, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := f.Compute(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := 0
+				for i := range got.adv {
+					for j := range got.adv[i] {
+						w := math.Float32bits(float32(want.Advantages[k]))
+						if math.Float32bits(got.adv[i][j]) != w || math.Float32bits(got.ret[i][j]) != w {
+							t.Fatalf("row %d token %d: advantage %v return %v, Compute %v", i, j, got.adv[i][j], got.ret[i][j], want.Advantages[k])
+						}
+						k++
+					}
+				}
+				if k != len(want.Advantages) || k == 0 || len(index) < 2 {
+					t.Fatalf("%d tokens compared of %d, %d groups", k, len(want.Advantages), len(index))
+				}
+			})
+		}
+	}
+}
+
+// tokenSpy is a last stage that records the token columns the stages
+// before it converted to float64 (Batch.Tokens) in the streaming pass.
+type tokenSpy struct {
+	batches   int
+	converted []string
+}
+
+func (s *tokenSpy) Name() string { return "token_spy" }
+func (s *tokenSpy) Needs() Needs { return Needs{} }
+
+func (s *tokenSpy) Apply(b *Batch) error {
+	s.batches++
+	for name := range b.tokens {
+		if !slices.Contains(s.converted, name) {
+			s.converted = append(s.converted, name)
+		}
+	}
+	return nil
 }

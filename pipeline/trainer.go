@@ -42,8 +42,8 @@ type scoresStage struct {
 	ref     bool // the store has ref_logprob (else the penalty is 0)
 	dense   bool // the store has token_level_reward
 	run     *kl.Penalty
-	// off: the trainer stage reads each row's reward itself (its row
-	// path), and this stage has nothing to prepare
+	// off: the trainer stage needs no token-level rewards (its row path
+	// and its row-score path), and this stage has nothing to prepare
 	off bool
 }
 
@@ -171,7 +171,10 @@ type trainerStage struct {
 	fn     advantage.TrainerFn
 	st     advantage.Streamed
 	scores *scoresStage
-	scalar bool // row scores from the group pass
+	// scalar: the fn's row scores come from the group pass's rewards
+	// (advantage.RowScored on outcome rewards); each row's advantages and
+	// returns are its score on its masked tokens, built from the mask's bits
+	scalar bool
 	// rows: the fn's result comes from each row's reward and masked token
 	// count (advantage.RowWhitened on outcome rewards, no KL penalty fn),
 	// read from the columns without the token-level rewards
@@ -191,7 +194,9 @@ func (t *trainerStage) Prepare(has func(string) bool) error {
 	t.scalar = rowScored && t.scores.outcome()
 	rw, ok := t.st.(advantage.RowWhitened)
 	t.rows = ok && rw.RowWhitened() && t.scores.outcome() && !t.scores.active
-	t.scores.off = t.rows
+	// The KL penalty's metrics (kl 0 without ref_logprob) still need the
+	// scores stage on the row-score path.
+	t.scores.off = t.rows || (t.scalar && !t.scores.active)
 	return nil
 }
 
@@ -386,9 +391,37 @@ func (t *trainerStage) applyRows(b *Batch) error {
 	return nil
 }
 
+// applyScalar is Apply on the row-score path: advantages = returns = each
+// row's group score on its masked tokens, as the token path's score × mask
+// stored as float32.
+func (t *trainerStage) applyScalar(b *Batch) error {
+	if _, err := b.Rows(); err != nil { // a null mask row, as on the token path
+		return err
+	}
+	score, err := t.st.(advantage.RowScored).RowScores(int(b.Row), b.Len())
+	if err != nil {
+		return fmt.Errorf("%s: %w", b.File, err)
+	}
+	s32 := make([]float32, len(score))
+	for r, v := range score {
+		s32[r] = float32(v)
+	}
+	adv, err := broadcast(b.Column(schema.ActionMask), s32, true)
+	if err != nil {
+		return err
+	}
+	b.Set(schema.Advantages, adv)
+	adv.Retain() // returns = advantages: one array, encoded once
+	b.Set(schema.Returns, adv)
+	return nil
+}
+
 func (t *trainerStage) Apply(b *Batch) error {
-	if t.rows {
+	switch {
+	case t.rows:
 		return t.applyRows(b)
+	case t.scalar:
+		return t.applyScalar(b)
 	}
 	c, err := t.chunk(b)
 	if err != nil {

@@ -91,18 +91,23 @@ func (s *idSpan) add(id int64) {
 	s.last = id
 }
 
-// outside returns a condition on column id that holds for the ids outside
-// the span's metadata ids, "" when the span cannot tell (nothing read, or
-// too many gaps).
-func (s *idSpan) outside(id string) string {
+// outside returns the query of the ids of table (quoted) outside the
+// span's metadata ids, in order, "" when the span cannot tell (nothing
+// read, or too many gaps). Each range is a SELECT of its own, joined by
+// UNION ALL: a range on the key is a seek, where SQLite answers one WHERE
+// of ranges joined by OR with a scan of the whole table.
+func (s *idSpan) outside(table string) string {
 	if !s.seen || s.many {
 		return ""
 	}
-	terms := []string{fmt.Sprintf("%s < %d", id, s.first), fmt.Sprintf("%s > %d", id, s.last)}
+	ranges := []string{fmt.Sprintf("id < %d", s.first), fmt.Sprintf("id > %d", s.last)}
 	for _, g := range s.gaps {
-		terms = append(terms, fmt.Sprintf("(%s > %d AND %s < %d)", id, g[0], id, g[1]))
+		ranges = append(ranges, fmt.Sprintf("id > %d AND id < %d", g[0], g[1]))
 	}
-	return strings.Join(terms, " OR ")
+	for i, r := range ranges {
+		ranges[i] = "SELECT id FROM " + table + " WHERE " + r
+	}
+	return strings.Join(ranges, " UNION ALL ") + " ORDER BY id"
 }
 
 // idList counts ids and keeps the first few, for messages.
@@ -464,9 +469,9 @@ func (r *Reader) atEnd() error {
 	// Every blob row whose id a metadata row has was met by the join: the
 	// orphans are the blob ids outside the metadata ids read, found by
 	// range seeks. Without a span (nothing read, many gaps), an anti-join.
-	q := "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL ORDER BY b.id"
-	if cond := r.span.outside("id"); cond != "" {
-		q = "SELECT id FROM " + quoteIdent(blobTable(r.loc)) + " WHERE " + cond + " ORDER BY id"
+	q := r.span.outside(quoteIdent(blobTable(r.loc)))
+	if q == "" {
+		q = "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL ORDER BY b.id"
 	}
 	return r.ids(q, &r.orphans)
 }

@@ -34,9 +34,12 @@ type Streamed interface {
 // (grpo_verl, rloo, opmd_verl, asymre_verl): they read nothing but each
 // row's Σ token_level_rewards and its uid group, which a caller that knows
 // them (an outcome reward per row) can hand over instead of an observation
-// pass.
+// pass. A row's advantages and returns are its RowScores value times its
+// response mask, so such a caller needs no token-level input at all.
 type RowScored interface {
 	SetRowScores(score []float64, group []int32) error
+	// RowScores returns the scores of the n batch rows from row first on.
+	RowScores(first, n int) ([]float64, error)
 }
 
 // groupStream is the streamed form of a group fn.
@@ -85,12 +88,23 @@ func (g *groupStream) Apply(c *Chunk) (*TokenResult, error) {
 	if err := c.needMask(g.fn); err != nil {
 		return nil, err
 	}
+	score, err := g.RowScores(c.First, c.Rows.N())
+	if err != nil {
+		return nil, err
+	}
+	adv := c.broadcast(score)
+	return &TokenResult{Advantages: adv, Returns: adv}, nil
+}
+
+// RowScores implements RowScored: the group rule runs over every row's
+// score once, on the first call.
+func (g *groupStream) RowScores(first, n int) ([]float64, error) {
 	if g.score == nil {
-		n := int32(0)
+		groups := int32(0)
 		for _, id := range g.group {
-			n = max(n, id+1)
+			groups = max(groups, id+1)
 		}
-		gs, err := GroupByIDs(g.group, int(n))
+		gs, err := GroupByIDs(g.group, int(groups))
 		if err != nil {
 			return nil, errorf(g.fn, "%v", err)
 		}
@@ -100,11 +114,10 @@ func (g *groupStream) Apply(c *Chunk) (*TokenResult, error) {
 			return nil, err
 		}
 	}
-	if c.First+c.Rows.N() > len(g.score) {
+	if first < 0 || n < 0 || first+n > len(g.score) {
 		return nil, errorf(g.fn, "window past the %d rows observed", len(g.score))
 	}
-	adv := c.broadcast(g.score[c.First : c.First+c.Rows.N()])
-	return &TokenResult{Advantages: adv, Returns: adv}, nil
+	return g.score[first : first+n], nil
 }
 
 func (g *groupStream) Metrics() agg.Metrics { return agg.Metrics{} }

@@ -138,6 +138,18 @@ func TestRowScores(t *testing.T) {
 			t.Fatal(err)
 		}
 		same(t, name, res.Advantages, want.Advantages)
+		n := b.Rows.N()
+		if _, err := rs.RowScores(n-1, 2); err == nil {
+			t.Fatalf("%s: RowScores past the %d rows: no error", name, n)
+		}
+		score, err := rs.RowScores(n-1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := b.Rows.Span(n - 1)
+		for k := lo; k < hi; k++ {
+			same(t, name+" last row", []float64{score[0] * b.Mask[k]}, want.Advantages[k:k+1])
+		}
 	}
 }
 
