@@ -132,7 +132,7 @@ func TestTextIntoBuffers(t *testing.T) {
 			rec = withText(t, rec, tc.column, 2, tc.value)
 			defer rec.Release()
 			path := filepath.Join(t.TempDir(), "b.db")
-			w, err := trinity.Create(context.Background(), sqliteURL(path, "T"), rec.Schema())
+			w, err := trinity.Create(context.Background(), sqliteURL(path, "T"), rec.Schema(), trinity.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
