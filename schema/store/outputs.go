@@ -15,6 +15,11 @@ import (
 // it (for messages: "--metrics", "OUT").
 type Output struct {
 	Flag, Path string
+	// Dir, when set, is the directory of parts Path is one file of (a
+	// sharded run's --out or --rejected directory, its plan, its part
+	// metrics): the command owns that directory whole (--replace replaces
+	// it), so no output of another may lie inside it.
+	Dir string
 }
 
 // CheckOutputs is the one rule every file rftpipe writes obeys, checked
@@ -31,7 +36,9 @@ type Output struct {
 //     read (through a symbolic link too): the next read of that store would
 //     take it for part of the store (insideOK, --allow-inside-input, allows
 //     this one);
-//   - name the same file as another output.
+//   - name the same file as another output;
+//   - lie inside another output's directory of parts (Output.Dir): so
+//     neither of two such directories lies inside the other.
 //
 // An SQLite buffer output's database is a file too: it may not be a file
 // read as a file (an input store, a job file) nor another output's file.
@@ -71,6 +78,9 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 	for i, o := range outs {
 		if o.Path == "" {
 			continue
+		}
+		if err := checkParts(o, outs); err != nil {
+			return err
 		}
 		if trinity.IsURL(o.Path) {
 			if err := trinity.CheckWritable(o.Path); err != nil {
@@ -141,6 +151,26 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 			if p.Path != "" && ok && fspath.Same(o.Path, other) {
 				return refuse(o, "is also the file of %s; give each output its own file", p.Flag)
 			}
+		}
+	}
+	return nil
+}
+
+// checkParts refuses output o when it lies inside the directory of parts
+// of another output (Output.Dir) that o is no part of.
+func checkParts(o Output, outs []Output) error {
+	file, ok := o.Path, !trinity.IsURL(o.Path)
+	if !ok {
+		if file, ok = sqliteFile(o.Path); !ok {
+			return nil
+		}
+	}
+	for _, p := range outs {
+		if p.Dir == "" || o.Dir != "" && fspath.Same(o.Dir, p.Dir) {
+			continue
+		}
+		if fspath.Within(p.Dir, file) {
+			return refuse(o, "lies inside the directory of parts of %s, %s, which is the run's whole (--replace replaces it): give it a path outside", p.Flag, p.Dir)
 		}
 	}
 	return nil
