@@ -36,6 +36,10 @@ type Job struct {
 	// and dropped_by (the operator or fn that dropped it). The output store
 	// is the same with or without it.
 	Rejected string
+	// OutParts and RejectedParts, in a sharded run, are the directories of
+	// parts Out and Rejected are one part of (package shard): no other
+	// output may lie inside them (store.Output.Dir).
+	OutParts, RejectedParts string
 	// Stages run in order over every record batch.
 	Stages []Stage
 	// Keep, when set, lists the only input columns written to the output
@@ -94,7 +98,7 @@ type Job struct {
 func (j *Job) Outputs() []store.Output {
 	var outs []store.Output
 	outFlag := cmp.Or(j.OutFlag, "--out")
-	for _, o := range append([]store.Output{{Flag: outFlag, Path: j.Out}, {Flag: "--rejected", Path: j.Rejected}, {Flag: "--metrics", Path: j.Metrics}, {Flag: "--prom", Path: j.Prom}}, j.Also...) {
+	for _, o := range append([]store.Output{{Flag: outFlag, Path: j.Out, Dir: j.OutParts}, {Flag: "--rejected", Path: j.Rejected, Dir: j.RejectedParts}, {Flag: "--metrics", Path: j.Metrics}, {Flag: "--prom", Path: j.Prom}}, j.Also...) {
 		if o.Path != "" {
 			outs = append(outs, o)
 		}

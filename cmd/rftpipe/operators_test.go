@@ -272,3 +272,68 @@ func TestGiGPOStepRewardLikeUpstream(t *testing.T) {
 		t.Errorf("a NaN step reward gives %s, want 4 NaN advantages", got)
 	}
 }
+
+// TestRowsConserved: every input row is written or rejected, never both,
+// never neither: rows in = rows out + rows rejected, for filters and
+// operators that drop rows (GRPO's std filter, DAPO's operators, the
+// invalid-reward filter, staleness control), run whole and sharded, the
+// sharded run also after --replace over the parts of a 3-shard run.
+func TestRowsConserved(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	var b strings.Builder
+	for batch := 0; batch < 3; batch++ {
+		for i, r := range []struct{ task, reward string }{
+			{"a", "1"}, {"a", "1"}, {"b", "0"}, {"b", "0"}, {"c", "1"}, {"d", "1"}, {"d", "0"},
+			{"e", "1"}, {"e", "0"}, {"e", "0"}, {"e", "0"}, {"f", "null"}, {"f", "1"}, {"f", "0"},
+		} {
+			fmt.Fprintf(&b, `{"eid":{"batch":%d,"task":%q,"run":%d,"step":0,"suffix":"s%d"},"reward":%s,"model_version":%d,"prompt_length":2,"tokens":[1,2,3,4],"logprobs":[-0.5,-0.25],"action_mask":[true,true],"info":{"k":1}}`+"\n",
+				batch, r.task, i, i, r.reward, batch)
+		}
+	}
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "stale.yaml")
+	if err := os.WriteFile(stale, []byte("algorithm:\n  algorithm_type: grpo\n  sample_strategy: staleness_control\n  sample_strategy_args: {max_staleness: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, rowsIn := storeShape(t, in)
+	for _, c := range []struct {
+		name string
+		job  []string
+	}{
+		{"grpo std filter", []string{"--advantage-fn", "grpo", "--arg", "std_threshold=0"}},
+		{"dapo operators", []string{"--operator", "dapo_dynamic_sampling", "--operator", "reward_std_filter", "--arg", "reward_std_filter.threshold=0.45", "--advantage-fn", "grpo"}},
+		{"staleness control", []string{"--config", stale, "--step", "2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sub := t.TempDir()
+			job := append([]string{"run", "--in", in, "--on-invalid-reward", "drop", "--progress", "never"}, c.job...)
+			check := func(what, out, rej string) {
+				t.Helper()
+				_, rowsOut := storeShape(t, out)
+				_, rowsRej := storeShape(t, rej)
+				if rowsRej == 0 || rowsOut+rowsRej != rowsIn {
+					t.Errorf("%s: %d rows in, %d out + %d rejected", what, rowsIn, rowsOut, rowsRej)
+				}
+			}
+			out, rej := filepath.Join(sub, "out.parquet"), filepath.Join(sub, "rej.parquet")
+			if _, stderr, code := runCLI(t, append(job, "--out", out, "--rejected", rej)...); code != 0 {
+				t.Fatalf("whole: exit %d: %s", code, stderr)
+			}
+			check("whole", out, rej)
+			parts, rejParts := filepath.Join(sub, "parts"), filepath.Join(sub, "rej")
+			for i := 0; i < 3; i++ {
+				if _, stderr, code := runCLI(t, append(job, "--out", parts, "--rejected", rejParts, "--shards", "3", "--shard", fmt.Sprint(i))...); code != 0 {
+					t.Fatalf("shard %d of 3: exit %d: %s", i, code, stderr)
+				}
+			}
+			check("3 shards", parts, rejParts)
+			if _, stderr, code := runCLI(t, append(job, "--out", parts, "--rejected", rejParts, "--shards", "1", "--shard", "0", "--replace")...); code != 0 {
+				t.Fatalf("1 shard, --replace: exit %d: %s", code, stderr)
+			}
+			check("1 shard after --replace", parts, rejParts)
+		})
+	}
+}

@@ -55,6 +55,10 @@ func TestOutputsNeverOnInputs(t *testing.T) {
 	if err := os.Symlink(in, link); err != nil {
 		t.Fatal(err)
 	}
+	linkdir := filepath.Join(dir, "linkdir") // pdir through a symbolic link
+	if err := os.Symlink(pdir, linkdir); err != nil {
+		t.Fatal(err)
+	}
 	sharded := filepath.Join(dir, "sharded")
 	if _, stderr, code := runCLI(t, "run", "--advantage-fn", "grpo", "--in", in, "--out", sharded, "--shards", "1", "--shard", "0"); code != 0 {
 		t.Fatalf("sharded run: %s", stderr)
@@ -80,6 +84,9 @@ func TestOutputsNeverOnInputs(t *testing.T) {
 		{"loss --grad-out = --metrics", []string{"loss", "--fn", "ppo", "--in", full, "--grad-out", out, "--metrics", out}, "--metrics is also the file of"},
 		{"convert into a directory store", []string{"convert", pdir, filepath.Join(pdir, "part-9.parquet")}, "lies inside the input store"},
 		{"convert into a glob store", []string{"convert", filepath.Join(pdir, "*.parquet"), filepath.Join(pdir, "x.parquet")}, "matches the input store"},
+		{"run from a glob through a linked directory, --out into it", []string{"run", "--advantage-fn", "grpo", "--in", filepath.Join(linkdir, "*.parquet"), "--out", filepath.Join(pdir, "x.parquet")}, "--out matches the input store"},
+		{"run from a glob, --rejected into it through a link", []string{"run", "--advantage-fn", "grpo", "--arg", "std_threshold=0", "--in", filepath.Join(pdir, "*.parquet"), "--out", out, "--rejected", filepath.Join(linkdir, "r.parquet")}, "--rejected matches the input store"},
+		{"convert from a glob through a linked directory, onto a file of it", []string{"convert", filepath.Join(linkdir, "*.parquet"), filepath.Join(pdir, "part-0.parquet")}, "would overwrite the input"},
 		{"sql --out inside --store", []string{"sql", "--store", pdir, "--out", filepath.Join(pdir, "y.parquet"), "SELECT 1"}, "--out lies inside the input store"},
 		{"sql --out onto --file", []string{"sql", "--store", in, "--file", cfg, "--out", cfg}, "--out would overwrite the input"},
 		{"report --out in", []string{"report", in, "--out", link}, "--out would overwrite the input"},

@@ -380,3 +380,80 @@ func TestShardSideFiles(t *testing.T) {
 		t.Fatalf("--metrics = --out: exit %d, %q", code, stderr)
 	}
 }
+
+// TestShardRejectedDirectory: a sharded run's --rejected directory of parts
+// is owned like --out's: neither lies inside the other (refused before any
+// work, through a symbolic link too), it records the run's plan, refuses
+// the parts of another job or a directory of parts without a plan, and
+// --replace leaves no part of the old plan in it.
+func TestShardRejectedDirectory(t *testing.T) {
+	in := "../../fixtures/stores/demo.parquet"
+	dir := t.TempDir()
+	parts, rej := filepath.Join(dir, "parts"), filepath.Join(dir, "rej")
+	run := func(out, rej string, extra ...string) (string, int) {
+		args := append([]string{"run", "--advantage-fn", "grpo", "--arg", "std_threshold=0", "--in", in,
+			"--out", out, "--rejected", rej, "--progress", "never"}, extra...)
+		_, stderr, code := runCLI(t, args...)
+		return stderr, code
+	}
+	elsewhere := filepath.Join(dir, "elsewhere")
+	if err := os.Mkdir(elsewhere, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(elsewhere, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, out, rej, want string
+	}{
+		{"--rejected inside --out", parts, filepath.Join(parts, "rej"), "--rejected lies inside the directory of parts of --out"},
+		{"--out inside --rejected", filepath.Join(rej, "parts"), rej, "--out lies inside the directory of parts of --rejected"},
+		{"--rejected inside --out through a link", link, filepath.Join(elsewhere, "rej"), "--rejected lies inside the directory of parts of --out"},
+		{"--out inside --rejected through a link", filepath.Join(elsewhere, "parts"), link, "--out lies inside the directory of parts of --rejected"},
+	} {
+		if stderr, code := run(c.out, c.rej, "--shards", "2", "--shard", "0"); code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, %q; want 2 and %q", c.name, code, stderr, c.want)
+		}
+		for _, d := range []string{parts, rej} {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Fatalf("%s: a refused run made %s (%v)", c.name, d, err)
+			}
+		}
+		if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+			t.Fatalf("%s: a refused run wrote into %s", c.name, elsewhere)
+		}
+	}
+	for _, i := range []string{"0", "1"} {
+		if stderr, code := run(parts, rej, "--shards", "2", "--shard", i); code != 0 {
+			t.Fatalf("shard %s: %s", i, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(rej, "_plan.json")); err != nil {
+		t.Fatalf("--rejected records no plan: %v", err)
+	}
+	// Another job into the same --rejected, its --out fresh: refused, and
+	// the fresh --out it claimed first is gone again.
+	fresh := filepath.Join(dir, "fresh")
+	if stderr, code := run(fresh, rej, "--shards", "2", "--shard", "0", "--seed", "7"); code != 2 || !strings.Contains(stderr, "another plan") || !strings.Contains(stderr, "another --rejected") {
+		t.Errorf("another job's --rejected: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("a refused run left %s (%v)", fresh, err)
+	}
+	bare := filepath.Join(dir, "bare")
+	if err := os.MkdirAll(bare, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, in, filepath.Join(bare, "part-1.parquet"))
+	if stderr, code := run(fresh, bare, "--shards", "2", "--shard", "0"); code != 2 || !strings.Contains(stderr, "part-1.parquet but no plan") {
+		t.Errorf("--rejected holding a part without a plan: exit %d, %q", code, stderr)
+	}
+	// --replace: one shard of a 1-shard plan; the old plan's part-1 gone.
+	if stderr, code := run(parts, rej, "--shards", "1", "--shard", "0", "--replace"); code != 0 {
+		t.Fatalf("--replace: %s", stderr)
+	}
+	if _, err := os.Stat(filepath.Join(rej, "part-1.parquet")); !os.IsNotExist(err) {
+		t.Errorf("--replace kept the old plan's rejected part-1.parquet (%v)", err)
+	}
+}

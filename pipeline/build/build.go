@@ -466,16 +466,17 @@ func (p *plan) shardOut(o *Options) error {
 		}
 	}
 	p.parts, p.shard = out, &s
-	p.job.Shard, p.job.Out = &s, shard.PartPath(out, s.I)
-	p.job.Also = append(p.job.Also, store.Output{Flag: "the shard plan", Path: shard.PlanPath(out)},
-		store.Output{Flag: "the shard's metrics", Path: shard.MetricsPath(out, s.I)})
+	p.job.Shard, p.job.Out, p.job.OutParts = &s, shard.PartPath(out, s.I), out
+	p.job.Also = append(p.job.Also, store.Output{Flag: "the shard plan", Path: shard.PlanPath(out), Dir: out},
+		store.Output{Flag: "the shard's metrics", Path: shard.MetricsPath(out, s.I), Dir: out})
 	// Each shard writes its own rejected rows: --rejected is a directory
 	// of parts too (REJ/part-I.parquet).
 	if rej := p.job.Rejected; rej != "" {
 		if f, err := store.FormatOf(rej); err == nil && (f == store.TrinityBuffer || filepath.Ext(rej) != "") {
 			return usagef("with --shards, --rejected is a directory of parts (REJ/part-I.parquet), not the store %s", schema.Redact(rej))
 		}
-		p.job.Rejected = shard.PartPath(rej, s.I)
+		p.job.Rejected, p.job.RejectedParts = shard.PartPath(rej, s.I), rej
+		p.job.Also = append(p.job.Also, store.Output{Flag: "the shard plan of --rejected", Path: shard.PlanPath(rej), Dir: rej})
 	}
 	return nil
 }
@@ -549,11 +550,18 @@ func (p *plan) run(ctx context.Context, o *Options) (res *pipeline.Result, err e
 		if perr != nil {
 			return nil, perr
 		}
-		done, perr := shard.Claim(p.parts, sp, o.Replace)
-		if perr != nil {
-			return nil, perr
+		// A directory of rejected parts is claimed as the directory of
+		// parts is: same plan, same --replace.
+		for _, d := range []struct{ dir, flag string }{{p.parts, "--out"}, {j.RejectedParts, "--rejected"}} {
+			if d.dir == "" {
+				continue
+			}
+			done, perr := shard.Claim(d.dir, d.flag, sp, o.Replace)
+			if perr != nil {
+				return nil, perr
+			}
+			defer func() { done(err != nil) }()
 		}
-		defer func() { done(err != nil) }()
 		planID = sp.ID()
 	} else if o.Command == Run && !trinity.IsURL(j.Out) {
 		if made, err = makeDir(j.Out); err != nil {

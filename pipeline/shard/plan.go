@@ -127,7 +127,7 @@ func ReadPlan(out string) (*Plan, error) {
 }
 
 // Claim makes directory out the directory of p's parts for one shard's
-// run: a directory with no plan and no parts (or none at all) gets p's
+// run (out is given by flag, --out or --rejected, which messages name): a directory with no plan and no parts (or none at all) gets p's
 // plan; one with p's plan is left as it is; one with another plan, or with
 // parts and no plan, is refused naming the difference, unless replace is
 // set: then the whole directory is replaced by an empty one holding p's
@@ -135,9 +135,9 @@ func ReadPlan(out string) (*Plan, error) {
 // marker file (a temp file, swept once its process is gone) says so; done
 // removes it and, when the run failed and this shard wrote the plan and no
 // other shard is running or has finished, the plan and the directory too.
-func Claim(out string, p *Plan, replace bool) (done func(failed bool), err error) {
+func Claim(out, flag string, p *Plan, replace bool) (done func(failed bool), err error) {
 	for try := 0; ; try++ {
-		done, err = claim(out, p, replace)
+		done, err = claim(out, flag, p, replace)
 		// A shard that failed beside this one may have just removed the
 		// directory: claim again.
 		if err == nil || try == 4 || !errors.Is(err, os.ErrNotExist) {
@@ -146,7 +146,7 @@ func Claim(out string, p *Plan, replace bool) (done func(failed bool), err error
 	}
 }
 
-func claim(out string, p *Plan, replace bool) (func(failed bool), error) {
+func claim(out, flag string, p *Plan, replace bool) (func(failed bool), error) {
 	old, err := ReadPlan(out)
 	if err != nil && !replace {
 		return nil, err
@@ -163,10 +163,10 @@ func claim(out string, p *Plan, replace bool) (func(failed bool), error) {
 		}
 	}
 	if why != "" && !replace {
-		return nil, schema.Errorf(out, -1, "", "%s: give --replace to replace the whole directory, or another --out", why)
+		return nil, schema.Errorf(out, -1, "", "%s: give --replace to replace the whole directory, or another %s", why, flag)
 	}
 	if why != "" {
-		if err := replaceDir(out, p); err != nil {
+		if err := replaceDir(out, flag, p); err != nil {
 			return nil, err
 		}
 	} else if err := os.MkdirAll(out, 0o755); err != nil {
@@ -179,7 +179,7 @@ func claim(out string, p *Plan, replace bool) (func(failed bool), error) {
 	marker.Close()
 	created := why != ""
 	if !created && old == nil {
-		if created, err = writePlan(out, p); err != nil {
+		if created, err = writePlan(out, flag, p); err != nil {
 			os.Remove(marker.Name())
 			return nil, err
 		}
@@ -221,7 +221,7 @@ func firstPart(out string) string {
 
 // writePlan writes p as out's plan unless another process has just written
 // one: then that one must be p.
-func writePlan(out string, p *Plan) (bool, error) {
+func writePlan(out, flag string, p *Plan) (bool, error) {
 	tmp, err := store.CreateTemp(PlanPath(out))
 	if err != nil {
 		return false, err
@@ -245,19 +245,19 @@ func writePlan(out string, p *Plan) (bool, error) {
 		return false, err
 	}
 	if d := old.Diff(p); d != "" {
-		return false, schema.Errorf(out, -1, "", "it holds the parts of another plan (%s): give --replace to replace the whole directory, or another --out", d)
+		return false, schema.Errorf(out, -1, "", "it holds the parts of another plan (%s): give --replace to replace the whole directory, or another %s", d, flag)
 	}
 	return false, nil
 }
 
 // replaceDir replaces directory out by an empty one holding p's plan.
-func replaceDir(out string, p *Plan) error {
+func replaceDir(out, flag string, p *Plan) error {
 	parent := filepath.Dir(filepath.Clean(out))
 	fresh, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".new-")
 	if err != nil {
 		return fmt.Errorf("output directory: %w", err)
 	}
-	if _, err := writePlan(fresh, p); err != nil {
+	if _, err := writePlan(fresh, flag, p); err != nil {
 		os.RemoveAll(fresh)
 		return err
 	}

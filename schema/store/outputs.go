@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/fspath"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
@@ -15,20 +15,30 @@ import (
 // it (for messages: "--metrics", "OUT").
 type Output struct {
 	Flag, Path string
+	// Dir, when set, is the directory of parts Path is one file of (a
+	// sharded run's --out or --rejected directory, its plan, its part
+	// metrics): the command owns that directory whole (--replace replaces
+	// it), so no output of another may lie inside it.
+	Dir string
 }
 
 // CheckOutputs is the one rule every file rftpipe writes obeys, checked
 // before any work starts, so that a refused command has touched nothing.
+// Paths are compared as the file system resolves them (package fspath).
 // An output may not:
 //
-//   - be, or resolve to (however spelled: relative, through a symbolic or
-//     hard link), a file the command reads: any file of an input store (every
-//     file of a directory or glob store, the database file of an SQLite
-//     buffer) or any other input file (a job file);
+//   - be, or resolve to (however spelled: relative, through a symbolic
+//     link of any component or a hard link), a file the command reads: any
+//     file of an input store (every file of a directory or glob store, the
+//     database file of an SQLite buffer) or any other input file (a job
+//     file);
 //   - lie inside a directory store being read, or match a glob store being
-//     read: the next read of that store would take it for part of the store
-//     (insideOK, --allow-inside-input, allows this one);
-//   - name the same file as another output.
+//     read (through a symbolic link too): the next read of that store would
+//     take it for part of the store (insideOK, --allow-inside-input, allows
+//     this one);
+//   - name the same file as another output;
+//   - lie inside another output's directory of parts (Output.Dir): so
+//     neither of two such directories lies inside the other.
 //
 // An SQLite buffer output's database is a file too: it may not be a file
 // read as a file (an input store, a job file) nor another output's file.
@@ -39,9 +49,9 @@ type Output struct {
 // whose names PostgreSQL would cut short is refused (trinity.CheckWritable). Empty inputs and outputs are skipped. Every refusal
 // wraps schema.ErrBadInput and names the output.
 func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK bool) error {
-	var files []string // every file read
-	var plain []string // those read as files (not an SQLite buffer's database)
-	type tree struct{ spec, dir, glob string }
+	var files []string                         // every file read
+	var plain []string                         // those read as files (not an SQLite buffer's database)
+	type tree struct{ spec, dir, glob string } // a directory or glob store read
 	var trees []tree
 	for _, in := range inputs {
 		switch {
@@ -54,10 +64,9 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 			continue
 		}
 		if st, err := os.Stat(in); err == nil && st.IsDir() {
-			trees = append(trees, tree{spec: in, dir: resolve(in)})
+			trees = append(trees, tree{spec: in, dir: in})
 		} else if hasMeta(in) {
-			abs, _ := filepath.Abs(in)
-			trees = append(trees, tree{spec: in, glob: abs})
+			trees = append(trees, tree{spec: in, glob: in})
 		}
 		ex, err := Expand(in)
 		if err != nil {
@@ -69,6 +78,9 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 	for i, o := range outs {
 		if o.Path == "" {
 			continue
+		}
+		if err := checkParts(o, outs); err != nil {
+			return err
 		}
 		if trinity.IsURL(o.Path) {
 			if err := trinity.CheckWritable(o.Path); err != nil {
@@ -105,29 +117,28 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 				continue
 			}
 			for _, f := range plain {
-				if sameFile(db, f) {
+				if fspath.Same(db, f) {
 					return refuse(o, "would overwrite the input %s", f)
 				}
 			}
 			for _, p := range outs[:i] {
-				if p.Path != "" && !trinity.IsURL(p.Path) && sameFile(db, p.Path) {
+				if p.Path != "" && !trinity.IsURL(p.Path) && fspath.Same(db, p.Path) {
 					return refuse(o, "is in the file of %s; give each output its own file", p.Flag)
 				}
 			}
 			continue
 		}
 		for _, f := range files {
-			if sameFile(o.Path, f) {
+			if fspath.Same(o.Path, f) {
 				return refuse(o, "would overwrite the input %s", f)
 			}
 		}
 		if !insideOK {
 			for _, t := range trees {
-				if t.dir != "" && within(t.dir, resolve(o.Path)) {
+				if t.dir != "" && fspath.Within(t.dir, o.Path) {
 					return refuse(o, "lies inside the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", t.spec)
 				}
-				abs, _ := filepath.Abs(o.Path)
-				if ok, _ := filepath.Match(t.glob, abs); t.glob != "" && ok {
+				if t.glob != "" && fspath.Matches(t.glob, o.Path) {
 					return refuse(o, "matches the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", t.spec)
 				}
 			}
@@ -137,9 +148,29 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 			if !ok {
 				other, ok = sqliteFile(p.Path)
 			}
-			if p.Path != "" && ok && sameFile(o.Path, other) {
+			if p.Path != "" && ok && fspath.Same(o.Path, other) {
 				return refuse(o, "is also the file of %s; give each output its own file", p.Flag)
 			}
+		}
+	}
+	return nil
+}
+
+// checkParts refuses output o when it lies inside the directory of parts
+// of another output (Output.Dir) that o is no part of.
+func checkParts(o Output, outs []Output) error {
+	file, ok := o.Path, !trinity.IsURL(o.Path)
+	if !ok {
+		if file, ok = sqliteFile(o.Path); !ok {
+			return nil
+		}
+	}
+	for _, p := range outs {
+		if p.Dir == "" || o.Dir != "" && fspath.Same(o.Dir, p.Dir) {
+			continue
+		}
+		if fspath.Within(p.Dir, file) {
+			return refuse(o, "lies inside the directory of parts of %s, %s, which is the run's whole (--replace replaces it): give it a path outside", p.Flag, p.Dir)
 		}
 	}
 	return nil
@@ -162,40 +193,6 @@ func refuse(o Output, format string, args ...any) error {
 		msg = "output " + msg
 	}
 	return schema.Errorf(o.Path, -1, "", "%s", msg)
-}
-
-// resolve returns path absolute, with the symbolic links of its longest
-// existing prefix resolved.
-func resolve(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return path
-	}
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		return r
-	}
-	dir, base := filepath.Split(abs)
-	if dir = filepath.Clean(dir); dir == abs {
-		return abs
-	}
-	return filepath.Join(resolve(dir), base)
-}
-
-// sameFile reports whether a and b are one file: the same resolved path,
-// or (both existing) the same inode.
-func sameFile(a, b string) bool {
-	if resolve(a) == resolve(b) {
-		return true
-	}
-	sa, errA := os.Stat(a)
-	sb, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(sa, sb)
-}
-
-// within reports whether path is dir or lies below it (both resolved).
-func within(dir, path string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func hasMeta(p string) bool { return strings.ContainsAny(p, "*?[") }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"time"
+
+	"github.com/rftpipe/rftpipe/schema/fspath"
 )
 
 // heldLock is an exclusive lock a Group holds on a file or directory
@@ -27,7 +29,7 @@ const lockPoll = 50 * time.Millisecond
 // tried again).
 // The caller holds g.mu.
 func (g *Group) lockPath(ctx context.Context, loc Location, path string) (*heldLock, error) {
-	key := resolvePath(path)
+	key := fspath.Resolve(path)
 	if l := g.locks[key]; l != nil {
 		l.refs++
 		return l, nil

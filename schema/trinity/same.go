@@ -3,8 +3,9 @@ package trinity
 import (
 	"context"
 	"database/sql"
-	"os"
 	"strings"
+
+	"github.com/rftpipe/rftpipe/schema/fspath"
 )
 
 // SameTable reports whether writing the buffer at out would write into a
@@ -37,13 +38,7 @@ func sameTables(ctx context.Context, a, b string, created bool) (bool, error) {
 		return false, nil
 	}
 	if la.Driver == "sqlite" {
-		sa, errA := os.Stat(la.DSN)
-		sb, errB := os.Stat(lb.DSN)
-		same := errA == nil && errB == nil && os.SameFile(sa, sb)
-		if !same && created {
-			same = resolvePath(la.DSN) == resolvePath(lb.DSN)
-		}
-		if !same {
+		if !fspath.Same(la.DSN, lb.DSN) {
 			return false, nil
 		}
 		for _, x := range []string{la.Table, blobTable(la)} {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/rftpipe/rftpipe/schema/fspath"
 )
 
 // The Writers of one Group that write into one database share a session:
@@ -65,7 +67,7 @@ func NewGroup() *Group {
 func (g *Group) join(ctx context.Context, loc Location, opts CreateOptions) (*session, error) {
 	key := loc.DSN
 	if loc.Driver == "sqlite" {
-		key = resolvePath(loc.DSN)
+		key = fspath.Resolve(loc.DSN)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -238,23 +240,6 @@ func (s *session) close() {
 		s.g.release(l)
 	}
 	s.locks = nil
-}
-
-// resolvePath returns path absolute, with the symbolic links of its
-// longest existing prefix resolved: one key however the path is spelled.
-func resolvePath(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return path
-	}
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		return r
-	}
-	dir, base := filepath.Split(abs)
-	if dir = filepath.Clean(dir); dir == abs {
-		return abs
-	}
-	return filepath.Join(resolvePath(dir), base)
 }
 
 func syncDir(dir string) {
