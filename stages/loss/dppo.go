@@ -34,42 +34,64 @@ func (k *DPPO) Sums() int { return 4 }
 
 // Row implements tokens.Kernel. The gradient is written at every token:
 // at a masked one it is 0·∂L/∂lp, NaN where that is not finite (spec §1).
+// The token loop calls nothing but for arguments outside fastexp.Core's
+// range and, with KL, for the tokens the divergence decides.
 func (k *DPPO) Row(r *tokens.Row, s []float64) {
 	lp := r.LP
 	n := len(lp)
 	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
-	gs, c, lo, hi := r.GradScale, k.ClipC, k.Low, k.High
+	gs, c, lo, hi, kl := r.GradScale, k.ClipC, k.Low, k.High, k.KL
 	seq := k.Seq && r.Count > 0
 	var sL, sOut, sKL, sTrunc float64
 	for t, x := range lp {
 		mt, o, a := m[t], old[t], adv[t]
-		lr := min(max(x-o, -20), 20) // NaN stays NaN
-		ratio := lr                  // NaN
+		lr := x - o // clamped to ±20, NaN kept
+		if lr < -20 {
+			lr = -20
+		} else if lr > 20 {
+			lr = 20
+		}
+		ratio := lr
 		if lr == lr {
-			ratio = fastexp.Core(lr) // exp's bits, inlined: lr is within ±20
+			ratio = fastexp.Core(lr)
 		}
 		tau := ratio // min(r, c), NaN kept
 		if ratio > c {
 			tau = c
 		}
-		p, q := exp(x), exp(o)
-		var up, down bool // inside the region when the update moves p up (A > 0) or down
-		if k.KL {
-			div := q*(o-x) + (1-q)*math.Log((1-q+1e-8)/(1-p+1e-8))
-			up, down = div <= hi || p <= q, div <= lo || p >= q
+		p, q := 0.0, 0.0 // fastexp.Core inlined where in its range
+		if x > -708 && x < 709 {
+			p = fastexp.Core(x)
+		} else {
+			p = exp(x)
+		}
+		if o > -708 && o < 709 {
+			q = fastexp.Core(o)
+		} else {
+			q = exp(o)
+		}
+		pos := a > 0 // inside the region when the update moves p up (A > 0) or down
+		var keep bool
+		if kl {
+			// The divergence only binds when p moves in the advantage's
+			// direction: the log is taken for those tokens alone.
+			if keep = pos && p <= q || !pos && p >= q; !keep {
+				div := q*(o-x) + (1-q)*math.Log((1-q+1e-8)/(1-p+1e-8))
+				keep = div <= pick(pos, hi, lo)
+			}
 		} else {
 			d := p - q
-			up, down = d <= hi, d >= -lo
+			keep = pos && d <= hi || !pos && d >= -lo
 		}
-		keep := b2f(a > 0 && up || !(a > 0) && down)
-		g := -a * tau * keep * weight(r.Weights, t)
+		kf := b2f(keep)
+		g := -a * tau * kf * weight(r.Weights, t)
 		if mt != 0 || seq {
 			sL += g * x * mt
 		}
 		if mt != 0 {
-			sOut += (1 - keep) * mt
+			sOut += (1 - kf) * mt
 			sKL -= lr * mt
-			sTrunc += b2f(ratio > c) * keep * mt
+			sTrunc += b2f(ratio > c) * kf * mt
 			grad[t] = gs * mt * g
 		} else {
 			grad[t] = 0 * g
