@@ -71,6 +71,10 @@ func (k *ClipCov) Row(r *tokens.Row, s []float64) {
 		}
 		cr, _ := torch.Clamp(ratio, lo, hi)
 		p1, p2 := -a*ratio, -a*cr
+		l := p1 // max(P1, P2): P2 is NaN only where P1 is
+		if p2 > p1 {
+			l = p2
+		}
 		active := p2 > p1 && mt > 0
 		corr := 1.0
 		if mt > 0 && !active && k.inWindow(x, a) {
@@ -82,7 +86,7 @@ func (k *ClipCov) Row(r *tokens.Row, s []float64) {
 		}
 		wt := weight(r.Weights, t)
 		if mt != 0 || seq {
-			sL += max(p1, p2) * corr * wt * mt
+			sL += l * corr * wt * mt
 		}
 		// the exp backward multiplies by r last: 0·inf is NaN, as upstream
 		g := -a * b2f(!active) * corr * wt * ratio
