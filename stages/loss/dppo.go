@@ -74,10 +74,14 @@ func (k *DPPO) Row(r *tokens.Row, s []float64) {
 		var keep bool
 		if kl {
 			// The divergence only binds when p moves in the advantage's
-			// direction: the log is taken for those tokens alone.
-			if keep = pos && p <= q || !pos && p >= q; !keep {
-				div := q*(o-x) + (1-q)*math.Log((1-q+1e-8)/(1-p+1e-8))
-				keep = div <= pick(pos, hi, lo)
+			// direction. Both answers are computed for every token, so that
+			// only the rare undecided one (klBounds) takes a jump.
+			free := pick(pos, b2f(p <= q), b2f(p >= q))
+			e := pick(pos, hi, lo)
+			within, decided := klBounds(p, q, o-x, e)
+			keep = free+within > 0
+			if free+decided == 0 {
+				keep = q*(o-x)+(1-q)*math.Log((1-q+1e-8)/(1-p+1e-8)) <= e
 			}
 		} else {
 			d := p - q
@@ -101,6 +105,24 @@ func (k *DPPO) Row(r *tokens.Row, s []float64) {
 	s[1] += sOut
 	s[2] += sKL
 	s[3] += sTrunc
+}
+
+// klBounds tells, where it can, whether dppo_kl's divergence
+// K = q·d + (1 − q)·ln u, with d = old − lp and
+// u = (1 − q + 1e-8)/(1 − p + 1e-8), computed with math.Log, is at most e:
+// decided is 1 where it can tell, within 1 where K ≤ e (both 0 or 1). Where
+// 1 − q > 0 and u is finite and positive, the bounds
+// 1 − 1/u ≤ ln u ≤ u − 1 settle it (the lower one multiplied by u) unless
+// e is within a margin of 1e-9 of the terms' size of the interval they
+// leave: the rounding of K and of the bounds, a few ulps of that size,
+// stays far inside the margin, so the answer is that of K as computed.
+func klBounds(p, q, d, e float64) (within, decided float64) {
+	s, u := 1-q, (1-q+1e-8)/(1-p+1e-8)
+	base, up := q*d, u-1
+	margin := 1e-9*(math.Abs(base)+s*math.Abs(up)*(1+1/u)) + 1e-300
+	ok := b2f(s > 0) * b2f(u > 0) * b2f(u <= math.MaxFloat64)
+	within = ok * b2f(base+s*up <= e-margin)
+	return within, within + ok*b2f(base*u+s*up > (e+margin)*u)
 }
 
 // Summary implements Kernel: pg_clipfrac, ppo_kl, pg_clipfrac_lower, pg_loss.

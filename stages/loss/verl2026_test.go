@@ -2,6 +2,7 @@ package loss
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -174,5 +175,42 @@ func TestKLCovTooMany(t *testing.T) {
 	_, err = l.Eval(b, make([]float64, b.Rows.Tokens()))
 	if err == nil || !strings.Contains(err.Error(), "selected index k out of range") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestKLBounds: where dppo_kl's bounds on the divergence decide, they
+// answer as the divergence computed with math.Log, K ≤ e, for random and
+// edge log-probs and bounds e at K, one ulp either side of it, and at the
+// usual ε; and they decide most random tokens at the usual ε.
+func TestKLBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 11))
+	pairs := [][2]float64{{-0.5, -0.5}, {0, -1}, {-1, 0}, {0, 0}, {0.3, -0.2}, {-0.2, 0.3}, {-800, -0.1}, {-0.1, -800},
+		{-1e-12, -2e-12}, {-2e-12, -1e-12}, {math.Inf(-1), -1}, {-1, math.Inf(-1)}, {math.NaN(), -1}, {-1e-8, 0}, {-40, -1e-9}}
+	for range 20000 {
+		scale := math.Pow(10, 4*rng.Float64()-3)
+		lp := -math.Abs(rng.NormFloat64()) * scale
+		pairs = append(pairs, [2]float64{lp, lp + scale*rng.NormFloat64()*rng.Float64()})
+	}
+	settled := 0.0
+	for _, pr := range pairs {
+		lp, old := pr[0], pr[1]
+		p, q := math.Exp(lp), math.Exp(old)
+		d := old - lp
+		k := q*d + (1-q)*math.Log((1-q+1e-8)/(1-p+1e-8))
+		for _, e := range []float64{k, math.Nextafter(k, math.Inf(1)), math.Nextafter(k, math.Inf(-1)), 0, 0.2, 0.28, 1e-3} {
+			if math.IsNaN(e) || math.IsInf(e, 0) {
+				continue
+			}
+			within, decided := klBounds(p, q, d, e)
+			if decided == 1 && (within == 1) != (k <= e) {
+				t.Errorf("lp %v, old %v, e %v: within %v, K = %v", lp, old, e, within, k)
+			}
+			if e == 0.2 {
+				settled += decided
+			}
+		}
+	}
+	if settled < 0.75*float64(len(pairs)) {
+		t.Errorf("the bounds decide %v of %d tokens at e = 0.2", settled, len(pairs))
 	}
 }
