@@ -3,10 +3,12 @@ package loss
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -51,19 +53,35 @@ func TestVerl2026GradientFiniteDifference(t *testing.T) {
 // TestCovWindows: clip_cov and kl_cov choose their tokens over the whole
 // batch, so the batch streamed in windows (Loss.Stream) gives the bits of
 // the batch evaluated at once: the same gradient bits (the same tokens
-// chosen), the sums equal up to their order of addition.
+// chosen), the sums equal up to their order of addition. The batch of 48
+// rows spans several runs of rows of the statistics passes, evaluated on
+// one thread and on eight: the same bits again.
 func TestCovWindows(t *testing.T) {
-	b := tokens.Synthetic(24, 40, 5)
+	small, large := tokens.Synthetic(24, 40, 5), tokens.Synthetic(48, 3000, 6)
 	for _, tc := range []struct {
 		loss string
 		args args.Values
+		b    *tokens.Batch
 	}{
-		{"clip_cov", args.Values{"clip_cov_ratio": 0.02, "clip_cov_lb": 0.2, "seed": 9}},
-		{"clip_cov", args.Values{"clip_cov_ratio": 0.5, "clip_cov_lb": 0.2, "loss_agg_mode": "seq-mean-token-mean"}},
-		{"kl_cov", args.Values{"kl_cov_ratio": 0.01}},
-		{"kl_cov", args.Values{"kl_cov_ratio": 0.3, "loss_agg_mode": "seq-mean-token-sum"}},
+		{"clip_cov", args.Values{"clip_cov_ratio": 0.02, "clip_cov_lb": 0.2, "seed": 9}, small},
+		{"clip_cov", args.Values{"clip_cov_ratio": 0.5, "clip_cov_lb": 0.2, "loss_agg_mode": "seq-mean-token-mean"}, small},
+		{"kl_cov", args.Values{"kl_cov_ratio": 0.01}, small},
+		{"kl_cov", args.Values{"kl_cov_ratio": 0.3, "loss_agg_mode": "seq-mean-token-sum"}, small},
+		{"clip_cov", args.Values{"clip_cov_ratio": 0.001, "clip_cov_lb": 0.2, "seed": 4}, large},
+		{"kl_cov", args.Values{"kl_cov_ratio": 0.002}, large},
 	} {
+		b := tc.b
+		if b.Rows.Tokens() > parallel.SpanSize && len(b.Rows.Chunks(parallel.SpanSize)) < 3 {
+			t.Fatalf("%d tokens in fewer than 2 runs of rows", b.Rows.Tokens())
+		}
+		prev := runtime.GOMAXPROCS(1)
+		one, oneGrad := eval(t, tc.loss, tc.args, b)
+		runtime.GOMAXPROCS(8)
 		whole, grad := eval(t, tc.loss, tc.args, b)
+		runtime.GOMAXPROCS(prev)
+		if math.Float64bits(one.Loss) != math.Float64bits(whole.Loss) || !equalBits(oneGrad, grad) {
+			t.Errorf("%s %v: loss %v on one thread, %v on eight, or another gradient", tc.loss, tc.args, one.Loss, whole.Loss)
+		}
 		l, err := Default().New(tc.loss, tc.args)
 		if err != nil {
 			t.Fatal(err)
@@ -212,5 +230,28 @@ func TestKLBounds(t *testing.T) {
 	}
 	if settled < 0.75*float64(len(pairs)) {
 		t.Errorf("the bounds decide %v of %d tokens at e = 0.2", settled, len(pairs))
+	}
+}
+
+// TestCovMemory: clip_cov's and kl_cov's choice takes memory per row and
+// per chosen token, not per token: an evaluation of 262,144 tokens in 64
+// rows allocates less than a byte for every 8 of them.
+func TestCovMemory(t *testing.T) {
+	b := tokens.Synthetic(64, 4096, 8)
+	grad := make([]float64, b.Rows.Tokens())
+	for _, name := range []string{"clip_cov", "kl_cov"} {
+		l, err := Default().New(name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := l.Eval(b, grad); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > uint64(len(grad)/8) {
+			t.Errorf("%s: %d bytes allocated for %d tokens", name, got, len(grad))
+		}
 	}
 }
