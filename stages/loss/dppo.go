@@ -34,8 +34,9 @@ func (k *DPPO) Sums() int { return 4 }
 
 // Row implements tokens.Kernel. The gradient is written at every token:
 // at a masked one it is 0·∂L/∂lp, NaN where that is not finite (spec §1).
-// The token loop calls nothing but for arguments outside fastexp.Core's
-// range and, with KL, for the tokens the divergence decides.
+// The token loop calls nothing but exp for arguments outside
+// fastexp.Core's range and, with KL, klBounds, and math.Log for the few
+// tokens whose divergence its bounds leave open.
 func (k *DPPO) Row(r *tokens.Row, s []float64) {
 	lp := r.LP
 	n := len(lp)
