@@ -2,10 +2,13 @@ package loss
 
 import (
 	"math"
+	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/parallel"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
@@ -50,19 +53,35 @@ func TestVerl2026GradientFiniteDifference(t *testing.T) {
 // TestCovWindows: clip_cov and kl_cov choose their tokens over the whole
 // batch, so the batch streamed in windows (Loss.Stream) gives the bits of
 // the batch evaluated at once: the same gradient bits (the same tokens
-// chosen), the sums equal up to their order of addition.
+// chosen), the sums equal up to their order of addition. The batch of 48
+// rows spans several runs of rows of the statistics passes, evaluated on
+// one thread and on eight: the same bits again.
 func TestCovWindows(t *testing.T) {
-	b := tokens.Synthetic(24, 40, 5)
+	small, large := tokens.Synthetic(24, 40, 5), tokens.Synthetic(48, 3000, 6)
 	for _, tc := range []struct {
 		loss string
 		args args.Values
+		b    *tokens.Batch
 	}{
-		{"clip_cov", args.Values{"clip_cov_ratio": 0.02, "clip_cov_lb": 0.2, "seed": 9}},
-		{"clip_cov", args.Values{"clip_cov_ratio": 0.5, "clip_cov_lb": 0.2, "loss_agg_mode": "seq-mean-token-mean"}},
-		{"kl_cov", args.Values{"kl_cov_ratio": 0.01}},
-		{"kl_cov", args.Values{"kl_cov_ratio": 0.3, "loss_agg_mode": "seq-mean-token-sum"}},
+		{"clip_cov", args.Values{"clip_cov_ratio": 0.02, "clip_cov_lb": 0.2, "seed": 9}, small},
+		{"clip_cov", args.Values{"clip_cov_ratio": 0.5, "clip_cov_lb": 0.2, "loss_agg_mode": "seq-mean-token-mean"}, small},
+		{"kl_cov", args.Values{"kl_cov_ratio": 0.01}, small},
+		{"kl_cov", args.Values{"kl_cov_ratio": 0.3, "loss_agg_mode": "seq-mean-token-sum"}, small},
+		{"clip_cov", args.Values{"clip_cov_ratio": 0.001, "clip_cov_lb": 0.2, "seed": 4}, large},
+		{"kl_cov", args.Values{"kl_cov_ratio": 0.002}, large},
 	} {
+		b := tc.b
+		if b.Rows.Tokens() > parallel.SpanSize && len(b.Rows.Chunks(parallel.SpanSize)) < 3 {
+			t.Fatalf("%d tokens in fewer than 2 runs of rows", b.Rows.Tokens())
+		}
+		prev := runtime.GOMAXPROCS(1)
+		one, oneGrad := eval(t, tc.loss, tc.args, b)
+		runtime.GOMAXPROCS(8)
 		whole, grad := eval(t, tc.loss, tc.args, b)
+		runtime.GOMAXPROCS(prev)
+		if math.Float64bits(one.Loss) != math.Float64bits(whole.Loss) || !equalBits(oneGrad, grad) {
+			t.Errorf("%s %v: loss %v on one thread, %v on eight, or another gradient", tc.loss, tc.args, one.Loss, whole.Loss)
+		}
 		l, err := Default().New(tc.loss, tc.args)
 		if err != nil {
 			t.Fatal(err)
@@ -174,5 +193,65 @@ func TestKLCovTooMany(t *testing.T) {
 	_, err = l.Eval(b, make([]float64, b.Rows.Tokens()))
 	if err == nil || !strings.Contains(err.Error(), "selected index k out of range") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestKLBounds: where dppo_kl's bounds on the divergence decide, they
+// answer as the divergence computed with math.Log, K ≤ e, for random and
+// edge log-probs and bounds e at K, one ulp either side of it, and at the
+// usual ε; and they decide most random tokens at the usual ε.
+func TestKLBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 11))
+	pairs := [][2]float64{{-0.5, -0.5}, {0, -1}, {-1, 0}, {0, 0}, {0.3, -0.2}, {-0.2, 0.3}, {-800, -0.1}, {-0.1, -800},
+		{-1e-12, -2e-12}, {-2e-12, -1e-12}, {math.Inf(-1), -1}, {-1, math.Inf(-1)}, {math.NaN(), -1}, {-1e-8, 0}, {-40, -1e-9}}
+	for range 20000 {
+		scale := math.Pow(10, 4*rng.Float64()-3)
+		lp := -math.Abs(rng.NormFloat64()) * scale
+		pairs = append(pairs, [2]float64{lp, lp + scale*rng.NormFloat64()*rng.Float64()})
+	}
+	settled := 0.0
+	for _, pr := range pairs {
+		lp, old := pr[0], pr[1]
+		p, q := math.Exp(lp), math.Exp(old)
+		d := old - lp
+		k := q*d + (1-q)*math.Log((1-q+1e-8)/(1-p+1e-8))
+		for _, e := range []float64{k, math.Nextafter(k, math.Inf(1)), math.Nextafter(k, math.Inf(-1)), 0, 0.2, 0.28, 1e-3} {
+			if math.IsNaN(e) || math.IsInf(e, 0) {
+				continue
+			}
+			within, decided := klBounds(p, q, d, e)
+			if decided == 1 && (within == 1) != (k <= e) {
+				t.Errorf("lp %v, old %v, e %v: within %v, K = %v", lp, old, e, within, k)
+			}
+			if e == 0.2 {
+				settled += decided
+			}
+		}
+	}
+	if settled < 0.75*float64(len(pairs)) {
+		t.Errorf("the bounds decide %v of %d tokens at e = 0.2", settled, len(pairs))
+	}
+}
+
+// TestCovMemory: clip_cov's and kl_cov's choice takes memory per row and
+// per chosen token, not per token: an evaluation of 262,144 tokens in 64
+// rows allocates less than a byte for every 8 of them.
+func TestCovMemory(t *testing.T) {
+	b := tokens.Synthetic(64, 4096, 8)
+	grad := make([]float64, b.Rows.Tokens())
+	for _, name := range []string{"clip_cov", "kl_cov"} {
+		l, err := Default().New(name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := l.Eval(b, grad); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > uint64(len(grad)/8) {
+			t.Errorf("%s: %d bytes allocated for %d tokens", name, got, len(grad))
+		}
 	}
 }
