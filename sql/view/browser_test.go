@@ -159,7 +159,9 @@ func TestBrowser(t *testing.T) {
 	text("rollout", "#response-text", "answer 0 of task 2")
 	run("colour", chromedp.SetValue(chromedp.CSS("#color"), "logprobs"),
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Evaluate[bool](`document.getElementById("color").dispatchEvent(new Event("change"))`)(ctx, tg)
+			// SetValue may itself fire "change", and the page then navigates:
+			// fire it only while the select is there and has not been sent.
+			_, err := chromedp.Evaluate[bool](`(sel => location.search.includes("color=logprobs") || !sel || sel.dispatchEvent(new Event("change")))(document.getElementById("color"))`)(ctx, tg)
 			return err
 		}),
 		until(`location.search.includes("color=logprobs")`),
