@@ -288,20 +288,7 @@ func TestGradientFiniteDifference(t *testing.T) {
 	for _, tc := range tests {
 		b := batch(t, lp3, old3, ref3, adv3, mask3)
 		_, grad := eval(t, tc.loss, tc.args, b)
-		lp := b.Col(tokens.LogProb)
-		const h = 1e-6
-		for i := range lp {
-			x := lp[i]
-			lp[i] = x + h
-			up, _ := eval(t, tc.loss, tc.args, b)
-			lp[i] = x - h
-			down, _ := eval(t, tc.loss, tc.args, b)
-			lp[i] = x
-			fd := (up.Loss - down.Loss) / (2 * h)
-			if math.Abs(fd-grad[i]) > 1e-7 {
-				t.Errorf("%s %v: grad[%d] = %v, finite difference %v", tc.loss, tc.args, i, grad[i], fd)
-			}
-		}
+		checkFiniteDifference(t, tc.loss, tc.args, b, grad)
 	}
 }
 
@@ -334,6 +321,26 @@ func TestCrossedClipBounds(t *testing.T) {
 		}
 		if math.Abs(res.Loss-tc.want) > 1e-7 { // token-mean: Σ/(1 + 1e-8)
 			t.Errorf("%s %v: loss %v, want %v", tc.loss, tc.args, res.Loss, tc.want)
+		}
+	}
+}
+
+// checkFiniteDifference compares grad, the gradient of loss (with args) on
+// b, with the central finite difference of its value at every token.
+func checkFiniteDifference(t *testing.T, loss string, a args.Values, b *tokens.Batch, grad []float64) {
+	t.Helper()
+	lp := b.Col(tokens.LogProb)
+	const h = 1e-6
+	for i := range lp {
+		x := lp[i]
+		lp[i] = x + h
+		up, _ := eval(t, loss, a, b)
+		lp[i] = x - h
+		down, _ := eval(t, loss, a, b)
+		lp[i] = x
+		fd := (up.Loss - down.Loss) / (2 * h)
+		if math.Abs(fd-grad[i]) > 1e-7 {
+			t.Errorf("%s %v: grad[%d] = %v, finite difference %v", loss, a, i, grad[i], fd)
 		}
 	}
 }

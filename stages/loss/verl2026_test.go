@@ -30,20 +30,7 @@ func TestVerl2026GradientFiniteDifference(t *testing.T) {
 	for _, tc := range tests {
 		b := weighted(t, nil)
 		res, grad := eval(t, tc.loss, tc.args, b)
-		lp := b.Col(tokens.LogProb)
-		const h = 1e-6
-		for i := range lp {
-			x := lp[i]
-			lp[i] = x + h
-			up, _ := eval(t, tc.loss, tc.args, b)
-			lp[i] = x - h
-			down, _ := eval(t, tc.loss, tc.args, b)
-			lp[i] = x
-			fd := (up.Loss - down.Loss) / (2 * h)
-			if math.Abs(fd-grad[i]) > 1e-7 {
-				t.Errorf("%s %v: grad[%d] = %v, finite difference %v", tc.loss, tc.args, i, grad[i], fd)
-			}
-		}
+		checkFiniteDifference(t, tc.loss, tc.args, b, grad)
 		if tc.loss == "clip_cov" && res.Metrics["pg_clipfrac"] == 0 {
 			t.Errorf("%s %v: no token clipped, the case checks nothing of the selection", tc.loss, tc.args)
 		}

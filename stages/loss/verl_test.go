@@ -46,20 +46,7 @@ func TestWeightedGradientFiniteDifference(t *testing.T) {
 	for _, tc := range tests {
 		b := weighted(t, nil)
 		_, grad := eval(t, tc.loss, tc.args, b)
-		lp := b.Col(tokens.LogProb)
-		const h = 1e-6
-		for i := range lp {
-			x := lp[i]
-			lp[i] = x + h
-			up, _ := eval(t, tc.loss, tc.args, b)
-			lp[i] = x - h
-			down, _ := eval(t, tc.loss, tc.args, b)
-			lp[i] = x
-			fd := (up.Loss - down.Loss) / (2 * h)
-			if math.Abs(fd-grad[i]) > 1e-7 {
-				t.Errorf("%s %v: grad[%d] = %v, finite difference %v", tc.loss, tc.args, i, grad[i], fd)
-			}
-		}
+		checkFiniteDifference(t, tc.loss, tc.args, b, grad)
 	}
 }
 
