@@ -182,8 +182,9 @@ func TestLossOnFakeCUDA(t *testing.T) {
 		}
 		// The synchronous device path: the same job, its evaluator without
 		// Start.
-		j, err := build.FromFlags(&build.Options{Command: build.Loss, Fn: "ppo", KLLossFn: "low_var_kl", KLCoef: 0.001,
-			EntropyLossFn: "default", EntropyCoef: 0.001, In: in, GradOut: filepath.Join(dir, name+"_sync.parquet"), Step: 1, Device: "cpu", Log: io.Discard})
+		o := &build.LossOptions{Common: build.Common{In: in, Step: 1, Log: io.Discard}, Fn: "ppo", KLLossFn: "low_var_kl", KLCoef: 0.001,
+			EntropyLossFn: "default", EntropyCoef: 0.001, GradOut: filepath.Join(dir, name+"_sync.parquet"), Device: "cpu"}
+		j, err := o.Job()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,33 +18,51 @@ func algorithmFlags() []cli.Flag {
 	}
 }
 
-// jobOptions maps the flags of `run` or `loss` (command) to the job
-// builder's options.
-func jobOptions(c *cli.Context, command string) (*build.Options, error) {
-	o := &build.Options{
-		Command: command, AdvantageFn: c.String("advantage-fn"), AddStrategy: c.String("add-strategy"), Fn: c.String("fn"),
-		Args: keyValues(c, "arg"), Operators: c.StringSlice("operator"), SkipOperators: c.StringSlice("skip-operator"), Rejected: c.String("rejected"), Config: c.String("config"), Algorithm: c.String("algorithm"),
-		In: c.String("in"), Out: c.String("out"), GradOut: c.String("grad-out"), Metrics: c.String("metrics"), Prom: c.String("prom"),
-		Label: c.String("job-label"), Seed: c.Uint64("seed"), HasSeed: c.IsSet("seed"),
-		OnInvalidReward: setString(c, "on-invalid-reward"), Codec: c.String("codec"), InsideInput: c.Bool("allow-inside-input"),
-		LossAggMode: c.String("loss-agg-mode"), KLLossFn: c.String("kl-loss-fn"), KLCoef: c.Float64("kl-coef"),
-		EntropyLossFn: c.String("entropy-loss-fn"), EntropyCoef: c.Float64("entropy-coef"),
-		Cols: c.StringSlice("col"), Step: c.Int64("step"), Device: c.String("device"),
-		Verbose: c.Bool("verbose"), Log: c.App.ErrWriter, Replace: c.Bool("replace"),
-	}
-	if command == build.Loss && o.IsFile() {
-		for _, f := range []string{"fn", "arg", "loss-agg-mode", "kl-loss-fn", "kl-coef", "entropy-loss-fn", "entropy-coef"} {
-			if c.IsSet(f) {
-				return nil, usagef("--%s does not mix with --config/--algorithm (set it in the job file's algorithm section)", f)
-			}
-		}
+// commonOptions maps the flags every job command shares.
+func commonOptions(c *cli.Context) (build.Common, error) {
+	o := build.Common{
+		Config: c.String("config"), Algorithm: c.String("algorithm"), In: c.String("in"),
+		Metrics: c.String("metrics"), Prom: c.String("prom"), Label: c.String("job-label"),
+		Seed: c.Uint64("seed"), HasSeed: c.IsSet("seed"), Step: c.Int64("step"),
+		Replace: c.Bool("replace"), Verbose: c.Bool("verbose"), Log: c.App.ErrWriter,
 	}
 	var err error
 	o.Sharded, o.Shards, o.ShardIndex, err = shardOf(c)
-	if err == nil && o.Replace && !o.Sharded {
-		err = usagef("--replace needs --shards N (a single output store is always replaced whole)")
-	}
 	return o, err
+}
+
+// runOptions maps the flags of `run`.
+func runOptions(c *cli.Context) (*build.RunOptions, error) {
+	com, err := commonOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	return &build.RunOptions{
+		Common: com, AdvantageFn: c.String("advantage-fn"), AddStrategy: c.String("add-strategy"),
+		Args: keyValues(c, "arg"), Operators: c.StringSlice("operator"), SkipOperators: c.StringSlice("skip-operator"),
+		Out: c.String("out"), Rejected: c.String("rejected"),
+		OnInvalidReward: setString(c, "on-invalid-reward"), Codec: c.String("codec"), InsideInput: c.Bool("allow-inside-input"),
+	}, nil
+}
+
+// lossOptions maps the flags of `loss`.
+func lossOptions(c *cli.Context) (*build.LossOptions, error) {
+	com, err := commonOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	o := &build.LossOptions{
+		Common: com, Fn: c.String("fn"), Args: keyValues(c, "arg"),
+		LossAggMode: c.String("loss-agg-mode"), KLLossFn: c.String("kl-loss-fn"), KLCoef: c.Float64("kl-coef"),
+		EntropyLossFn: c.String("entropy-loss-fn"), EntropyCoef: c.Float64("entropy-coef"),
+		Cols: c.StringSlice("col"), Device: c.String("device"), GradOut: c.String("grad-out"),
+	}
+	for _, f := range []string{"fn", "arg", "loss-agg-mode", "kl-loss-fn", "kl-coef", "entropy-loss-fn", "entropy-coef"} {
+		if c.IsSet(f) {
+			o.Given = append(o.Given, f)
+		}
+	}
+	return o, nil
 }
 
 // setString is a string flag's value when the command line sets it, else

@@ -11,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/build"
 )
 
@@ -74,22 +73,20 @@ func runLoss(c *cli.Context) error {
 	if format != "table" && format != "json" {
 		return usagef("--format %q: want table or json", format)
 	}
-	o, err := jobOptions(c, build.Loss)
+	o, err := lossOptions(c)
 	if err != nil {
 		return err
 	}
-	j, res, err := build.Execute(c.Context, o, func(err error) int { return exitStatus(c.Context, err) })
+	r, err := build.Loss(c.Context, o, func(err error) int { return exitStatus(c.Context, err) })
 	if err != nil {
 		return err
 	}
-	printWarnings(c, "loss", res.Warnings)
-	st := j.Stages[0].(*pipeline.LossStage)
-	r := st.Result()
+	printWarnings(c, "loss", r.Warnings)
 	w := c.App.Writer
 	if format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(lossOutput{Fn: j.Objective.Policy.Name(), Args: j.Objective.Policy.Args, Rows: int(res.In), Tokens: st.Tokens(),
+		return enc.Encode(lossOutput{Fn: r.Fn, Args: r.Args, Rows: int(r.Rows), Tokens: r.Tokens,
 			Loss: jsonFloat(r.Loss), Metrics: jsonMetrics(r.Metrics)})
 	}
 	return lossTable(w, r.Metrics)

@@ -41,13 +41,13 @@ func runCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("run takes no positional arguments (got %q)", c.Args().First())
 			}
-			o, err := jobOptions(c, build.Run)
+			o, err := runOptions(c)
 			if err != nil {
 				return err
 			}
 			bar := newProgress(c, "run", -1)
 			o.Progress, o.Total = bar.Add, bar.Total
-			j, res, err := build.Execute(c.Context, o, func(err error) int { return exitStatus(c.Context, err) })
+			res, err := build.Run(c.Context, o, func(err error) int { return exitStatus(c.Context, err) })
 			bar.Done()
 			if err != nil {
 				return err
@@ -57,7 +57,7 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "run: %d rejected rows written to %s\n", res.Rejected, schema.Redact(o.Rejected))
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences in %d groups -> %d written (%d filtered, %d invalid dropped, %d duplicated) to %s in %.1fs (%.0f/s)\n",
-				j.Name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, schema.Redact(j.Out),
+				res.Name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, schema.Redact(res.Store),
 				res.Elapsed.Seconds(), float64(res.In)/res.Elapsed.Seconds())
 			if res.Out == 0 && res.In > 0 {
 				fmt.Fprintln(c.App.ErrWriter, "run: warning: every experience was filtered out; the output store is empty")

@@ -20,10 +20,7 @@ var idColumns = []string{schema.Batch, schema.Task, schema.Run, schema.Step, sch
 // FlagObjective configures the objective of `loss --fn`: the policy loss
 // Fn with Args (and Seed as its seed argument, for clip_cov's random
 // choice), LossAggMode, the KL and the entropy terms.
-func FlagObjective(o *Options) (*objective.Objective, error) {
-	if o.Fn == "" {
-		return nil, usagef("give --fn, --algorithm or --config")
-	}
+func FlagObjective(o *LossOptions) (*objective.Objective, error) {
 	def, err := loss.Default().Get(o.Fn)
 	if err != nil {
 		return nil, err

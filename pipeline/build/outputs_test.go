@@ -12,21 +12,25 @@ import (
 func TestMissingOutputDirectoriesMade(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		o    func(dir string) *Options
+		run  func(dir string) error
 		want []string
 	}{
-		{"run", func(dir string) *Options {
-			return &Options{Command: Run, AdvantageFn: "grpo", In: filepath.Join(repoRoot, "fixtures/stores/demo.parquet"),
-				Out: filepath.Join(dir, "a", "out.parquet"), Metrics: filepath.Join(dir, "b", "m.json"), Prom: filepath.Join(dir, "c", "d", "p.prom")}
+		{"run", func(dir string) error {
+			_, err := Run(context.Background(), &RunOptions{Common: Common{In: filepath.Join(repoRoot, "fixtures/stores/demo.parquet"),
+				Metrics: filepath.Join(dir, "b", "m.json"), Prom: filepath.Join(dir, "c", "d", "p.prom")},
+				AdvantageFn: "grpo", Out: filepath.Join(dir, "a", "out.parquet")}, ok)
+			return err
 		}, []string{"a/out.parquet", "b/m.json", "c/d/p.prom"}},
-		{"loss", func(dir string) *Options {
-			return &Options{Command: Loss, Fn: "ppo", In: filepath.Join(repoRoot, "fixtures/stores/full.parquet"),
-				KLLossFn: "none", EntropyLossFn: "default", Device: "cpu", Step: 1, GradOut: filepath.Join(dir, "grad.parquet"), Metrics: filepath.Join(dir, "m", "m.json")}
+		{"loss", func(dir string) error {
+			_, err := Loss(context.Background(), &LossOptions{Common: Common{In: filepath.Join(repoRoot, "fixtures/stores/full.parquet"),
+				Step: 1, Metrics: filepath.Join(dir, "m", "m.json")},
+				Fn: "ppo", KLLossFn: "none", EntropyLossFn: "default", Device: "cpu", GradOut: filepath.Join(dir, "grad.parquet")}, ok)
+			return err
 		}, []string{"grad.parquet", "m/m.json"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if _, _, err := Execute(context.Background(), c.o(dir), func(error) int { return 0 }); err != nil {
+			if err := c.run(dir); err != nil {
 				t.Fatal(err)
 			}
 			for _, f := range c.want {
@@ -37,3 +41,6 @@ func TestMissingOutputDirectoriesMade(t *testing.T) {
 		})
 	}
 }
+
+// ok is the exit status of a job that is not expected to fail.
+func ok(error) int { return 0 }

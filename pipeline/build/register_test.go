@@ -39,7 +39,7 @@ func toySpec() advantage.Spec {
 // TestRegisterToyFn registers a toy fn as the README says a new fn is
 // added (its spec, one line in the Default registry's table) and finds it
 // everywhere: in the help text and as `run --advantage-fn NAME --arg
-// scale=2`, built by FromFlags and run by Execute.
+// scale=2`, built by RunOptions.Job and run by Run.
 func TestRegisterToyFn(t *testing.T) {
 	if err := advantage.Default().Add(toySpec()); err != nil { // the table's one line
 		t.Fatal(err)
@@ -47,19 +47,19 @@ func TestRegisterToyFn(t *testing.T) {
 	if h := AdvantageHelp(); !strings.Contains(h, "toy_scaled_reward") || !strings.Contains(h, "scale=1") {
 		t.Errorf("help text lacks the toy fn:\n%s", h)
 	}
-	o := &Options{Command: Run, AdvantageFn: "toy_scaled_reward", Args: []string{"scale=2"},
-		In: filepath.Join(repoRoot, "fixtures/stores/demo.parquet"), Out: filepath.Join(t.TempDir(), "new", "out.parquet")}
-	if _, err := FromFlags(o); err != nil {
+	o := &RunOptions{Common: Common{In: filepath.Join(repoRoot, "fixtures/stores/demo.parquet")}, AdvantageFn: "toy_scaled_reward", Args: []string{"scale=2"},
+		Out: filepath.Join(t.TempDir(), "new", "out.parquet")}
+	if _, err := o.Job(); err != nil {
 		t.Fatal(err)
 	}
-	j, res, err := Execute(context.Background(), o, func(error) int { return 0 })
+	res, err := Run(context.Background(), o, func(error) int { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.In != 384 || res.Out != 384 {
 		t.Fatalf("result %+v", res)
 	}
-	_, rewards, adv := readOutput(t, j.Out)
+	_, rewards, adv := readOutput(t, res.Store)
 	scored := 0
 	for i, a := range adv {
 		for _, v := range a {

@@ -15,7 +15,6 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 
-	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
@@ -53,31 +52,31 @@ func readOutput(t *testing.T, path string) (tids []string, rewards []float64, ad
 const repoRoot = "../.."
 
 // runConfig runs the job file text over the demo store, into a temp
-// directory, through FromConfig and Execute's path.
-func runConfig(t *testing.T, text string) (*pipeline.Job, *pipeline.Result) {
+// directory, through Run.
+func runConfig(t *testing.T, text string) *RunReport {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "job.yaml")
 	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o := &Options{Command: Run, Config: file, In: filepath.Join(repoRoot, "fixtures/stores/demo.parquet"), Out: filepath.Join(dir, "out.parquet")}
-	j, res, err := Execute(context.Background(), o, func(error) int { return 0 })
+	o := &RunOptions{Common: Common{Config: file, In: filepath.Join(repoRoot, "fixtures/stores/demo.parquet")}, Out: filepath.Join(dir, "out.parquet")}
+	res, err := Run(context.Background(), o, func(error) int { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
-	return j, res
+	return res
 }
 
 // TestTrainerSideRLOO checks the trainer-side run against RLOO computed
 // here from the rewards: advantage = reward − mean of the other rows of
 // the task, on every token (the bundled single-turn store masks none).
 func TestTrainerSideRLOO(t *testing.T) {
-	j, out := runConfig(t, "algorithm: {algorithm_type: rloo}\n")
+	out := runConfig(t, "algorithm: {algorithm_type: rloo}\n")
 	if out.In != 384 || out.Out != 384 || out.Groups != 48 {
 		t.Errorf("result %+v", out)
 	}
-	tids, rewards, adv := readOutput(t, j.Out)
+	tids, rewards, adv := readOutput(t, out.Store)
 	sum, n := map[string]float64{}, map[string]float64{}
 	for i, tid := range tids {
 		sum[tid] += rewards[i]
@@ -97,7 +96,7 @@ func TestTrainerSideRLOO(t *testing.T) {
 // branch: a KL penalty on a store without ref_log_prob leaves the rewards
 // and reports kl and kl_coef 0.
 func TestTrainerSideKLPenaltyWithoutReference(t *testing.T) {
-	_, out := runConfig(t, "algorithm: {algorithm_type: reinforceplusplus, kl_penalty_fn: k1}\n")
+	out := runConfig(t, "algorithm: {algorithm_type: reinforceplusplus, kl_penalty_fn: k1}\n")
 	if v, ok := out.Metrics["critic/kl_coef"]; !ok || v != 0 {
 		t.Errorf("metrics %v, want critic/kl_coef 0", out.Metrics)
 	}

@@ -34,13 +34,13 @@ type Shard struct {
 	N, I int
 }
 
-// New returns shard i of n, checked.
+// New returns shard i of n, checked (a usage error: they come from flags).
 func New(n, i int) (Shard, error) {
 	switch {
 	case n < 1 || n > MaxShards:
-		return Shard{}, schema.BadInputf("--shards %d is outside its valid range [1,%d]", n, MaxShards)
+		return Shard{}, fmt.Errorf("%w: --shards %d is outside its valid range [1,%d]", schema.ErrUsage, n, MaxShards)
 	case i < 0 || i >= n:
-		return Shard{}, schema.BadInputf("shard index %d is out of range: %d shards are numbered 0 to %d", i, n, n-1)
+		return Shard{}, fmt.Errorf("%w: shard index %d is out of range: %d shards are numbered 0 to %d", schema.ErrUsage, i, n, n-1)
 	}
 	return Shard{N: n, I: i}, nil
 }
