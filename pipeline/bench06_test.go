@@ -39,7 +39,7 @@ func BenchmarkFns06(b *testing.B) {
 	if s := os.Getenv("RFTPIPE_BENCH_TASKS"); s != "" {
 		fmt.Sscan(s, &tasks)
 	}
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(HeapLimit))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(store.HeapLimit))
 	cfg := synth.Default()
 	cfg.Tasks, cfg.TasksPerBatch, cfg.Seed = tasks, 256, 1
 	cfg.With, cfg.Info = []string{schema.Advantages, schema.Logprob}, true

@@ -43,7 +43,7 @@ func BenchmarkRun(b *testing.B) {
 	if s := os.Getenv("RFTPIPE_BENCH_TASKS"); s != "" {
 		fmt.Sscan(s, &tasks)
 	}
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(HeapLimit)) // as the rftpipe command sets it
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(store.HeapLimit)) // as the rftpipe command sets it
 	in := benchStore(b, tasks)
 	out := filepath.Join(b.TempDir(), "out.parquet")
 	rows := float64(tasks * 8)
@@ -327,7 +327,7 @@ func BenchmarkTrainerSide(b *testing.B) {
 	if s := os.Getenv("RFTPIPE_BENCH_TASKS"); s != "" {
 		fmt.Sscan(s, &tasks)
 	}
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(HeapLimit))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(store.HeapLimit))
 	in := benchStore(b, tasks)
 	out := filepath.Join(b.TempDir(), "out.parquet")
 	job := func(fn string) Job { return withFn(b, Job{In: in, Out: out}, fn, "") }

@@ -123,15 +123,6 @@ const (
 // 256-token rows 8192 keeps the pass well under 1 GiB of memory.
 const DefaultBatchRows = 8192
 
-// HeapLimit is the soft limit on the Go heap for a process that streams a
-// store (the rftpipe commands that stream set it, unless GOMEMLIMIT sets
-// another). The collector then works harder near it instead of letting the
-// heap grow to twice its live size: the live heap of a run is the batches in
-// flight plus a few bytes of statistics per row (~0.35 GiB at 1M rows,
-// ~0.55 GiB at 10M), so the limit keeps the RSS of a 10M-row GRPO run with
-// duplication under 1 GiB, where it would reach ~1.8 GiB.
-const HeapLimit = 768 << 20
-
 // Result describes a finished job.
 type Result struct {
 	// In is the number of input rows; Out the number written, of which

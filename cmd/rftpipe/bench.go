@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/gpu"
 	"github.com/rftpipe/rftpipe/pipeline/build"
 )
 
@@ -40,32 +39,12 @@ func benchLossCommand() *cli.Command {
 			if format != "table" && format != "json" {
 				return usagef("--format %q: want table or json", format)
 			}
-			var dev *gpu.Device
-			if d := c.String("device"); d != "cpu" {
-				_, used, err := gpu.Select(d, c.App.ErrWriter)
-				if err != nil {
-					return err
-				}
-				if used == "cuda" {
-					if dev, err = gpu.Open(); err != nil {
-						return err
-					}
-				}
-			}
 			rows, width, err := parseShape(c.String("shape"))
 			if err != nil {
 				return err
 			}
-			o, err := build.PolicyObjective(c.String("fn"))
-			if err != nil {
-				return err
-			}
-			var r build.BenchResult
-			if dev != nil {
-				r, err = benchCUDA(c, dev, o, rows, width)
-			} else {
-				r, err = build.BenchLossCPU(o, rows, width, c.Int("runs"), c.Uint64("seed"))
-			}
+			r, err := build.BenchLoss(build.BenchOptions{Fn: c.String("fn"), Rows: rows, Width: width, Runs: c.Int("runs"),
+				Seed: c.Uint64("seed"), Device: c.String("device"), Torch: c.Bool("torch"), Log: c.App.ErrWriter})
 			if err != nil {
 				return err
 			}
@@ -85,30 +64,6 @@ func benchLossCommand() *cli.Command {
 			return tw.Flush()
 		},
 	}
-}
-
-// benchCUDA is `bench loss` on the GPU: the median device time of the
-// loss's kernels (transfers excluded), its throughput, its bandwidth as a
-// fraction of a measured device-to-device copy, and torch's times when
-// --torch and torch is present.
-func benchCUDA(c *cli.Context, d *gpu.Device, o *build.Objective, rows, width int) (build.BenchResult, error) {
-	copyBW, err := d.CopyBandwidth(1 << 30)
-	if err != nil {
-		return build.BenchResult{}, err
-	}
-	r, err := d.BenchLoss(o, rows, width, c.Int("runs"), c.Uint64("seed"), copyBW)
-	if err != nil {
-		return r, err
-	}
-	if c.Bool("torch") {
-		eager, compiled, err := gpu.TorchTimes(r.Fn, rows, width, c.Int("runs"))
-		if err != nil {
-			fmt.Fprintf(c.App.ErrWriter, "torch: no ratios: %v\n", err)
-		} else {
-			r.WithTorch(eager, compiled)
-		}
-	}
-	return r, nil
 }
 
 // maxBenchTokens bounds B×T of `bench loss --shape`: the inputs and the

@@ -6,9 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/gpu"
 	"github.com/rftpipe/rftpipe/pipeline/build"
-	"github.com/rftpipe/rftpipe/pipeline/golden"
 )
 
 func conformanceCommand() *cli.Command {
@@ -29,32 +27,20 @@ func conformanceCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("conformance takes one DIR")
 			}
-			f32 := c.Bool("float32")
-			ev, device, err := gpu.SelectWith(c.String("device"), gpu.Options{Float64: !f32}, c.App.ErrWriter)
-			if err != nil {
-				return err
-			}
-			if f32 && device != "cuda" {
-				return usagef("--float32 checks a device's float32 storage: it needs --device cuda (the CPU computes in float64)")
-			}
 			var kinds []string
 			for _, k := range strings.Split(c.String("kind"), ",") {
 				if k = strings.TrimSpace(k); k != "" {
 					kinds = append(kinds, k)
 				}
 			}
-			w := c.App.Writer
-			if device == "cuda" {
-				rule := "each case's own tolerance"
-				if f32 {
-					rule = fmt.Sprintf("rtol %g / atol %g; ill-conditioned: the CPU on the same float32 inputs fails too",
-						golden.Float32Tolerance.Rtol, golden.Float32Tolerance.Atol)
-				}
-				fmt.Fprintf(w, "checking on cuda: %s, at %s\n", ev, rule)
-			}
-			rep, err := build.RunConformance(c.Args().First(), kinds, ev, f32)
+			rep, err := build.Conformance(build.ConformanceOptions{Dir: c.Args().First(), Kinds: kinds,
+				Device: c.String("device"), Float32: c.Bool("float32"), Log: c.App.ErrWriter})
 			if err != nil {
 				return err
+			}
+			w := c.App.Writer
+			if rep.Checking != "" {
+				fmt.Fprintln(w, rep.Checking)
 			}
 			for _, m := range rep.Mismatches {
 				fmt.Fprintln(w, m)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline"
+	"github.com/rftpipe/rftpipe/schema/store"
 )
 
 // version is set at build time (go build -ldflags "-X main.version=v1.2.3");
@@ -71,11 +71,11 @@ func newApp() *cli.App {
 }
 
 // streaming marks a command that streams a store: before it runs, the heap
-// gets pipeline.HeapLimit as its soft limit unless GOMEMLIMIT sets one.
+// gets store.HeapLimit as its soft limit unless GOMEMLIMIT sets one.
 func streaming(c *cli.Command) *cli.Command {
 	c.Before = func(*cli.Context) error {
 		if os.Getenv("GOMEMLIMIT") == "" {
-			debug.SetMemoryLimit(pipeline.HeapLimit)
+			debug.SetMemoryLimit(store.HeapLimit)
 		}
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rftpipe/rftpipe/pipeline"
+	"github.com/rftpipe/rftpipe/schema/store"
 )
 
 // runCLI runs rftpipe in-process with args and returns stdout, stderr and the
@@ -190,7 +190,7 @@ func TestStreamingCommandsLimitHeap(t *testing.T) {
 		want := int64(math.MaxInt64)
 		switch c.Name {
 		case "run", "gen", "convert", "loss":
-			want = pipeline.HeapLimit
+			want = store.HeapLimit
 		}
 		if got := debug.SetMemoryLimit(-1); got != want {
 			t.Errorf("%s: heap limit %d, want %d", c.Name, got, want)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/build"
 )
 
@@ -67,7 +66,7 @@ func mergeMetricsCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("merge-metrics takes one output directory")
 			}
-			m, err := build.MergeMetrics(c.Args().First(), c.String("metrics"), c.String("prom"), c.String("job-label"), exitFailure)
+			m, err := build.MergeMetrics(c.Args().First(), c.String("metrics"), c.String("prom"), c.String("job-label"), exitFailure, c.App.Writer)
 			if err != nil {
 				return err
 			}
@@ -77,11 +76,6 @@ func mergeMetricsCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "merge-metrics: %d of %d parts missing: %s\n", len(m.Missing), m.Shards, joinInts(m.Missing))
 			} else {
 				fmt.Fprintf(c.App.ErrWriter, "merge-metrics: all %d parts\n", m.Shards)
-			}
-			if c.String("metrics") == "" {
-				if err := pipeline.WriteMetrics(c.App.Writer, m.Metrics); err != nil {
-					return err
-				}
 			}
 			if code != 0 {
 				return exitCode(code)

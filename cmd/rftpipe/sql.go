@@ -1,19 +1,16 @@
 package main
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/schema"
-	"github.com/rftpipe/rftpipe/schema/store"
 	rsql "github.com/rftpipe/rftpipe/sql"
 	"github.com/rftpipe/rftpipe/sql/duckdb"
 )
@@ -58,85 +55,13 @@ func runSQL(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if analysis != nil {
-		if err := analysis.CheckVars(vars); err != nil {
-			return err
-		}
-	}
 	out := c.String("out")
-	format := duckdb.FormatOf(out)
-	if f := c.String("format"); f != "" {
-		if format, err = duckdb.ParseFormat(f); err != nil {
-			return err
-		}
-	}
-	if format == duckdb.Parquet && out == "" {
-		return usagef("--format parquet needs --out FILE")
-	}
-	var stores []duckdb.Store
-	for _, a := range c.Generic("store").(*multiFlag).values {
-		s, err := duckdb.ParseStore(a)
-		if err != nil {
-			return err
-		}
-		stores = append(stores, s)
-	}
-	if analysis != nil && len(stores) == 0 {
-		return usagef("--query %s needs a --store to run on", analysis.Name)
-	}
-	if out != "" {
-		reads := []string{c.String("file")}
-		for _, s := range stores {
-			reads = append(reads, s.Path)
-		}
-		if err := store.CheckOutputs(c.Context, reads, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {
-			return err
-		}
-		if dir := filepath.Dir(out); !isDir(dir) {
-			return schema.Errorf(out, -1, "", "output directory %s does not exist", dir)
-		}
-	}
-
-	if err := duckdb.CheckWrites(query, stores); err != nil {
-		return err
-	}
-	db, cleanup, err := openSQL(c, stores)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	if analysis != nil {
-		err = duckdb.PrepareAnalysis(c.Context, db, *analysis, vars)
-	} else {
-		literals := map[string]string{}
-		for n, v := range vars {
-			literals[n] = duckdb.Literal(v)
-		}
-		err = duckdb.SetVars(c.Context, db, literals)
-	}
+	n, err := duckdb.Run(c.Context, duckdb.Request{Query: query, Analysis: analysis, File: c.String("file"), Vars: vars,
+		Stores: c.Generic("store").(*multiFlag).values, Out: out, Format: c.String("format"),
+		Threads: c.Int("threads"), MemoryLimit: c.String("memory-limit")},
+		c.App.Writer, func(w string) { printWarnings(c, "sql", []string{w}) })
 	if err != nil {
 		return sqlFailure(c, err)
-	}
-
-	var n int64
-	switch {
-	case format == duckdb.Parquet:
-		n, err = duckdb.CopyParquet(c.Context, db, query, out)
-	case out != "":
-		err = store.WriteFile(out, func(w io.Writer) error {
-			var err error
-			n, err = duckdb.Write(c.Context, db, query, format, w)
-			return err
-		})
-	default:
-		_, err = duckdb.Write(c.Context, db, query, format, c.App.Writer)
-	}
-	if err != nil {
-		paths := make([]string, len(stores))
-		for i, s := range stores {
-			paths[i] = s.Path
-		}
-		return sqlFailure(c, duckdb.Located(c.Context, err, paths...))
 	}
 	if out != "" {
 		fmt.Fprintf(c.App.ErrWriter, "sql: wrote %d rows to %s\n", n, schema.Redact(out))
@@ -178,36 +103,10 @@ func sqlQuery(c *cli.Context) (string, *rsql.Analysis, error) {
 	return a.Query(), &a, nil
 }
 
-// openSQL starts DuckDB with the stores attached and prints the warnings of
-// their conversion (a Trinity buffer's orphan rows); cleanup closes it and
-// removes the converted stores.
-func openSQL(c *cli.Context, stores []duckdb.Store) (*sql.DB, func(), error) {
-	tmp, err := store.TempDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	db, err := duckdb.Open(duckdb.Options{Threads: c.Int("threads"), MemoryLimit: c.String("memory-limit"), TempDir: tmp})
-	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, nil, err
-	}
-	cleanup := func() {
-		db.Close()
-		os.RemoveAll(tmp)
-	}
-	warnings, err := duckdb.Attach(c.Context, db, stores, tmp)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	printWarnings(c, "sql", warnings)
-	return db, cleanup, nil
-}
-
 // sqlFailure prints a SQL error as DuckDB renders it — over several lines,
 // with a caret under the position — and exits 2; other errors pass through.
 func sqlFailure(c *cli.Context, err error) error {
-	var qe *duckdb.QueryError
+	var qe interface{ Detail() string }
 	if !errors.As(err, &qe) {
 		return err
 	}
@@ -263,10 +162,4 @@ func threadsFlag() cli.Flag {
 
 func memoryLimitFlag() cli.Flag {
 	return &cli.StringFlag{Name: "memory-limit", Usage: "DuckDB memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM)"}
-}
-
-// isDir reports whether path is an existing directory.
-func isDir(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.IsDir()
 }

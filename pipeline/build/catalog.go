@@ -10,15 +10,12 @@ import (
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/args"
-	"github.com/rftpipe/rftpipe/stages/conformance"
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
-	"github.com/rftpipe/rftpipe/stages/objective"
 	"github.com/rftpipe/rftpipe/stages/operator"
 	"github.com/rftpipe/rftpipe/stages/registry"
 	"github.com/rftpipe/rftpipe/stages/rollout"
-	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
 // Family is a registry of named components a job is built from.
@@ -105,32 +102,6 @@ func AdvantageHelp() string {
 		}
 	}
 	return b.String()
-}
-
-// RunConformance runs the golden vectors of dir (kinds: all when empty)
-// against the runners of package golden, ev evaluating the kernels; f32:
-// ev stores in float32 (golden.Run says how such a run is judged).
-func RunConformance(dir string, kinds []string, ev tokens.Evaluator, f32 bool) (conformance.Report, error) {
-	return golden.Run(dir, kinds, ev, f32)
-}
-
-// Objective is a trainer objective (objective.Objective): what
-// PolicyObjective returns and the benchmarks time.
-type Objective = objective.Objective
-
-// BenchResult is one timing of `rftpipe bench loss`
-// (objective.BenchResult).
-type BenchResult = objective.BenchResult
-
-// BenchLossCPU times forward + gradient of o on seeded random inputs of
-// rows × width tokens on the CPU (the median wall time of runs) and holds
-// its bandwidth against a copy on every core.
-func BenchLossCPU(o *objective.Objective, rows, width, runs int, seed uint64) (objective.BenchResult, error) {
-	med, err := objective.Bench(tokens.CPU, o, rows, width, runs, seed, objective.Wall)
-	if err != nil {
-		return objective.BenchResult{}, err
-	}
-	return objective.NewBenchResult(o, "cpu", rows, width, med, int64(rows*width*o.CPUBytesPerToken()), objective.CPUCopyBandwidth(1<<28)), nil
 }
 
 // AlgorithmDoc is one algorithm type as `rftpipe algorithms` shows it; its

@@ -156,12 +156,12 @@ type Merged struct {
 
 // MergeMetrics combines the metrics of the parts of the sharded job in
 // directory dir (shard.MergeDir) and writes them to the metrics and
-// Prometheus files (either may be empty), checked first as every output is
-// (store.CheckOutputs): not onto a part's metrics or the plan, nor onto
-// each other.
+// Prometheus files, checked first as every output is (store.CheckOutputs):
+// not onto a part's metrics or the plan, nor onto each other. Without a
+// metrics file the merged metrics are written as JSON to stdout.
 // label overrides the parts' label; the files report exit status 0, or
 // missingCode when parts are missing.
-func MergeMetrics(dir, metrics, prom, label string, missingCode int) (*Merged, error) {
+func MergeMetrics(dir, metrics, prom, label string, missingCode int, stdout io.Writer) (*Merged, error) {
 	outs := []store.Output{{Flag: "--metrics", Path: metrics}, {Flag: "--prom", Path: prom}}
 	if err := store.CheckOutputs(context.Background(), []string{filepath.Join(shard.MetricsDir(dir), "part-*.json"), shard.PlanPath(dir)}, outs, false); err != nil {
 		return nil, err
@@ -183,10 +183,13 @@ func MergeMetrics(dir, metrics, prom, label string, missingCode int) (*Merged, e
 			return nil, err
 		}
 	}
-	if metrics != "" {
-		if err := WriteMetricsFile(metrics, o); err != nil {
-			return nil, err
-		}
+	if metrics == "" {
+		err = pipeline.WriteMetrics(stdout, m.Metrics)
+	} else {
+		err = WriteMetricsFile(metrics, o)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return &Merged{Merged: m, Label: label}, nil
 }

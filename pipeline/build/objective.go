@@ -47,10 +47,6 @@ func FlagObjective(o *LossOptions) (*objective.Objective, error) {
 	})
 }
 
-// PolicyObjective is the objective of the policy loss name alone, with its
-// default arguments (`bench loss`).
-func PolicyObjective(name string) (*objective.Objective, error) { return objective.PolicyOnly(name) }
-
 // colMap parses --col INPUT=COLUMN (verl names of the inputs accepted).
 func colMap(kvs []string) (map[string]string, error) {
 	out := map[string]string{}
