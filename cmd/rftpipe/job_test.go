@@ -336,6 +336,52 @@ func TestMonitoredFailure(t *testing.T) {
 	}
 }
 
+// TestFailuresWriteMetrics: run and loss go through one sequence, so a
+// failure anywhere after flag parsing (options, job file, components,
+// columns, the input) leaves the metrics file with the exit code; only a
+// refused output (a refused job touches no file) leaves none.
+func TestFailuresWriteMetrics(t *testing.T) {
+	demo, full := "../../fixtures/stores/demo.parquet", "../../fixtures/stores/full.parquet"
+	for _, c := range []struct {
+		name    string
+		args    []string
+		written bool
+	}{
+		{"loss unknown fn", []string{"loss", "--fn", "nosuch", "--in", full}, true},
+		{"loss bad col", []string{"loss", "--fn", "ppo", "--in", full, "--col", "nosuch=x"}, true},
+		{"loss missing job file", []string{"loss", "--config", "missing.yaml", "--in", full}, true},
+		{"loss fn with config", []string{"loss", "--config", "missing.yaml", "--fn", "ppo", "--in", full}, true},
+		{"loss missing input", []string{"loss", "--fn", "ppo", "--in", "missing.parquet"}, true},
+		{"run unknown fn", []string{"run", "--advantage-fn", "nosuch", "--in", demo, "--out", "OUT"}, true},
+		{"run unknown add strategy", []string{"run", "--add-strategy", "nosuch", "--in", demo, "--out", "OUT"}, true},
+		{"run unknown algorithm", []string{"run", "--algorithm", "nosuch", "--in", demo, "--out", "OUT"}, true},
+		{"run no fn", []string{"run", "--in", demo, "--out", "OUT"}, true},
+		{"run output over input", []string{"run", "--advantage-fn", "grpo", "--in", demo, "--out", demo}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			metrics := filepath.Join(dir, "m.json")
+			args := append([]string(nil), c.args...)
+			for i, a := range args {
+				if a == "OUT" {
+					args[i] = filepath.Join(dir, "out.parquet")
+				}
+			}
+			_, stderr, code := runCLI(t, append(args, "--metrics", metrics)...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2: %s", code, stderr)
+			}
+			raw, err := os.ReadFile(metrics)
+			switch {
+			case !c.written && err == nil:
+				t.Errorf("a refused job wrote its metrics file: %s", raw)
+			case c.written && (err != nil || !strings.Contains(string(raw), `"rftpipe/exit_code": 2`)):
+				t.Errorf("metrics file: %v %s (stderr %s)", err, raw, stderr)
+			}
+		})
+	}
+}
+
 // TestTrinityConfigReadsItsBuffer: a whole Trinity-RFT config whose
 // experience buffer is a SQLite table runs with no --in.
 func TestTrinityConfigReadsItsBuffer(t *testing.T) {
