@@ -8,15 +8,17 @@
 //
 // # Entry points
 //
-// cmd/rftpipe maps flags to package build's Options and prints; build is
-// the one place that makes a Job and runs it:
+// cmd/rftpipe maps flags to one options type per command of package
+// build and prints; build is the one place that makes a Job and runs it:
 //
-//	build.FromFlags      run --advantage-fn/--add-strategy, loss --fn
-//	build.FromConfig     a job file (package job decodes it)
-//	build.FromAlgorithm  an algorithm type (package algorithm resolves it)
-//	build.Execute        one of those, then the outputs checked against
-//	                     the inputs (Job.CheckOutputs), Run, the metrics
-//	                     and Prometheus files written
+//	build.Run   run's options (an advantage fn, add strategy, operators,
+//	            a job file or an algorithm type) → Job → Run
+//	build.Loss  loss's options (a policy loss by flags, or a job file's or
+//	            algorithm's objective) → Job → Run
+//
+// Both resolve the options, check the outputs against the inputs
+// (Job.CheckOutputs), build the stages, Run, and write the metrics and
+// Prometheus files, failed or not.
 //
 // The files of this package, in the order Run uses them:
 //
