@@ -230,7 +230,7 @@ func (t *trainerStage) passes() int {
 }
 
 // trainerColumns returns the store columns a trainer-side input (verl's
-// name) is read from, the first present: schema.Inputs' under the canonical name.
+// name) is read from, the first present: its schema.Input's.
 func trainerColumns(in string) []string {
 	switch in {
 	case advantage.InRolloutLogprobs:
@@ -238,11 +238,8 @@ func trainerColumns(in string) []string {
 	case advantage.InNecs:
 		return []string{in} // no store column of rftpipe's holds Clip_V's signal
 	}
-	in = tokens.Canonical(in)
-	for _, d := range schema.Inputs {
-		if d.Input == in {
-			return d.Columns
-		}
+	if si, ok := schema.ParseInput(in); ok {
+		return si.Columns()
 	}
 	return nil
 }

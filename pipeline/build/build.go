@@ -378,9 +378,9 @@ func prepareLoss(o *Options) (*plan, error) {
 		return nil, err
 	}
 	for name, col := range j.Columns { // the job file's columns of inputs; --col wins
-		in := schema.InputName(name)
-		if _, set := cols[in]; !set && isInput(in) {
-			cols[in] = col
+		in, known := schema.ParseInput(name)
+		if _, set := cols[string(in)]; !set && known {
+			cols[string(in)] = col
 		}
 	}
 	device := o.Device

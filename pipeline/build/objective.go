@@ -10,7 +10,6 @@ import (
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/objective"
-	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
 // idColumns are copied from the input into a loss's gradient file when
@@ -59,16 +58,11 @@ func colMap(kvs []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, kv := range kvs {
 		in, col, ok := strings.Cut(kv, "=")
-		in = tokens.Canonical(in)
-		if !ok || !isInput(in) || col == "" {
-			return nil, usagef("--col %q: want CANONICAL=COLUMN with CANONICAL one of logprob, old_logprob, ref_logprob, advantages, action_mask, expert_mask, teacher_logprob, entropy, values", kv)
+		si, known := schema.ParseInput(in)
+		if !ok || !known || col == "" {
+			return nil, usagef("--col %q: want CANONICAL=COLUMN with CANONICAL one of %s", kv, strings.Join(schema.InputNames(), ", "))
 		}
-		out[in] = col
+		out[string(si)] = col
 	}
 	return out, nil
-}
-
-// isInput reports whether in is a canonical input of the stages.
-func isInput(in string) bool {
-	return slices.ContainsFunc(schema.Inputs, func(d schema.InputColumns) bool { return d.Input == in })
 }

@@ -54,7 +54,7 @@ func (b *TokenBatch) needMask(fn string) error {
 	if len(b.Rows.Off) == 0 {
 		return errorf(fn, "batch has no row offsets")
 	}
-	return b.need(fn, "response_mask", b.Mask)
+	return b.need(fn, InResponseMask, b.Mask)
 }
 
 // rowSums returns Σ_t x over every position of each row (mask not applied).
@@ -91,7 +91,7 @@ func (b *TokenBatch) groupScores(fn string, rule groupRule) ([]float64, error) {
 	if err := b.needMask(fn); err != nil {
 		return nil, err
 	}
-	if err := b.need(fn, "token_level_rewards", b.TokenLevelRewards); err != nil {
+	if err := b.need(fn, InTokenLevelRewards, b.TokenLevelRewards); err != nil {
 		return nil, err
 	}
 	if err := b.Groups.check("uid", b.Rows.N()); err != nil {
