@@ -55,7 +55,9 @@ func newApp() *cli.App {
 		},
 		// Errors are printed once, by main, in one line.
 		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError:   flagError,
 	}
+	usageErrors(app.Commands)
 	// Without a command: the help; with an unknown one: a usage error.
 	app.Action = func(c *cli.Context) error {
 		if c.NArg() == 0 {

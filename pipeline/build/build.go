@@ -401,7 +401,7 @@ func prepareLoss(o *Options) (*plan, error) {
 	j.Stages = []pipeline.Stage{pipeline.NewLoss(obj, ev, cols, o.Step)}
 	p := &plan{job: j, complete: func(*pipeline.Job) error { return nil }}
 	if o.Sharded { // the loss refuses it (a cross-batch stage), naming why
-		s, err := newShard(o)
+		s, err := shard.New(o.Shards, o.ShardIndex)
 		if err != nil {
 			return nil, err
 		}
@@ -438,21 +438,13 @@ func lossObjective(o *Options, j *pipeline.Job) (*objective.Objective, error) {
 	return res.Objective()
 }
 
-func newShard(o *Options) (shard.Shard, error) {
-	s, err := shard.New(o.Shards, o.ShardIndex)
-	if err != nil {
-		return s, usagef("%s", strings.TrimPrefix(err.Error(), "bad input: "))
-	}
-	return s, nil
-}
-
 // shardOut makes a sharded run's output the part of its shard in the
 // directory of parts Out.
 func (p *plan) shardOut(o *Options) error {
 	if !o.Sharded {
 		return nil
 	}
-	s, err := newShard(o)
+	s, err := shard.New(o.Shards, o.ShardIndex)
 	if err != nil {
 		return err
 	}

@@ -38,9 +38,9 @@ type Shard struct {
 func New(n, i int) (Shard, error) {
 	switch {
 	case n < 1 || n > MaxShards:
-		return Shard{}, schema.BadInputf("--shards %d is outside its valid range [1,%d]", n, MaxShards)
+		return Shard{}, schema.Usagef("--shards %d is outside its valid range [1,%d]", n, MaxShards)
 	case i < 0 || i >= n:
-		return Shard{}, schema.BadInputf("shard index %d is out of range: %d shards are numbered 0 to %d", i, n, n-1)
+		return Shard{}, schema.Usagef("shard index %d is out of range: %d shards are numbered 0 to %d", i, n, n-1)
 	}
 	return Shard{N: n, I: i}, nil
 }
