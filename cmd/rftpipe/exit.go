@@ -73,20 +73,20 @@ func exitStatus(ctx context.Context, err error) int {
 
 // usageErrors makes the command-line errors of cmds and their sub-commands
 // usage errors: flag parsing errors (OnUsageError), and a missing flag
-// declared Required — checked first thing, where cli checks it (before the
-// command's Before), since cli's own check returns an error no type tells
-// apart. cli shows such an error as it
+// declared Required — checked before the command's action, since cli's own
+// check returns an error no type tells apart. cli shows such an error as it
 // does its own: on stdout, then the help.
 func usageErrors(cmds []*cli.Command) {
 	for _, cmd := range cmds {
 		cmd.OnUsageError = flagError
-		if names := takeRequired(cmd.Flags); len(names) > 0 {
-			before := cmd.Before
-			cmd.Before = func(c *cli.Context) error {
-				if err := checkRequired(c, names); err != nil || before == nil {
-					return err
+		if action := cmd.Action; action != nil {
+			if names := takeRequired(cmd.Flags); len(names) > 0 {
+				cmd.Action = func(c *cli.Context) error {
+					if err := checkRequired(c, names); err != nil {
+						return err
+					}
+					return action(c)
 				}
-				return before(c)
 			}
 		}
 		usageErrors(cmd.Subcommands)
