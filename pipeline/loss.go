@@ -29,7 +29,7 @@ type LossStage struct {
 	run    *objective.Objective
 	stream *loss.Stream
 	ev     tokens.Evaluator
-	// cols overrides schema.Inputs: input → store column.
+	// cols overrides schema.Input's columns: input → store column.
 	cols map[string]string
 	step int64
 
@@ -42,7 +42,7 @@ type LossStage struct {
 }
 
 // NewLoss returns the loss step of o, evaluated by ev (tokens.CPU or a
-// device). cols maps inputs to store columns where schema.Inputs' defaults do
+// device). cols maps inputs to store columns where schema.Input's columns do
 // not fit; step is the training step every row is at (mix_chord's
 // schedule).
 func NewLoss(o *objective.Objective, ev tokens.Evaluator, cols map[string]string, step int64) *LossStage {
@@ -72,9 +72,9 @@ func (l *LossStage) Needs() Needs {
 	default:
 		n.PassColumns = []string{schema.ActionMask, schema.ExpertMask, l.cols[tokens.ActionMask], l.cols[tokens.ExpertMask]}
 	}
-	for _, in := range schema.Inputs {
-		if objective.Reads(in.Input) {
-			n.Optional = append(n.Optional, in.Columns...)
+	for _, in := range schema.Inputs() {
+		if objective.Reads(string(in)) {
+			n.Optional = append(n.Optional, in.Columns()...)
 		}
 	}
 	for _, c := range l.cols {
@@ -91,16 +91,12 @@ func (l *LossStage) column(b *Batch, input string) string {
 	return inputColumn(b, input)
 }
 
-// inputColumn returns the store column of b that input (a schema.Inputs name) is
+// inputColumn returns the store column of b that input (a schema.Input name) is
 // read from by default, "" when the store has none.
 func inputColumn(b *Batch, input string) string {
-	for _, in := range schema.Inputs {
-		if in.Input == input {
-			for _, c := range in.Columns {
-				if b.Has(c) {
-					return c
-				}
-			}
+	for _, c := range schema.Input(input).Columns() {
+		if b.Has(c) {
+			return c
 		}
 	}
 	return ""
@@ -114,15 +110,16 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 	}
 	tb := tokens.New(rows)
 	var ins, cols []string // the per-token inputs read and their columns
-	for _, in := range schema.Inputs {
-		col := l.column(b, in.Input)
-		if _, named := l.cols[in.Input]; col == "" || !named && !objective.Reads(in.Input) {
+	for _, si := range schema.Inputs() {
+		in := string(si)
+		col := l.column(b, in)
+		if _, named := l.cols[in]; col == "" || !named && !objective.Reads(in) {
 			continue
 		}
 		if !b.Has(col) {
-			return nil, schema.Errorf(b.File, -1, col, "no such column (--col %s=%s)", in.Input, col)
+			return nil, schema.Errorf(b.File, -1, col, "no such column (--col %s=%s)", in, col)
 		}
-		if in.Input == tokens.ExpertMask { // a per-row flag
+		if si.PerRow() { // expert_mask, a per-row flag
 			flags, err := rowFlags(b, col)
 			if err != nil {
 				return nil, err
@@ -132,7 +129,7 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 			}
 			continue
 		}
-		ins, cols = append(ins, in.Input), append(cols, col)
+		ins, cols = append(ins, in), append(cols, col)
 	}
 	vals, err := b.TokensOf(cols...)
 	if err != nil {
@@ -354,9 +351,9 @@ func (l *LossStage) wrap(b *Batch, err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, in := range schema.Inputs {
-		if missing(err, in.Input) {
-			return fmt.Errorf("%s: %w (the store has no %s column: add one, or name the column with --col %s=COLUMN)", b.File, err, in.Columns[0], in.Input)
+	for _, in := range schema.Inputs() {
+		if missing(err, string(in)) {
+			return fmt.Errorf("%s: %w (the store has no %s column: add one, or name the column with --col %s=COLUMN)", b.File, err, in.Columns()[0], in)
 		}
 	}
 	return fmt.Errorf("%s: %w", b.File, err)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/bitutil"
@@ -230,7 +229,7 @@ func (t *trainerStage) passes() int {
 }
 
 // trainerColumns returns the store columns a trainer-side input (verl's
-// name) is read from, the first present: schema.Inputs' under the canonical name.
+// name) is read from, the first present: its schema.Input's.
 func trainerColumns(in string) []string {
 	switch in {
 	case advantage.InRolloutLogprobs:
@@ -238,11 +237,8 @@ func trainerColumns(in string) []string {
 	case advantage.InNecs:
 		return []string{in} // no store column of rftpipe's holds Clip_V's signal
 	}
-	in = tokens.Canonical(in)
-	for _, d := range schema.Inputs {
-		if d.Input == in {
-			return d.Columns
-		}
+	if si, ok := schema.ParseInput(in); ok {
+		return si.Columns()
 	}
 	return nil
 }
@@ -457,10 +453,9 @@ func (t *trainerStage) Finish(res *Result) error {
 
 // columnHint explains how to provide a trainer-side column a store lacks.
 func columnHint(err error) string {
-	for _, c := range []string{advantage.InValues, advantage.InTeacherLogprobs} {
-		if errors.Is(err, schema.ErrBadInput) && strings.Contains(err.Error(), "missing column "+c) {
-			return fmt.Sprintf(" (the store has no %s column; add one, or map one with the job file's columns section)", trainerColumns(c)[0])
-		}
+	var me *advantage.MissingColumnError
+	if errors.As(err, &me) && (me.Column == advantage.InValues || me.Column == advantage.InTeacherLogprobs) {
+		return fmt.Sprintf(" (the store has no %s column; add one, or map one with the job file's columns section)", trainerColumns(me.Column)[0])
 	}
 	return ""
 }

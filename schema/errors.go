@@ -66,6 +66,22 @@ func BadInputf(format string, args ...any) error {
 	return fmt.Errorf("%w", &InputError{Row: -1, Msg: fmt.Sprintf(format, args...)})
 }
 
+// Usagef returns an error wrapping ErrUsage: "usage: " and the message.
+func Usagef(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
+}
+
+// UsageError is a malformed command line as a parser rftpipe does not own
+// (urfave/cli's flag parsing) says it, in the parser's words; it wraps
+// ErrUsage and the parser's error.
+type UsageError struct{ Err error }
+
+// Error returns the parser's message.
+func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap makes errors.Is(err, ErrUsage) true and exposes the cause.
+func (e *UsageError) Unwrap() []error { return []error{ErrUsage, e.Err} }
+
 // oneLine folds a multi-line message (some libraries return several lines).
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)

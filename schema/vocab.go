@@ -1,31 +1,58 @@
 package schema
 
-import "github.com/apache/arrow/go/v17/arrow"
+import (
+	"github.com/apache/arrow/go/v17/arrow"
+)
 
-// The per-token vocabulary: each store column a stage reads per token (or
-// per row), the stages' name for it as an input (Trinity's naming, as in
-// stages/tokens), and Trinity's and verl's other names for it. The one
-// table below gives both directions, which differ where the column's and
-// the input's names differ (teacher_logprobs, the column; teacher_logprob,
-// the input):
+// Input is one input of the stages, per token or per row, named by its
+// canonical name (Trinity's naming, as in stages/tokens). One table gives,
+// per input, its store column, the column it falls back to, and verl's and
+// the stores' other names of it; every list of inputs (messages, help
+// texts) comes from it. The table gives both directions, which differ where
+// the column's and the input's names differ (teacher_logprobs, the column;
+// teacher_logprob, the input):
 //   - Aliases: a name of a store written by Trinity or verl → the column
-//     (an Aliases or StoreAliases name, or the input's name);
-//   - InputName: a name of an input → the canonical input (an Aliases
-//     name, or the column's name).
-//
-// Inputs says, per input, the columns it is read from.
+//     (a verl or store-only name, or the input's name);
+//   - InputName: a name of an input → the canonical input (a verl name, or
+//     the column's name).
+type Input string
+
+// The inputs, in the order they are read.
+const (
+	InLogprob    Input = "logprob"     // the current policy's log-prob, the differentiated input
+	InOldLogprob Input = "old_logprob" // the behaviour ("old") policy's log-prob
+	InRefLogprob Input = "ref_logprob" // the reference model's log-prob
+	InAdvantages Input = "advantages"  // per-token advantages
+	InActionMask Input = "action_mask" // 1 = trained on; may be fractional
+	// InTeacherLogprob is the teacher's log-prob (distillation).
+	InTeacherLogprob Input = "teacher_logprob"
+	InEntropy        Input = "entropy"     // the policy's per-token entropy
+	InValues         Input = "values"      // the critic's values
+	InExpertMask     Input = "expert_mask" // bool per row: an expert (SFT) row
+	// InRolloutISWeights are the rollout-correction IS weights (constants,
+	// multiplied into the per-token loss of the losses that take them).
+	InRolloutISWeights Input = "rollout_is_weights"
+)
+
+// VerlRolloutLogprobs is verl's name of the rollout log-probs, the store's
+// logprobs column (an input of verl's trainer-side fns, none of the stages').
+const VerlRolloutLogprobs = "rollout_log_probs"
 
 // vocab is one store column of the per-token vocabulary.
 type vocab struct {
 	column string
 	// input is the stages' canonical input reading it ("" when none reads
-	// it by name; stages reach it as a fallback, see Inputs).
-	input string
-	// aliases are Trinity's and verl's names of it, as inputs and as
-	// store columns; storeAliases are names only stores use.
-	aliases, storeAliases []string
+	// it by name; stages reach it as a fallback).
+	input Input
+	// verl is verl's name of it, as an input and as a store column (""
+	// when verl has none, or names it as input does).
+	verl string
+	// storeAliases are names only stores use.
+	storeAliases []string
 	// fallback is the column input is read from when a store lacks column.
 	fallback string
+	// perRow: one value per row, not per token.
+	perRow bool
 }
 
 // vocabulary is the table, in the order the inputs are read.
@@ -34,32 +61,89 @@ var vocabulary = []vocab{
 	// rollout logprobs — then ratio = 1, i.e. the loss and gradient at the
 	// rollout policy, the first step of an update; the old log-probs
 	// likewise (the trainer's bypass mode).
-	{column: Logprob, input: "logprob", aliases: []string{"log_prob"}, fallback: Logprobs},
-	{column: OldLogprob, input: "old_logprob", aliases: []string{"old_log_probs"}, storeAliases: []string{"old_log_prob"}, fallback: Logprobs},
-	{column: RefLogprob, input: "ref_logprob", aliases: []string{"ref_log_prob"}},
-	{column: Advantages, input: "advantages"},
-	{column: ActionMask, input: "action_mask", aliases: []string{"response_mask"}},
-	{column: TeacherLogprobs, input: "teacher_logprob"},
-	{column: Entropy, input: "entropy", aliases: []string{"entropys"}},
-	{column: Values, input: "values"},
-	{column: ExpertMask, input: "expert_mask", storeAliases: []string{"is_expert"}},
-	{column: RolloutISWeights, input: "rollout_is_weights"},
-	{column: Logprobs, storeAliases: []string{"rollout_log_probs"}},
+	{column: Logprob, input: InLogprob, verl: "log_prob", fallback: Logprobs},
+	{column: OldLogprob, input: InOldLogprob, verl: "old_log_probs", storeAliases: []string{"old_log_prob"}, fallback: Logprobs},
+	{column: RefLogprob, input: InRefLogprob, verl: "ref_log_prob"},
+	{column: Advantages, input: InAdvantages},
+	{column: ActionMask, input: InActionMask, verl: "response_mask"},
+	{column: TeacherLogprobs, input: InTeacherLogprob, verl: "teacher_logprobs"},
+	{column: Entropy, input: InEntropy, verl: "entropys"},
+	{column: Values, input: InValues},
+	{column: ExpertMask, input: InExpertMask, storeAliases: []string{"is_expert"}, perRow: true},
+	{column: RolloutISWeights, input: InRolloutISWeights},
+	{column: Logprobs, verl: VerlRolloutLogprobs},
 }
+
+// inputs indexes vocabulary by input.
+var inputs = func() map[Input]vocab {
+	m := map[Input]vocab{}
+	for _, v := range vocabulary {
+		if v.input != "" {
+			m[v.input] = v
+		}
+	}
+	return m
+}()
+
+// Inputs returns every input, in the order they are read.
+func Inputs() []Input {
+	var out []Input
+	for _, v := range vocabulary {
+		if v.input != "" {
+			out = append(out, v.input)
+		}
+	}
+	return out
+}
+
+// InputNames returns the canonical names of every input, in the order they
+// are read: the list messages and help texts give.
+func InputNames() []string {
+	var out []string
+	for _, in := range Inputs() {
+		out = append(out, string(in))
+	}
+	return out
+}
+
+// ParseInput returns the input name stands for: a canonical name, or
+// Trinity's or verl's name of an input (InputName).
+func ParseInput(name string) (Input, bool) {
+	in := Input(InputName(name))
+	_, ok := inputs[in]
+	return in, ok
+}
+
+// Columns returns the store columns in is read from: the first of them the
+// store has.
+func (in Input) Columns() []string {
+	v := inputs[in]
+	if v.fallback == "" {
+		return []string{v.column}
+	}
+	return []string{v.column, v.fallback}
+}
+
+// Verl returns verl's name of in (its own name when verl's is the same).
+func (in Input) Verl() string {
+	if v := inputs[in]; v.verl != "" {
+		return v.verl
+	}
+	return string(in)
+}
+
+// PerRow reports whether in has one value per row, not per token.
+func (in Input) PerRow() bool { return inputs[in].perRow }
 
 // Aliases maps Trinity-RFT's and verl's names of the per-token columns to
 // the store's column names, for stores written with those names.
 var Aliases = func() map[string]string {
 	m := map[string]string{}
 	for _, v := range vocabulary {
-		for _, a := range v.aliases {
-			m[a] = v.column
-		}
-		for _, a := range v.storeAliases {
-			m[a] = v.column
-		}
-		if v.input != "" && v.input != v.column {
-			m[v.input] = v.column
+		for _, a := range append([]string{v.verl, string(v.input)}, v.storeAliases...) {
+			if a != "" && a != v.column {
+				m[a] = v.column
+			}
 		}
 	}
 	return m
@@ -90,55 +174,30 @@ func ColumnIndex(s *arrow.Schema, name string) int {
 	return -1
 }
 
-// inputAliases maps Trinity's and verl's names of the inputs to the
-// canonical input names (upstream's key mapper).
-var inputAliases = func() map[string]string {
-	m := map[string]string{}
+// inputAliases maps verl's names of the inputs, and their columns' names,
+// to the canonical input names (upstream's key mapper).
+var inputAliases = func() map[string]Input {
+	m := map[string]Input{}
 	for _, v := range vocabulary {
 		if v.input == "" {
 			continue
 		}
-		for _, a := range v.aliases {
-			m[a] = v.input
-		}
-		if v.column != v.input {
-			m[v.column] = v.input
+		for _, a := range []string{v.verl, v.column} {
+			if a != "" && a != string(v.input) {
+				m[a] = v.input
+			}
 		}
 	}
 	return m
 }()
 
-// InputName maps an input name to its canonical name: Trinity's and verl's
-// names (log_prob, old_log_probs, ref_log_prob, response_mask, entropys,
+// InputName maps an input name to its canonical name: verl's names
+// (log_prob, old_log_probs, ref_log_prob, response_mask, entropys,
 // teacher_logprobs) are translated, any other name is returned unchanged,
 // as upstream's key mapper does.
 func InputName(name string) string {
 	if c, ok := inputAliases[name]; ok {
-		return c
+		return string(c)
 	}
 	return name
 }
-
-// InputColumns is one input of the stages (its canonical name) and the
-// store columns it is read from: the first of them the store has.
-type InputColumns struct {
-	Input   string
-	Columns []string
-}
-
-// Inputs are the stages' per-token (and per-row) inputs with their store
-// columns, in the order they are read.
-var Inputs = func() []InputColumns {
-	var out []InputColumns
-	for _, v := range vocabulary {
-		if v.input == "" {
-			continue
-		}
-		cols := []string{v.column}
-		if v.fallback != "" {
-			cols = append(cols, v.fallback)
-		}
-		out = append(out, InputColumns{v.input, cols})
-	}
-	return out
-}()

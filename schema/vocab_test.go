@@ -39,19 +39,63 @@ func TestVocabularyDirections(t *testing.T) {
 	if n := len(inputAliases); n != 6 {
 		t.Errorf("%d input aliases %v, want 6", n, inputAliases)
 	}
-	want := []InputColumns{
-		{"logprob", []string{Logprob, Logprobs}},
-		{"old_logprob", []string{OldLogprob, Logprobs}},
-		{"ref_logprob", []string{RefLogprob}},
-		{"advantages", []string{Advantages}},
-		{"action_mask", []string{ActionMask}},
-		{"teacher_logprob", []string{TeacherLogprobs}},
-		{"entropy", []string{Entropy}},
-		{"values", []string{Values}},
-		{"expert_mask", []string{ExpertMask}},
-		{"rollout_is_weights", []string{RolloutISWeights}},
+	for _, tt := range []struct {
+		in     Input
+		cols   []string
+		verl   string
+		perRow bool
+	}{
+		{InLogprob, []string{Logprob, Logprobs}, "log_prob", false},
+		{InOldLogprob, []string{OldLogprob, Logprobs}, "old_log_probs", false},
+		{InRefLogprob, []string{RefLogprob}, "ref_log_prob", false},
+		{InAdvantages, []string{Advantages}, "advantages", false},
+		{InActionMask, []string{ActionMask}, "response_mask", false},
+		{InTeacherLogprob, []string{TeacherLogprobs}, "teacher_logprobs", false},
+		{InEntropy, []string{Entropy}, "entropys", false},
+		{InValues, []string{Values}, "values", false},
+		{InExpertMask, []string{ExpertMask}, "expert_mask", true},
+		{InRolloutISWeights, []string{RolloutISWeights}, "rollout_is_weights", false},
+	} {
+		if got := tt.in.Columns(); !slices.Equal(got, tt.cols) {
+			t.Errorf("%s.Columns() = %v, want %v", tt.in, got, tt.cols)
+		}
+		if got := tt.in.Verl(); got != tt.verl {
+			t.Errorf("%s.Verl() = %q, want %q", tt.in, got, tt.verl)
+		}
+		if got := tt.in.PerRow(); got != tt.perRow {
+			t.Errorf("%s.PerRow() = %v, want %v", tt.in, got, tt.perRow)
+		}
 	}
-	if !slices.EqualFunc(Inputs, want, func(a, b InputColumns) bool { return a.Input == b.Input && slices.Equal(a.Columns, b.Columns) }) {
-		t.Errorf("Inputs %v, want %v", Inputs, want)
+}
+
+// TestInputNames: the names messages and help texts list are every input's,
+// in the order they are read, rollout_is_weights included.
+func TestInputNames(t *testing.T) {
+	want := []string{"logprob", "old_logprob", "ref_logprob", "advantages", "action_mask",
+		"teacher_logprob", "entropy", "values", "expert_mask", "rollout_is_weights"}
+	if got := InputNames(); !slices.Equal(got, want) {
+		t.Errorf("InputNames() = %v, want %v", got, want)
+	}
+}
+
+// TestParseInput: canonical and verl names are inputs; store-only names and
+// others are not.
+func TestParseInput(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		want Input
+		ok   bool
+	}{
+		{"rollout_is_weights", InRolloutISWeights, true},
+		{"old_log_probs", InOldLogprob, true},
+		{"teacher_logprobs", InTeacherLogprob, true},
+		{"expert_mask", InExpertMask, true},
+		{"is_expert", "is_expert", false},
+		{"logprobs", "logprobs", false},
+		{"nosuch", "nosuch", false},
+	} {
+		if got, ok := ParseInput(tt.name); got != tt.want || ok != tt.ok {
+			t.Errorf("ParseInput(%q) = %q, %v, want %q, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 func algorithmsCommand() *cli.Command {
@@ -20,11 +21,11 @@ func algorithmsCommand() *cli.Command {
 		Flags:     []cli.Flag{formatFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
-				return usagef("algorithms takes at most one NAME")
+				return schema.Usagef("algorithms takes at most one NAME")
 			}
 			format := c.String("format")
 			if format != "table" && format != "json" {
-				return usagef("--format %q: want table or json", format)
+				return schema.Usagef("--format %q: want table or json", format)
 			}
 			names := build.Names(build.Algorithms)
 			if c.NArg() == 1 {

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 func benchCommand() *cli.Command {
@@ -37,7 +38,7 @@ func benchLossCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			format := c.String("format")
 			if format != "table" && format != "json" {
-				return usagef("--format %q: want table or json", format)
+				return schema.Usagef("--format %q: want table or json", format)
 			}
 			rows, width, err := parseShape(c.String("shape"))
 			if err != nil {
@@ -81,10 +82,10 @@ func parseShape(s string) (rows, width int, err error) {
 		}
 	}
 	if !ok || err != nil || rows < 1 || width < 1 {
-		return 0, 0, usagef("--shape %q: want BxT, e.g. 1024x4096", s)
+		return 0, 0, schema.Usagef("--shape %q: want BxT, e.g. 1024x4096", s)
 	}
 	if int64(rows)*int64(width) > maxBenchTokens {
-		return 0, 0, usagef("--shape %q: %d tokens; at most %d (B×T) are held in memory", s, int64(rows)*int64(width), maxBenchTokens)
+		return 0, 0, schema.Usagef("--shape %q: %d tokens; at most %d (B×T) are held in memory", s, int64(rows)*int64(width), maxBenchTokens)
 	}
 	return rows, width, nil
 }

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // demoStore is the bundled store, from this package directory.
@@ -206,4 +213,60 @@ func TestHelpTellsTheTruth(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCLIUsageErrorsTyped: urfave/cli's own command-line errors — flag
+// parsing, a missing required flag, an unknown help topic — are told apart
+// by type (schema.ErrUsage, cli.ExitCoder), keep cli's words on stderr and
+// its help on stdout, and exit 2.
+func TestCLIUsageErrorsTyped(t *testing.T) {
+	tests := []struct {
+		args   []string
+		stderr string
+		stdout string // the start of stdout
+		usage  bool   // errors.Is(err, schema.ErrUsage); else a cli.ExitCoder
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus", "Incorrect Usage: flag provided but not defined: -bogus\n\nNAME:\n   rftpipe", true},
+		{[]string{"loss", "--bogus"}, "flag provided but not defined: -bogus", "Incorrect Usage: flag provided but not defined: -bogus\n\nNAME:\n   rftpipe loss", true},
+		{[]string{"bench", "loss", "--bogus"}, "flag provided but not defined: -bogus", "Incorrect Usage: flag provided but not defined: -bogus\n\nNAME:\n   rftpipe bench loss", true},
+		{[]string{"loss", "--kl-coef", "abc"}, `invalid value "abc" for flag -kl-coef: parse error`, "Incorrect Usage: invalid value", true},
+		{[]string{"loss", "--in"}, "flag needs an argument: -in", "Incorrect Usage: flag needs an argument: -in", true},
+		{[]string{"gen"}, `Required flag "out" not set`, "NAME:\n   rftpipe gen", true},
+		{[]string{"report"}, `Required flag "out" not set`, "NAME:\n   rftpipe report", true},
+		{[]string{"bench", "loss"}, `Required flag "fn" not set`, "NAME:\n   rftpipe bench loss", true},
+		{[]string{"help", "nosuch"}, "No help topic for 'nosuch'", "", false},
+	}
+	for _, tc := range tests {
+		var out, errb bytes.Buffer
+		app := newApp()
+		app.Writer, app.ErrWriter = &out, &errb
+		err := app.Run(interspersed(app, append([]string{"rftpipe"}, tc.args...)))
+		var ec cli.ExitCoder
+		if tc.usage && !errors.Is(err, schema.ErrUsage) || !tc.usage && !errors.As(err, &ec) {
+			t.Errorf("%v: error %#v, want a usage error: %v", tc.args, err, tc.usage)
+		}
+		if code := report(&errb, context.Background(), err); code != exitBadInput || errb.String() != "rftpipe: "+tc.stderr+"\n" {
+			t.Errorf("%v: exit %d, stderr %q; want 2, %q", tc.args, code, errb.String(), tc.stderr)
+		}
+		if !strings.HasPrefix(out.String(), tc.stdout) {
+			t.Errorf("%v: stdout %q, want it to start %q", tc.args, out.String(), tc.stdout)
+		}
+	}
+}
+
+// TestNoRequiredFlagLeftToCLI: no flag is left Required for cli to check,
+// whose error no type tells apart (usageErrors takes them over).
+func TestNoRequiredFlagLeftToCLI(t *testing.T) {
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
+					t.Errorf("%s %s: flag %s is Required for cli", path, c.Name, f.Names()[0])
+				}
+			}
+			walk(path+" "+c.Name, c.Subcommands)
+		}
+	}
+	walk("rftpipe", newApp().Commands)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/urfave/cli/v2"
 )
 
@@ -44,10 +45,10 @@ func completionCommand() *cli.Command {
 			case "zsh":
 				script = zshCompletion
 			default:
-				return usagef("completion: unknown shell %q (bash or zsh)", shell)
+				return schema.Usagef("completion: unknown shell %q (bash or zsh)", shell)
 			}
 			if c.NArg() > 1 {
-				return usagef("completion takes one shell name")
+				return schema.Usagef("completion takes one shell name")
 			}
 			_, err := fmt.Fprint(c.App.Writer, script)
 			return err

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 func conformanceCommand() *cli.Command {
@@ -25,7 +26,7 @@ func conformanceCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return usagef("conformance takes one DIR")
+				return schema.Usagef("conformance takes one DIR")
 			}
 			var kinds []string
 			for _, k := range strings.Split(c.String("kind"), ",") {

@@ -21,7 +21,7 @@ func convertCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
-				return usagef("convert takes IN and OUT")
+				return schema.Usagef("convert takes IN and OUT")
 			}
 			in, out := c.Args().Get(0), c.Args().Get(1)
 			if err := store.CheckOutputs(c.Context, []string{in}, []store.Output{{Path: out}}, false); err != nil {

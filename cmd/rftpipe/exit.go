@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/rftpipe/rftpipe/schema"
 )
 
@@ -17,11 +19,6 @@ const (
 	exitFailure  = 1 // a fault: I/O error, internal error, failed conformance
 	exitBadInput = 2 // usage error or bad input data
 )
-
-// errUsage is returned by commands for a malformed command line.
-func usagef(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", schema.ErrUsage, fmt.Sprintf(format, args...))
-}
 
 // exitCode is an error that carries its own exit code and has already been
 // reported (e.g. conformance failures, printed case by case).
@@ -62,19 +59,80 @@ func exitStatus(ctx context.Context, err error) int {
 	if errors.As(context.Cause(ctx), &sig) {
 		return 128 + int(sig.sig)
 	}
-	if errors.Is(err, schema.ErrBadInput) || errors.Is(err, schema.ErrUsage) || isCLIUsage(err) {
+	var cliExit cli.ExitCoder // cli's own: "No help topic for 'x'"
+	if errors.Is(err, schema.ErrBadInput) || errors.Is(err, schema.ErrUsage) || errors.As(err, &cliExit) {
 		return exitBadInput
 	}
 	return exitFailure
 }
 
-// isCLIUsage recognises urfave/cli's own flag parsing errors.
-func isCLIUsage(err error) bool {
-	s := err.Error()
-	for _, p := range []string{"flag provided but not defined", "Required flag", "Required flags", "invalid value", "No help topic", "flag needs an argument"} {
-		if strings.Contains(s, p) {
-			return true
+// usageErrors makes the command-line errors of cmds and their sub-commands
+// usage errors: flag parsing errors (OnUsageError), and a missing flag
+// declared Required — checked before the command's action, since cli's own
+// check returns an error no type tells apart. cli shows such an error as it
+// does its own: on stdout, then the help.
+func usageErrors(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		cmd.OnUsageError = flagError
+		if action := cmd.Action; action != nil {
+			if names := takeRequired(cmd.Flags); len(names) > 0 {
+				cmd.Action = func(c *cli.Context) error {
+					if err := checkRequired(c, names); err != nil {
+						return err
+					}
+					return action(c)
+				}
+			}
+		}
+		usageErrors(cmd.Subcommands)
+	}
+}
+
+// flagError is the OnUsageError of the app and of every command: cli's
+// report of err (on stdout, with the help) and err as a usage error.
+func flagError(c *cli.Context, err error, isSubcommand bool) error {
+	fmt.Fprintf(c.App.Writer, "Incorrect Usage: %s\n\n", err)
+	if isSubcommand {
+		_ = cli.ShowSubcommandHelp(c)
+	} else {
+		_ = cli.ShowAppHelp(c)
+	}
+	return &schema.UsageError{Err: err}
+}
+
+// takeRequired returns the names of the flags declared Required and clears
+// their Required, so that checkRequired, not cli, checks them.
+func takeRequired(flags []cli.Flag) []string {
+	var names []string
+	for _, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Required {
+			sf.Required = false
+			names = append(names, sf.Name)
 		}
 	}
-	return false
+	return names
+}
+
+// checkRequired is cli's check of Required flags, its message and its
+// help, as a usage error.
+func checkRequired(c *cli.Context, names []string) error {
+	var missing []string
+	for _, n := range names {
+		if !c.IsSet(n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	tmpl := c.Command.CustomHelpTemplate
+	if tmpl == "" {
+		tmpl = cli.CommandHelpTemplate
+	}
+	cli.HelpPrinter(c.App.Writer, tmpl, c.Command)
+	err := fmt.Errorf("Required flag %q not set", missing[0])
+	if len(missing) > 1 {
+		err = fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
+	}
+	return &schema.UsageError{Err: err}
 }

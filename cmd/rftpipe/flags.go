@@ -4,6 +4,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // Flags shared by several commands.
@@ -27,7 +28,7 @@ func progressFlag() cli.Flag {
 	return &cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress bar on stderr: auto (when a terminal) | always | never",
 		Action: func(_ *cli.Context, v string) error {
 			if v != "auto" && v != "always" && v != "never" {
-				return usagef("--progress %q: want auto, always or never", v)
+				return schema.Usagef("--progress %q: want auto, always or never", v)
 			}
 			return nil
 		}}
@@ -73,5 +74,5 @@ func flagRange(name string, r build.Range, x float64, v any) error {
 	if r.Contains(x) {
 		return nil
 	}
-	return usagef("--%s %v is outside its valid range %s", name, v, r)
+	return schema.Usagef("--%s %v is outside its valid range %s", name, v, r)
 }

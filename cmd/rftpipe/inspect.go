@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/inspect"
 )
 
@@ -16,10 +17,10 @@ func inspectCommand() *cli.Command {
 		Flags:     []cli.Flag{formatFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return usagef("inspect takes one STORE")
+				return schema.Usagef("inspect takes one STORE")
 			}
 			if f := c.String("format"); f != "table" && f != "json" {
-				return usagef("--format %q: want table or json", f)
+				return schema.Usagef("--format %q: want table or json", f)
 			}
 			sum, err := inspect.Store(c.Context, c.Args().First())
 			if err != nil {

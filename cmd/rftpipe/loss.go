@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // lossOutput is what `rftpipe loss --format json` prints; a value that is
@@ -57,7 +58,7 @@ func lossCommand() *cli.Command {
 			&cli.StringFlag{Name: "entropy-loss-fn", Value: "default", Usage: "entropy loss `NAME`: " + strings.Join(build.Names(build.EntropyFns), ", ")},
 			floatFlag(&cli.Float64Flag{Name: "entropy-coef", Value: 0, Usage: "entropy coefficient (the term is computed when the store has an entropy input)"}, build.Finite),
 			&cli.StringFlag{Name: "in", Usage: "input store (`STORE`: file, directory, glob or Trinity buffer URL)"},
-			&cli.StringSliceFlag{Name: "col", Usage: "read input `CANONICAL=COLUMN` (logprob, old_logprob, ref_logprob, advantages, action_mask, expert_mask, teacher_logprob, entropy, values; verl names accepted)"},
+			&cli.StringSliceFlag{Name: "col", Usage: "read input `CANONICAL=COLUMN` (" + strings.Join(schema.InputNames(), ", ") + "; verl names accepted)"},
 			int64Flag(&cli.Int64Flag{Name: "step", Value: 1, Usage: "training step of the batch (mix_chord's schedule; the trainer counts from 1)"}, build.AtLeast1),
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the policy loss's random choice (clip_cov; same input and seed, same output)"},
 			&cli.StringFlag{Name: "grad-out", Usage: "write grad_logprob list<float32> (+ id columns) aligned with the input rows to `FILE`"},
@@ -71,7 +72,7 @@ func lossCommand() *cli.Command {
 func runLoss(c *cli.Context) error {
 	format := c.String("format")
 	if format != "table" && format != "json" {
-		return usagef("--format %q: want table or json", format)
+		return schema.Usagef("--format %q: want table or json", format)
 	}
 	o, err := lossOptions(c)
 	if err != nil {

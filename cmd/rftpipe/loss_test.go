@@ -145,6 +145,20 @@ func TestLossCommandErrors(t *testing.T) {
 	}
 }
 
+// TestColListsEveryInput: a --col naming no input is refused with the list
+// of every input, and the help of --col gives the same list.
+func TestColListsEveryInput(t *testing.T) {
+	const every = "logprob, old_logprob, ref_logprob, advantages, action_mask, teacher_logprob, entropy, values, expert_mask, rollout_is_weights"
+	_, stderr, code := runCLI(t, "loss", "--fn", "ppo", "--in", advantageStore(t), "--col", "nosuch=x")
+	if want := `--col "nosuch=x": want CANONICAL=COLUMN with CANONICAL one of ` + every + "\n"; code != exitBadInput || !strings.HasSuffix(stderr, want) {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, want)
+	}
+	stdout, _, code := runCLI(t, "help", "loss")
+	if want := "(" + every + "; verl names accepted)"; code != 0 || !strings.Contains(strings.Join(strings.Fields(stdout), " "), want) {
+		t.Errorf("help loss: exit %d, want %q in %s", code, want, stdout)
+	}
+}
+
 func TestConformanceCommand(t *testing.T) {
 	stdout, stderr, code := runCLI(t, "conformance", "../../fixtures/conformance", "--kind", "policy_loss,kl,entropy")
 	if code != 0 || stdout != "169 passed, 0 failed, 0 skipped\n" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
@@ -55,7 +56,9 @@ func newApp() *cli.App {
 		},
 		// Errors are printed once, by main, in one line.
 		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError:   flagError,
 	}
+	usageErrors(app.Commands)
 	// Without a command: the help; with an unknown one: a usage error.
 	app.Action = func(c *cli.Context) error {
 		if c.NArg() == 0 {
@@ -65,7 +68,7 @@ func newApp() *cli.App {
 		for _, cmd := range c.App.VisibleCommands() {
 			names = append(names, cmd.Name)
 		}
-		return usagef("unknown command %q (commands: %s; rftpipe help CMD)", c.Args().First(), strings.Join(names, ", "))
+		return schema.Usagef("unknown command %q (commands: %s; rftpipe help CMD)", c.Args().First(), strings.Join(names, ", "))
 	}
 	return app
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/schema"
 
 	"github.com/rftpipe/rftpipe/schema/store"
 	sqlreport "github.com/rftpipe/rftpipe/sql/report"
@@ -33,13 +34,13 @@ func reportCommand() *cli.Command {
 			in := c.String("in")
 			switch {
 			case c.NArg() > 1:
-				return usagef("report takes one STORE")
+				return schema.Usagef("report takes one STORE")
 			case c.NArg() == 1 && in != "":
-				return usagef("report: give the store once, as the argument or with --in")
+				return schema.Usagef("report: give the store once, as the argument or with --in")
 			case c.NArg() == 1:
 				in = c.Args().First()
 			case in == "":
-				return usagef("report needs a STORE (rftpipe report STORE --out FILE)")
+				return schema.Usagef("report needs a STORE (rftpipe report STORE --out FILE)")
 			}
 			out := c.String("out")
 			if err := store.CheckOutputs(c.Context, []string{in}, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {

@@ -38,7 +38,7 @@ func runCommand() *cli.Command {
 		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags(false)...)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usagef("run takes no positional arguments (got %q)", c.Args().First())
+				return schema.Usagef("run takes no positional arguments (got %q)", c.Args().First())
 			}
 			o, err := runOptions(c)
 			if err != nil {

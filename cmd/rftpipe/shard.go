@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // Sharded jobs: `run --shards N [--shard I]` processes the batches of shard
@@ -33,7 +34,7 @@ func shardFlags(hidden bool) []cli.Flag {
 func shardOf(c *cli.Context) (sharded bool, n, i int, err error) {
 	if !c.IsSet("shards") {
 		if c.IsSet("shard") {
-			return false, 0, 0, usagef("--shard needs --shards N")
+			return false, 0, 0, schema.Usagef("--shard needs --shards N")
 		}
 		return false, 0, 0, nil
 	}
@@ -41,10 +42,10 @@ func shardOf(c *cli.Context) (sharded bool, n, i int, err error) {
 	if !c.IsSet("shard") {
 		v, ok := os.LookupEnv(indexEnv)
 		if !ok {
-			return false, 0, 0, usagef("--shards needs --shard I or $%s", indexEnv)
+			return false, 0, 0, schema.Usagef("--shards needs --shard I or $%s", indexEnv)
 		}
 		if i, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
-			return false, 0, 0, usagef("$%s=%q is not a shard index", indexEnv, v)
+			return false, 0, 0, schema.Usagef("$%s=%q is not a shard index", indexEnv, v)
 		}
 	}
 	return true, c.Int("shards"), i, nil
@@ -64,7 +65,7 @@ func mergeMetricsCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return usagef("merge-metrics takes one output directory")
+				return schema.Usagef("merge-metrics takes one output directory")
 			}
 			m, err := build.MergeMetrics(c.Args().First(), c.String("metrics"), c.String("prom"), c.String("job-label"), exitFailure, c.App.Writer)
 			if err != nil {

@@ -79,11 +79,11 @@ func sqlQuery(c *cli.Context) (string, *rsql.Analysis, error) {
 		}
 	}
 	if given != 1 {
-		return "", nil, usagef("sql takes exactly one of QUERY, --file F.sql and --query NAME (or --list)")
+		return "", nil, schema.Usagef("sql takes exactly one of QUERY, --file F.sql and --query NAME (or --list)")
 	}
 	switch {
 	case c.NArg() > 1:
-		return "", nil, usagef("sql takes one QUERY; quote it (got %d arguments)", c.NArg())
+		return "", nil, schema.Usagef("sql takes one QUERY; quote it (got %d arguments)", c.NArg())
 	case c.NArg() == 1 && c.Args().First() == "-":
 		b, err := io.ReadAll(os.Stdin)
 		return string(b), nil, err
@@ -92,7 +92,7 @@ func sqlQuery(c *cli.Context) (string, *rsql.Analysis, error) {
 	case c.IsSet("file"):
 		b, err := os.ReadFile(c.String("file"))
 		if err != nil {
-			return "", nil, usagef("--file: %v", err)
+			return "", nil, schema.Usagef("--file: %v", err)
 		}
 		return string(b), nil, nil
 	}
@@ -137,7 +137,7 @@ func parseVars(args []string) (map[string]string, error) {
 	for _, a := range args {
 		n, v, ok := strings.Cut(a, "=")
 		if !ok || !rsql.ValidIdent(n) {
-			return nil, usagef("--var %s: want NAME=VALUE", a)
+			return nil, schema.Usagef("--var %s: want NAME=VALUE", a)
 		}
 		vars[n] = v
 	}

@@ -32,12 +32,12 @@ func viewCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return usagef("view takes one STORE (rftpipe view STORE)")
+				return schema.Usagef("view takes one STORE (rftpipe view STORE)")
 			}
 			addr := c.String("addr")
 			host, _, err := net.SplitHostPort(addr)
 			if err != nil {
-				return usagef("--addr %s: want HOST:PORT", addr)
+				return schema.Usagef("--addr %s: want HOST:PORT", addr)
 			}
 			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 				fmt.Fprintf(c.App.ErrWriter, "view: warning: --addr %s serves the store to every host that can reach this one (no authentication)\n", addr)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/gpu"
 	"github.com/rftpipe/rftpipe/pipeline/golden"
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/conformance"
 	"github.com/rftpipe/rftpipe/stages/objective"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -100,7 +101,7 @@ func Conformance(o ConformanceOptions) (*ConformanceReport, error) {
 		return nil, err
 	}
 	if o.Float32 && device != "cuda" {
-		return nil, usagef("--float32 checks a device's float32 storage: it needs --device cuda (the CPU computes in float64)")
+		return nil, schema.Usagef("--float32 checks a device's float32 storage: it needs --device cuda (the CPU computes in float64)")
 	}
 	r := &ConformanceReport{Device: device}
 	if device == "cuda" {

@@ -35,11 +35,6 @@ import (
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
-// usagef is a usage error (exit 2).
-func usagef(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", schema.ErrUsage, fmt.Sprintf(format, args...))
-}
-
 // plan is a job being built: the job with its input, outputs and
 // monitoring files set (resolve), then its stages (complete). The
 // monitoring files are known before the stages are built, so a job that
@@ -155,7 +150,7 @@ func (o *RunOptions) resolveFlags() *plan {
 		case fn != "":
 			j.Stages, err = FnStages(fn, kvs)
 		case len(kvs) > 0:
-			err = usagef("--arg %s names no --operator (operator args are NAME.key=value)", kvs[0])
+			err = schema.Usagef("--arg %s names no --operator (operator args are NAME.key=value)", kvs[0])
 		}
 		if err != nil {
 			return err
@@ -164,7 +159,7 @@ func (o *RunOptions) resolveFlags() *plan {
 			j.Stages = append([]pipeline.Stage{ops}, j.Stages...)
 		}
 		if j.Out == "" || j.In == "" {
-			return usagef("give --in STORE and --out STORE")
+			return schema.Usagef("give --in STORE and --out STORE")
 		}
 		return nil
 	}
@@ -348,11 +343,11 @@ func (p *plan) shardOut(c *Common) error {
 	}
 	out := p.job.Out
 	if out == "" {
-		return usagef("--shards needs --out DIR (the directory of the parts)")
+		return schema.Usagef("--shards needs --out DIR (the directory of the parts)")
 	}
 	if ext := filepath.Ext(out); ext != "" {
 		if _, err := store.FormatOf(out); err == nil {
-			return usagef("with --shards, --out is a directory of parts, not the store %s", out)
+			return schema.Usagef("with --shards, --out is a directory of parts, not the store %s", out)
 		}
 	}
 	p.parts, p.shard = out, &s
@@ -363,7 +358,7 @@ func (p *plan) shardOut(c *Common) error {
 	// of parts too (REJ/part-I.parquet).
 	if rej := p.job.Rejected; rej != "" {
 		if f, err := store.FormatOf(rej); err == nil && (f == store.TrinityBuffer || filepath.Ext(rej) != "") {
-			return usagef("with --shards, --rejected is a directory of parts (REJ/part-I.parquet), not the store %s", schema.Redact(rej))
+			return schema.Usagef("with --shards, --rejected is a directory of parts (REJ/part-I.parquet), not the store %s", schema.Redact(rej))
 		}
 		p.job.Rejected, p.job.RejectedParts = shard.PartPath(rej, s.I), rej
 		p.job.Also = append(p.job.Also, store.Output{Flag: "the shard plan of --rejected", Path: shard.PlanPath(rej), Dir: rej})

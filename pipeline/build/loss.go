@@ -43,7 +43,7 @@ func (o *LossOptions) resolve() (*plan, error) {
 		}
 	}
 	if j.In == "" {
-		return nil, usagef("give --in STORE")
+		return nil, schema.Usagef("give --in STORE")
 	}
 	p.complete = func(j *pipeline.Job) error {
 		obj, err := o.objective(file)
@@ -59,9 +59,9 @@ func (o *LossOptions) resolve() (*plan, error) {
 			return err
 		}
 		for name, col := range j.Columns { // the job file's columns of inputs; --col wins
-			in := schema.InputName(name)
-			if _, set := cols[in]; !set && isInput(in) {
-				cols[in] = col
+			in, known := schema.ParseInput(name)
+			if _, set := cols[string(in)]; !set && known {
+				cols[string(in)] = col
 			}
 		}
 		ev, err := o.evaluator(obj)

@@ -10,7 +10,6 @@ import (
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/objective"
-	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
 // idColumns are copied from the input into a loss's gradient file when
@@ -31,11 +30,11 @@ func FlagObjective(o *LossOptions) (*objective.Objective, error) {
 	}
 	if o.HasSeed {
 		if !slices.ContainsFunc(def.Params, func(p args.Param) bool { return p.Name == "seed" }) {
-			return nil, usagef("--seed: policy loss %s draws nothing at random", def.Name)
+			return nil, schema.Usagef("--seed: policy loss %s draws nothing at random", def.Name)
 		}
 		if _, set := user["seed"]; !set {
 			if o.Seed > math.MaxInt64 {
-				return nil, usagef("--seed %d: at most %d", o.Seed, int64(math.MaxInt64))
+				return nil, schema.Usagef("--seed %d: at most %d", o.Seed, int64(math.MaxInt64))
 			}
 			user["seed"] = int64(o.Seed) // --arg seed=N wins
 		}
@@ -52,16 +51,11 @@ func colMap(kvs []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, kv := range kvs {
 		in, col, ok := strings.Cut(kv, "=")
-		in = tokens.Canonical(in)
-		if !ok || !isInput(in) || col == "" {
-			return nil, usagef("--col %q: want CANONICAL=COLUMN with CANONICAL one of logprob, old_logprob, ref_logprob, advantages, action_mask, expert_mask, teacher_logprob, entropy, values", kv)
+		si, known := schema.ParseInput(in)
+		if !ok || !known || col == "" {
+			return nil, schema.Usagef("--col %q: want CANONICAL=COLUMN with CANONICAL one of %s", kv, strings.Join(schema.InputNames(), ", "))
 		}
-		out[in] = col
+		out[string(si)] = col
 	}
 	return out, nil
-}
-
-// isInput reports whether in is a canonical input of the stages.
-func isInput(in string) bool {
-	return slices.ContainsFunc(schema.Inputs, func(d schema.InputColumns) bool { return d.Input == in })
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rftpipe/rftpipe/pipeline/shard"
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // Common are the options every job command shares: where the job comes
@@ -46,7 +47,7 @@ func (c *Common) byFile() bool { return c.Config != "" || c.Algorithm != "" }
 // validate checks what the shared options say of each other.
 func (c *Common) validate() error {
 	if c.Replace && !c.Sharded {
-		return usagef("--replace needs --shards N (a single output store is always replaced whole)")
+		return schema.Usagef("--replace needs --shards N (a single output store is always replaced whole)")
 	}
 	if c.Sharded {
 		if _, err := shard.New(c.Shards, c.ShardIndex); err != nil {
@@ -90,16 +91,16 @@ func (o *RunOptions) validate() error {
 	}
 	if o.byFile() {
 		if o.AdvantageFn != "" || o.AddStrategy != "" {
-			return usagef("--advantage-fn and --add-strategy do not mix with --config/--algorithm (set advantage_fn in the job file)")
+			return schema.Usagef("--advantage-fn and --add-strategy do not mix with --config/--algorithm (set advantage_fn in the job file)")
 		}
 		return nil
 	}
 	if len(o.SkipOperators) > 0 {
-		return usagef("--skip-operator skips an operator of a job file (--config)")
+		return schema.Usagef("--skip-operator skips an operator of a job file (--config)")
 	}
 	fn, strategy := o.AdvantageFn, o.AddStrategy
 	if fn != "" && strategy != "" || fn == "" && strategy == "" && len(o.Operators) == 0 {
-		return usagef("give exactly one of --advantage-fn and --add-strategy, or --operator")
+		return schema.Usagef("give exactly one of --advantage-fn and --add-strategy, or --operator")
 	}
 	return nil
 }
@@ -133,12 +134,12 @@ func (o *LossOptions) validate() error {
 	}
 	if o.byFile() {
 		if len(o.Given) > 0 {
-			return usagef("--%s does not mix with --config/--algorithm (set it in the job file's algorithm section)", o.Given[0])
+			return schema.Usagef("--%s does not mix with --config/--algorithm (set it in the job file's algorithm section)", o.Given[0])
 		}
 		return nil
 	}
 	if o.Fn == "" {
-		return usagef("give --fn, --algorithm or --config")
+		return schema.Usagef("give --fn, --algorithm or --config")
 	}
 	return nil
 }

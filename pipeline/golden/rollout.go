@@ -135,12 +135,12 @@ func lossInputs(c *conformance.Case) (lossCase, error) {
 	for name, raw := range c.Inputs {
 		canon := name
 		switch name {
-		case "rollout_logprob":
+		case rollout.ConformanceRolloutLogprob:
 			if c.Fn != "reinforce" {
 				continue // the decoupled form's correction input
 			}
 			canon = tokens.OldLogProb
-		case "old_logprob":
+		case tokens.OldLogProb:
 			if c.Fn == "reinforce" {
 				continue
 			}

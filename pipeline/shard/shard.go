@@ -34,13 +34,13 @@ type Shard struct {
 	N, I int
 }
 
-// New returns shard i of n, checked (a usage error: they come from flags).
+// New returns shard i of n, checked.
 func New(n, i int) (Shard, error) {
 	switch {
 	case n < 1 || n > MaxShards:
-		return Shard{}, fmt.Errorf("%w: --shards %d is outside its valid range [1,%d]", schema.ErrUsage, n, MaxShards)
+		return Shard{}, schema.Usagef("--shards %d is outside its valid range [1,%d]", n, MaxShards)
 	case i < 0 || i >= n:
-		return Shard{}, fmt.Errorf("%w: shard index %d is out of range: %d shards are numbered 0 to %d", schema.ErrUsage, i, n, n-1)
+		return Shard{}, schema.Usagef("shard index %d is out of range: %d shards are numbered 0 to %d", i, n, n-1)
 	}
 	return Shard{N: n, I: i}, nil
 }

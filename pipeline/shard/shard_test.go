@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -9,8 +10,31 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 )
+
+// TestNewRefusesAsUsage: a shard count or index out of range is a usage
+// error (the command line's --shards and --shard), said as such.
+func TestNewRefusesAsUsage(t *testing.T) {
+	for _, c := range []struct {
+		n, i int
+		want string
+	}{
+		{0, 0, "usage: --shards 0 is outside its valid range [1,10000]"},
+		{MaxShards + 1, 0, "usage: --shards 10001 is outside its valid range [1,10000]"},
+		{2, 5, "usage: shard index 5 is out of range: 2 shards are numbered 0 to 1"},
+		{2, -1, "usage: shard index -1 is out of range: 2 shards are numbered 0 to 1"},
+	} {
+		_, err := New(c.n, c.i)
+		if !errors.Is(err, schema.ErrUsage) || err.Error() != c.want {
+			t.Errorf("New(%d, %d) = %v, want a usage error %q", c.n, c.i, err, c.want)
+		}
+	}
+	if s, err := New(2, 1); err != nil || s != (Shard{N: 2, I: 1}) {
+		t.Errorf("New(2, 1) = %v, %v", s, err)
+	}
+}
 
 // TestOf pins the batch → shard map: FNV-1a 64 of the key's rendering, mod
 // N (values from the FNV-1a definition: offset 0xcbf29ce484222325, prime

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
 
@@ -157,25 +158,30 @@ type querier interface {
 // when there is no such table.
 func columnsOf(ctx context.Context, db querier, loc Location, table string) (cols []string, exists bool, err error) {
 	err = setup(ctx, loc, "cannot read table "+table, func(ctx context.Context) error {
-		if loc.Driver == "pgx" {
-			// A failed statement would end a PostgreSQL transaction: ask
-			// first whether the table is there.
-			var there bool
-			rows, err := db.QueryContext(ctx, "SELECT to_regclass($1) IS NOT NULL", quoteIdent(table))
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				err = rows.Scan(&there)
-			}
-			if rows.Close(); err != nil {
-				return err
-			}
-			if !there {
-				return errNoTable
-			}
+		// Ask first whether the table is there: a failed statement would
+		// end a PostgreSQL transaction, and SQLite's error for a missing
+		// table has only the generic code SQLITE_ERROR.
+		exists := "SELECT to_regclass($1) IS NOT NULL"
+		name := quoteIdent(table)
+		if loc.Driver != "pgx" {
+			// SQLite's name resolution: main, temp and attached schemas.
+			exists, name = "SELECT count(*) > 0 FROM pragma_table_info(?)", table
 		}
-		rows, err := db.QueryContext(ctx, "SELECT * FROM "+quoteIdent(table)+" WHERE 1 = 0")
+		var there bool
+		rows, err := db.QueryContext(ctx, exists, name)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			err = rows.Scan(&there)
+		}
+		if rows.Close(); err != nil {
+			return err
+		}
+		if !there {
+			return errNoTable
+		}
+		rows, err = db.QueryContext(ctx, "SELECT * FROM "+quoteIdent(table)+" WHERE 1 = 0")
 		if err != nil {
 			return err
 		}
@@ -266,15 +272,18 @@ func tableKind(ctx context.Context, db querier, loc Location) (k Kind, lay Layou
 	return bad("not a Trinity-RFT buffer table")
 }
 
+// pgUndefinedTable is PostgreSQL's SQLSTATE undefined_table.
+const pgUndefinedTable = "42P01"
+
 // errNoTable is columnsOf's word for a table PostgreSQL does not have.
 var errNoTable = errors.New("no such table")
 
+// missingTable reports whether err says the table is not there: columnsOf's
+// errNoTable, or PostgreSQL's undefined_table (the table dropped after
+// columnsOf asked).
 func missingTable(err error) bool {
-	if err == errNoTable {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "no such table") || strings.Contains(s, "SQLSTATE 42P01")
+	var pe *pgconn.PgError
+	return errors.Is(err, errNoTable) || errors.As(err, &pe) && pe.Code == pgUndefinedTable
 }
 
 func badTable(loc Location, format string, args ...any) error {

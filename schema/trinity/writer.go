@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/rftpipe/rftpipe/schema"
 )
@@ -118,9 +120,11 @@ func (w *Writer) writeLock() error {
 	return locErr(loc, "cannot lock table %s: %v", loc.Table, err)
 }
 
-// busy reports SQLite's "database is locked".
+// busy reports SQLite's "database is locked": SQLITE_BUSY, or one of its
+// extended codes.
 func busy(err error) bool {
-	return strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked")
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 func (w *Writer) begin(s *arrow.Schema) error {

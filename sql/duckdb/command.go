@@ -3,7 +3,6 @@ package duckdb
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -55,7 +54,7 @@ func Run(ctx context.Context, req Request, stdout io.Writer, warn func(string)) 
 		}
 	}
 	if format == Parquet && req.Out == "" {
-		return 0, fmt.Errorf("%w: --format parquet needs --out FILE", schema.ErrUsage)
+		return 0, schema.Usagef("--format parquet needs --out FILE")
 	}
 	stores, err := parseStores(req)
 	if err != nil {
@@ -97,7 +96,7 @@ func parseStores(req Request) ([]Store, error) {
 		stores = append(stores, s)
 	}
 	if req.Analysis != nil && len(stores) == 0 {
-		return nil, fmt.Errorf("%w: --query %s needs a --store to run on", schema.ErrUsage, req.Analysis.Name)
+		return nil, schema.Usagef("--query %s needs a --store to run on", req.Analysis.Name)
 	}
 	return stores, nil
 }

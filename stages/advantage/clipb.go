@@ -30,7 +30,7 @@ func clipBSpec() Spec {
 // frac_clipped_neg, ES, varS.
 func (f *ClipB) Compute(b *TokenBatch) (*TokenResult, error) {
 	const fn = "clipb"
-	res, err := clipSetup(b, fn, f.Epsilon, "rollout_log_probs", b.RolloutLogprobs)
+	res, err := clipSetup(b, fn, f.Epsilon, InRolloutLogprobs, b.RolloutLogprobs)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func clipSetup(b *TokenBatch, fn string, eps float64, lpName string, lp []float6
 	if err := b.need(fn, lpName, lp); err != nil {
 		return nil, err
 	}
-	if err := b.need(fn, "entropys", b.Entropys); err != nil {
+	if err := b.need(fn, InEntropys, b.Entropys); err != nil {
 		return nil, err
 	}
 	return b.groupResult(fn, (&GRPOVerl{Epsilon: eps}).rule())

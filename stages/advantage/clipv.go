@@ -42,7 +42,7 @@ func (f *ClipV) Stream() Streamed { return &wholeStream{fn: f} }
 // frac_clipped_neg, stdD.
 func (f *ClipV) Compute(b *TokenBatch) (*TokenResult, error) {
 	const fn = "clipv"
-	res, err := clipSetup(b, fn, f.Epsilon, "old_log_probs", b.OldLogprobs)
+	res, err := clipSetup(b, fn, f.Epsilon, InOldLogprobs, b.OldLogprobs)
 	if err != nil {
 		return nil, err
 	}

@@ -71,10 +71,10 @@ func distill(b *TokenBatch, fn string, tok func(old, teacher float64) (div, adv 
 	if err := b.needMask(fn); err != nil {
 		return nil, nil, err
 	}
-	if err := b.need(fn, "old_log_probs", b.OldLogprobs); err != nil {
+	if err := b.need(fn, InOldLogprobs, b.OldLogprobs); err != nil {
 		return nil, nil, err
 	}
-	if err := b.need(fn, "teacher_logprobs", b.TeacherLogprobs); err != nil {
+	if err := b.need(fn, InTeacherLogprobs, b.TeacherLogprobs); err != nil {
 		return nil, nil, err
 	}
 	adv := make([]float64, len(b.Mask))

@@ -53,7 +53,7 @@ func (f *PPO) gae(b *TokenBatch) (gae, ret []float64, err error) {
 	for _, c := range []struct {
 		name string
 		col  []float64
-	}{{"token_level_rewards", b.TokenLevelRewards}, {"values", b.Values}} {
+	}{{InTokenLevelRewards, b.TokenLevelRewards}, {InValues, b.Values}} {
 		if err := b.need(fn, c.name, c.col); err != nil {
 			return nil, nil, err
 		}

@@ -25,14 +25,21 @@ type TrainerFn interface {
 	Inputs() []string
 }
 
-// The inputs of trainer-side fns, under verl's names (TrainerFn.Inputs).
+// The inputs of trainer-side fns, under verl's names (TrainerFn.Inputs):
+// those of schema's inputs (their Verl names), and the trainer's own.
+var (
+	InValues          = schema.InValues.Verl()
+	InOldLogprobs     = schema.InOldLogprob.Verl()
+	InTeacherLogprobs = schema.InTeacherLogprob.Verl()
+	InEntropys        = schema.InEntropy.Verl()
+	// InResponseMask is the mask every fn reads (TokenBatch.Mask).
+	InResponseMask = schema.InActionMask.Verl()
+)
+
+// The trainer's own inputs, which no schema.Input is.
 const (
 	InTokenLevelRewards = "token_level_rewards"
-	InValues            = "values"
-	InOldLogprobs       = "old_log_probs"
-	InRolloutLogprobs   = "rollout_log_probs"
-	InTeacherLogprobs   = "teacher_logprobs"
-	InEntropys          = "entropys"
+	InRolloutLogprobs   = schema.VerlRolloutLogprobs
 	InNecs              = "necs"
 	InRewardBaselines   = "reward_baselines"
 	// InGroups is the uid grouping (Chunk.Group in a streamed batch).

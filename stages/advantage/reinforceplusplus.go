@@ -55,7 +55,7 @@ func (f *ReinforcePlusPlus) returns(b *TokenBatch, buf []float64) ([]float64, er
 	if err := b.needMask(fn); err != nil {
 		return nil, err
 	}
-	if err := b.need(fn, "token_level_rewards", b.TokenLevelRewards); err != nil {
+	if err := b.need(fn, InTokenLevelRewards, b.TokenLevelRewards); err != nil {
 		return nil, err
 	}
 	ret := slices.Grow(buf[:0], len(b.Mask))[:len(b.Mask)]

@@ -35,7 +35,7 @@ func (ReMax) Compute(b *TokenBatch) (*TokenResult, error) {
 	if err := b.needMask(fn); err != nil {
 		return nil, err
 	}
-	if err := b.need(fn, "token_level_rewards", b.TokenLevelRewards); err != nil {
+	if err := b.need(fn, InTokenLevelRewards, b.TokenLevelRewards); err != nil {
 		return nil, err
 	}
 	if len(b.RewardBaselines) != b.Rows.N() {

@@ -73,7 +73,7 @@ func (g *groupStream) Observe(_ int, c *Chunk) error {
 	if err := c.needMask(g.fn); err != nil {
 		return err
 	}
-	if err := c.need(g.fn, "token_level_rewards", c.TokenLevelRewards); err != nil {
+	if err := c.need(g.fn, InTokenLevelRewards, c.TokenLevelRewards); err != nil {
 		return err
 	}
 	if len(c.Group) != c.Rows.N() {

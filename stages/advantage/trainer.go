@@ -1,6 +1,9 @@
 package advantage
 
 import (
+	"fmt"
+
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/parallel"
 )
@@ -42,19 +45,31 @@ type TokenResult struct {
 func (b *TokenBatch) need(fn, name string, col []float64) error {
 	if len(col) != b.Rows.Tokens() {
 		if col == nil {
-			return errorf(fn, "missing column %s", name)
+			return &MissingColumnError{Fn: fn, Column: name}
 		}
 		return errorf(fn, "column %s has %d values, the batch has %d tokens", name, len(col), b.Rows.Tokens())
 	}
 	return nil
 }
 
+// MissingColumnError is a column a trainer-side fn needs (a
+// TrainerFn.Inputs name, or the mask) and its batch lacks. It is bad input.
+type MissingColumnError struct{ Fn, Column string }
+
+// Error renders "advantage fn FN: missing column C".
+func (e *MissingColumnError) Error() string {
+	return fmt.Sprintf("advantage fn %s: missing column %s", e.Fn, e.Column)
+}
+
+// Unwrap makes errors.Is(err, schema.ErrBadInput) true.
+func (e *MissingColumnError) Unwrap() error { return schema.ErrBadInput }
+
 // needMask checks the rows and the response mask.
 func (b *TokenBatch) needMask(fn string) error {
 	if len(b.Rows.Off) == 0 {
 		return errorf(fn, "batch has no row offsets")
 	}
-	return b.need(fn, "response_mask", b.Mask)
+	return b.need(fn, InResponseMask, b.Mask)
 }
 
 // rowSums returns Σ_t x over every position of each row (mask not applied).
@@ -91,7 +106,7 @@ func (b *TokenBatch) groupScores(fn string, rule groupRule) ([]float64, error) {
 	if err := b.needMask(fn); err != nil {
 		return nil, err
 	}
-	if err := b.need(fn, "token_level_rewards", b.TokenLevelRewards); err != nil {
+	if err := b.need(fn, InTokenLevelRewards, b.TokenLevelRewards); err != nil {
 		return nil, err
 	}
 	if err := b.Groups.check("uid", b.Rows.N()); err != nil {

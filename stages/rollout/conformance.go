@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/conformance"
@@ -64,6 +65,10 @@ func matrix(raw json.RawMessage) (agg.Rows, []float64, error) {
 	return agg.NewRows(lens), flat, nil
 }
 
+// ConformanceRolloutLogprob is the golden files' name of the rollout log-probs (the
+// store's logprobs), an input of the correction and of no loss.
+const ConformanceRolloutLogprob = "rollout_logprob"
+
 // inputs decodes the named [B,T] inputs of a case, which share one layout.
 func inputs(c *conformance.Case, names ...string) (agg.Rows, [][]float64, error) {
 	var rows agg.Rows
@@ -109,7 +114,7 @@ func configOf(raw map[string]json.RawMessage) (*Corrector, error) {
 // mask and metrics under the given expected keys (chk nil: no checks); it
 // returns the layout, the weights (nil when none) and the mask.
 func ConformanceCorrect(c *conformance.Case, rc map[string]json.RawMessage, chk *conformance.Checker, want map[string]json.RawMessage, metricsKey string) (agg.Rows, []float64, []float64, error) {
-	rows, in, err := inputs(c, "old_logprob", "rollout_logprob", "action_mask")
+	rows, in, err := inputs(c, string(schema.InOldLogprob), ConformanceRolloutLogprob, string(schema.InActionMask))
 	if err != nil {
 		return rows, nil, nil, err
 	}
@@ -155,9 +160,9 @@ func runOffPolicy(c *conformance.Case, chk *conformance.Checker, want map[string
 	if err := json.Unmarshal(c.Call["pass_rollout_logprob"], &pass); err != nil {
 		return fmt.Errorf("call.pass_rollout_logprob: %w", err)
 	}
-	names := []string{"old_logprob", "action_mask"}
+	names := []string{string(schema.InOldLogprob), string(schema.InActionMask)}
 	if pass {
-		names = append(names, "rollout_logprob")
+		names = append(names, ConformanceRolloutLogprob)
 	}
 	rows, in, err := inputs(c, names...)
 	if err != nil {
@@ -204,7 +209,7 @@ func runAggLoss(c *conformance.Case, chk *conformance.Checker, want map[string]j
 	if err != nil {
 		return err
 	}
-	rows, in, err := inputs(c, "loss_mat", "action_mask")
+	rows, in, err := inputs(c, "loss_mat", string(schema.InActionMask))
 	if err != nil {
 		return err
 	}

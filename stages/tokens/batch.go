@@ -10,6 +10,7 @@
 package tokens
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -17,42 +18,37 @@ import (
 	"github.com/rftpipe/rftpipe/stages/parallel"
 )
 
-// Canonical input names (Trinity naming).
+// Input names, canonical (schema.Input's names, Trinity's naming).
 const (
-	LogProb        = "logprob"         // current policy log-prob, the differentiated input
-	OldLogProb     = "old_logprob"     // behaviour ("old") policy log-prob
-	RefLogProb     = "ref_logprob"     // reference model log-prob
-	Advantages     = "advantages"      // per-token advantages
-	ActionMask     = "action_mask"     // 1 = trained on; may be fractional
-	TeacherLogProb = "teacher_logprob" // teacher log-prob (distillation)
-	Entropy        = "entropy"         // per-token policy entropy
-	Values         = "values"          // critic values
-	// RolloutISWeights are the rollout-correction IS weights (constants,
-	// multiplied into the per-token loss of the losses that take them).
-	RolloutISWeights = "rollout_is_weights"
+	LogProb        = string(schema.InLogprob)
+	OldLogProb     = string(schema.InOldLogprob)
+	RefLogProb     = string(schema.InRefLogprob)
+	Advantages     = string(schema.InAdvantages)
+	ActionMask     = string(schema.InActionMask)
+	TeacherLogProb = string(schema.InTeacherLogprob)
+	Entropy        = string(schema.InEntropy)
+	Values         = string(schema.InValues)
+	// RolloutISWeights multiply into the per-token loss of the losses that
+	// take them.
+	RolloutISWeights = string(schema.InRolloutISWeights)
 	// Per-row inputs.
-	ExpertMask = "expert_mask" // bool per row: expert (SFT) row
-	Step       = "step"        // int per row: training step (mix_chord)
+	ExpertMask = string(schema.InExpertMask)
+	Step       = "step" // int per row: training step (mix_chord)
 )
 
-// tokenInputs are the per-token canonical inputs, in a fixed order.
-var tokenInputs = []string{LogProb, OldLogProb, RefLogProb, Advantages, ActionMask, TeacherLogProb, Entropy, Values, RolloutISWeights}
-
-// Canonical maps an input name to its canonical name (schema.InputName):
-// Trinity's and verl's names (log_prob, old_log_probs, ref_log_prob,
-// response_mask, entropys, teacher_logprobs) are translated, any other name
-// is returned unchanged, as upstream's key mapper does.
-func Canonical(name string) string { return schema.InputName(name) }
-
-// IsTokenInput reports whether a canonical name is a per-token input.
-func IsTokenInput(name string) bool {
-	for _, n := range tokenInputs {
-		if n == name {
-			return true
+// tokenInputs are the per-token canonical inputs, in schema.Inputs' order.
+var tokenInputs = func() []string {
+	var out []string
+	for _, in := range schema.Inputs() {
+		if !in.PerRow() {
+			out = append(out, string(in))
 		}
 	}
-	return false
-}
+	return out
+}()
+
+// IsTokenInput reports whether a canonical name is a per-token input.
+func IsTokenInput(name string) bool { return slices.Contains(tokenInputs, name) }
 
 // Batch is a ragged batch of B rows: every per-token input is a flat slice
 // of Rows.Tokens() values laid out by Rows; per-row inputs have B entries.
@@ -96,7 +92,7 @@ func FromMatrix(name string, rows [][]float64) (*Batch, error) {
 // Its length must be Rows.Tokens(). Setting action_mask computes the row mask
 // counts the aggregation modes need.
 func (b *Batch) Set(name string, v []float64) error {
-	name = Canonical(name)
+	name = schema.InputName(name)
 	if !IsTokenInput(name) {
 		return schema.BadInputf("unknown token input %q (valid: %s)", name, strings.Join(tokenInputs, ", "))
 	}
@@ -123,7 +119,7 @@ func (b *Batch) Set(name string, v []float64) error {
 
 // SetMatrix stores a per-token input given as ragged rows (see Flatten).
 func (b *Batch) SetMatrix(name string, rows [][]float64) error {
-	flat, err := b.Flatten(Canonical(name), rows)
+	flat, err := b.Flatten(schema.InputName(name), rows)
 	if err != nil {
 		return err
 	}
@@ -166,7 +162,7 @@ func (b *Batch) SetStep(v []int64) error {
 }
 
 // Col returns a per-token input, or nil when absent.
-func (b *Batch) Col(name string) []float64 { return b.cols[Canonical(name)] }
+func (b *Batch) Col(name string) []float64 { return b.cols[schema.InputName(name)] }
 
 // ExpertMask returns the per-row expert flags, or nil when absent.
 func (b *Batch) ExpertMask() []bool { return b.expert }
@@ -176,7 +172,7 @@ func (b *Batch) Step() []int64 { return b.step }
 
 // Has reports whether an input (per-token or per-row) is present.
 func (b *Batch) Has(name string) bool {
-	switch name = Canonical(name); name {
+	switch name = schema.InputName(name); name {
 	case ExpertMask:
 		return b.expert != nil
 	case Step:
@@ -191,7 +187,7 @@ func (b *Batch) Require(names ...string) error {
 	var missing []string
 	for _, n := range names {
 		if !b.Has(n) {
-			missing = append(missing, Canonical(n))
+			missing = append(missing, schema.InputName(n))
 		}
 	}
 	if len(missing) == 0 {

@@ -11,27 +11,19 @@ import (
 	"github.com/rftpipe/rftpipe/stages/agg"
 )
 
-func TestCanonical(t *testing.T) {
+// TestAliasesResolve: a batch takes an input under verl's name and gives it
+// back under the canonical one.
+func TestAliasesResolve(t *testing.T) {
 	for in, want := range map[string]string{
 		"log_prob": LogProb, "old_log_probs": OldLogProb, "ref_log_prob": RefLogProb, "response_mask": ActionMask,
-		"entropys": Entropy, "teacher_logprobs": TeacherLogProb, "advantages": Advantages, "expert_mask": ExpertMask,
+		"entropys": Entropy, "teacher_logprobs": TeacherLogProb, "advantages": Advantages, "rollout_is_weights": RolloutISWeights,
 	} {
-		if got := Canonical(in); got != want {
-			t.Errorf("Canonical(%q) = %q, want %q", in, got, want)
+		b := New(agg.NewRows([]int{2}))
+		if err := b.Set(in, []float64{1, 0.5}); err != nil {
+			t.Fatalf("Set(%q): %v", in, err)
 		}
-	}
-}
-
-// TestInputsInTheVocabulary: every input a batch holds (and expert_mask) is
-// an input of schema's per-token vocabulary, which says its store columns.
-func TestInputsInTheVocabulary(t *testing.T) {
-	ins := map[string]bool{}
-	for _, in := range schema.Inputs {
-		ins[in.Input] = true
-	}
-	for _, n := range append(tokenInputs, ExpertMask) {
-		if !ins[n] {
-			t.Errorf("input %s is not in schema.Inputs", n)
+		if !b.Has(want) || b.Col(want) == nil {
+			t.Errorf("Set(%q): no input %s", in, want)
 		}
 	}
 }
