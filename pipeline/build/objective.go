@@ -24,17 +24,17 @@ func FlagObjective(o *Options) (*objective.Objective, error) {
 	if o.Fn == "" {
 		return nil, usagef("give --fn, --algorithm or --config")
 	}
-	def, err := loss.Default().Get(o.Fn)
+	spec, err := loss.Default().Get(o.Fn)
 	if err != nil {
 		return nil, err
 	}
-	user, err := def.Schema().ParseKV(o.Args)
+	user, err := spec.Params.ParseKV(o.Args)
 	if err != nil {
-		return nil, fmt.Errorf("policy loss %s: %w", def.Name, err)
+		return nil, fmt.Errorf("policy loss %s: %w", spec.Name, err)
 	}
 	if o.HasSeed {
-		if !slices.ContainsFunc(def.Params, func(p args.Param) bool { return p.Name == "seed" }) {
-			return nil, usagef("--seed: policy loss %s draws nothing at random", def.Name)
+		if !slices.ContainsFunc(spec.Params, func(p args.Param) bool { return p.Name == "seed" }) {
+			return nil, usagef("--seed: policy loss %s draws nothing at random", spec.Name)
 		}
 		if _, set := user["seed"]; !set {
 			if o.Seed > math.MaxInt64 {
@@ -44,7 +44,7 @@ func FlagObjective(o *Options) (*objective.Objective, error) {
 		}
 	}
 	return objective.New(objective.Config{
-		PolicyLoss: def.Name, Args: user, LossAggMode: o.LossAggMode,
+		PolicyLoss: spec.Name, Args: user, LossAggMode: o.LossAggMode,
 		KLLoss: o.KLLossFn, KLCoef: o.KLCoef,
 		Entropy: o.EntropyLossFn, EntropyCoef: o.EntropyCoef,
 	})
