@@ -118,10 +118,10 @@ func TestFakeAgreesWithCPU(t *testing.T) {
 	for _, chunk := range []int{0, 700} {
 		ev := d.NewEvaluator(Options{Float64: true, ChunkTokens: chunk})
 		for _, name := range loss.Default().Names() {
-			if d, _ := loss.Default().Get(name); d.CPUOnly {
+			if s, _ := loss.Default().Get(name); s.New.CPUOnly {
 				continue // no device form (dro's default arguments do not even build)
 			}
-			l, err := loss.Default().New(name, nil)
+			l, err := loss.New(loss.Default(), name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +168,7 @@ func TestFakeTiming(t *testing.T) {
 	ev := d.NewEvaluator(Options{Timing: true, ChunkTokens: 1000})
 	defer ev.Close()
 	b := tokens.Synthetic(8, 300, 1)
-	l, err := loss.Default().New("ppo", nil)
+	l, err := loss.New(loss.Default(), "ppo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestFakeErrorsNameTheCall(t *testing.T) {
 	ev := d.NewEvaluator(Options{})
 	defer ev.Close()
 	b := tokens.Synthetic(8, 300, 1)
-	l, err := loss.Default().New("ppo", nil)
+	l, err := loss.New(loss.Default(), "ppo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestFakeMemoryBounded(t *testing.T) {
 	live0, _ := fakeDeviceBytes(t)
 	const chunk = 2000
 	ev := d.NewEvaluator(Options{ChunkTokens: chunk})
-	l, err := loss.Default().New("ppo", nil)
+	l, err := loss.New(loss.Default(), "ppo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestFakeOverlapped(t *testing.T) {
 		windows = append(windows, tokens.Synthetic(3+i%5, 60+(i*131)%500, uint64(i)))
 	}
 	for _, name := range []string{"ppo", "gspo", "sapo", "opmd"} {
-		l, err := loss.Default().New(name, nil)
+		l, err := loss.New(loss.Default(), name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +411,7 @@ func TestFakeOverlapped(t *testing.T) {
 func TestFakeFaultInFlight(t *testing.T) {
 	d := fakeDevice(t)
 	failLaunch := faultingLaunch(t)
-	l, err := loss.Default().New("ppo", nil)
+	l, err := loss.New(loss.Default(), "ppo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +494,7 @@ func TestFakeFaultInFlight(t *testing.T) {
 // an evaluation started after Close fails at once.
 func TestFakeClosedInFlight(t *testing.T) {
 	d := fakeDevice(t)
-	l, err := loss.Default().New("ppo", nil)
+	l, err := loss.New(loss.Default(), "ppo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +525,7 @@ func TestFakeClosedInFlight(t *testing.T) {
 func TestFakeCloseFailingFailsEveryOwner(t *testing.T) {
 	d := fakeDevice(t)
 	failLaunch := faultingLaunch(t)
-	l, err := loss.Default().New("ppo", nil)
+	l, err := loss.New(loss.Default(), "ppo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,7 @@ func TestAgreesWithCPU(t *testing.T) {
 		stores[i] = tokens.Synthetic(2*(1+i*7%32), 1+i*131%700, uint64(100+i))
 	}
 	for _, name := range loss.Default().Names() {
-		l, err := loss.Default().New(name, nil)
+		l, err := loss.New(loss.Default(), name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func TestAgreesWithCPU(t *testing.T) {
 func TestDeterministicAndChunked(t *testing.T) {
 	d := device(t)
 	b := tokens.Synthetic(64, 900, 9)
-	l, err := loss.Default().New("gspo", nil)
+	l, err := loss.New(loss.Default(), "gspo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func BenchmarkFns06(b *testing.B) {
 	jobs["algorithm/dapo+ops"] = func() (Job, error) {
 		var ops []Operator
 		for _, name := range []string{"mask_response_truncated", "dapo_dynamic_sampling"} {
-			op, err := operator.Default().New(name, nil)
+			op, err := operator.New(operator.Default(), name, nil)
 			if err != nil {
 				return Job{}, err
 			}

@@ -209,7 +209,7 @@ func TestRowScoredFromMaskBits(t *testing.T) {
 				if b.Groups, err = advantage.GroupByIDs(ids, len(index)); err != nil {
 					t.Fatal(err)
 				}
-				f, err := advantage.Default().Trainer(fn, nil)
+				f, err := advantage.Trainer(advantage.Default(), fn, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

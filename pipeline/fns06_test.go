@@ -115,7 +115,7 @@ func TestFns06ThroughTheEngine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fn, err := advantage.Default().Pipeline(c.Fn, user)
+			fn, err := advantage.Pipeline(advantage.Default(), c.Fn, user)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func TestFns06ThroughTheEngine(t *testing.T) {
 			src := filepath.Join(dir, "in.parquet")
 			writeGolden(t, src, exps)
 			out := func(rows int, ext string) *table {
-				fn, err := advantage.Default().Pipeline(c.Fn, user)
+				fn, err := advantage.Pipeline(advantage.Default(), c.Fn, user)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -6,37 +6,55 @@ import (
 
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/advantage"
+	"github.com/rftpipe/rftpipe/stages/registry"
 )
 
 // stagesOf returns the stages of advantage fn fn (or add strategy) with
 // command-line args kvs, as `rftpipe run --advantage-fn` builds them.
 func stagesOf(fn, strategy string, kvs []string) ([]Stage, error) {
-	reg, name := advantage.Default(), fn
 	if strategy != "" {
-		reg, name = addstrategy.Default(), strategy
-	}
-	spec, err := reg.Get(name)
-	if err != nil {
-		return nil, err
-	}
-	var user map[string]any
-	if len(kvs) > 0 {
-		if user, err = spec.Params.ParseKV(kvs); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	if spec.Side() == advantage.TrainerSide {
-		f, err := reg.Trainer(name, user)
+		user, err := parseArgs(addstrategy.Default(), strategy, kvs)
 		if err != nil {
 			return nil, err
 		}
-		return TrainerSide(name, f, nil), nil
+		f, err := addstrategy.New(addstrategy.Default(), strategy, user)
+		if err != nil {
+			return nil, err
+		}
+		return PipelineSide(strategy, f), nil
 	}
-	f, err := reg.Pipeline(name, user)
+	reg := advantage.Default()
+	user, err := parseArgs(reg, fn, kvs)
 	if err != nil {
 		return nil, err
 	}
-	return PipelineSide(name, f), nil
+	spec, _ := reg.Get(fn)
+	if spec.New.Side() == advantage.TrainerSide {
+		f, err := advantage.Trainer(reg, fn, user)
+		if err != nil {
+			return nil, err
+		}
+		return TrainerSide(fn, f, nil), nil
+	}
+	f, err := advantage.Pipeline(reg, fn, user)
+	if err != nil {
+		return nil, err
+	}
+	return PipelineSide(fn, f), nil
+}
+
+// parseArgs parses the command-line args kvs of component name of reg (none:
+// nil, default_args()).
+func parseArgs[C any](reg *registry.Registry[C], name string, kvs []string) (map[string]any, error) {
+	spec, err := reg.Get(name)
+	if err != nil || len(kvs) == 0 {
+		return nil, err
+	}
+	user, err := spec.Params.ParseKV(kvs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return user, nil
 }
 
 // withFn sets job's stages to those of fn (or add strategy) with args kvs.

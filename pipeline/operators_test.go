@@ -17,12 +17,12 @@ func TestOperatorsStream(t *testing.T) {
 	in := "../fixtures/stores/full.parquet"
 	run := func(rows int) (string, string) {
 		reg := operator.Default()
-		dyn, err := reg.New("dapo_dynamic_sampling", map[string]any{"correct_threshold": 0.5})
+		dyn, err := operator.New(reg, "dapo_dynamic_sampling", map[string]any{"correct_threshold": 0.5})
 		if err != nil {
 			t.Fatal(err)
 		}
-		mask, _ := reg.New("mask_response_truncated", nil)
-		fn, err := advantage.Default().Pipeline("grpo", nil)
+		mask, _ := operator.New(reg, "mask_response_truncated", nil)
+		fn, err := advantage.Pipeline(advantage.Default(), "grpo", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,7 +82,7 @@ func TestRolloutCorrectionJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, err := loss.Default().New("ppo", nil)
+	l, err := loss.New(loss.Default(), "ppo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func TestFixtureConfigsRun(t *testing.T) {
 	for _, cfg := range files {
 		name := strings.TrimSuffix(filepath.Base(cfg), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			typ, err := algorithm.Default().Get(name)
+			spec, err := algorithm.Default().Get(name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestFixtureConfigsRun(t *testing.T) {
 					t.Errorf("output has %s: %v, want %v (columns %v)", c, has, computes, cols)
 				}
 			}
-			if rows > inRows || rows == 0 || (!computes || typ.Flags().ComputeAdvantageInTrainer) && rows != inRows {
+			if rows > inRows || rows == 0 || (!computes || spec.New.Flags().ComputeAdvantageInTrainer) && rows != inRows {
 				t.Errorf("%d rows written from %d", rows, inRows)
 			}
 
@@ -143,7 +143,7 @@ func TestFixtureConfigsRun(t *testing.T) {
 			if adv == "gigpo" { // its own episode and anchor-group metrics
 				groupMetrics = m["experience_pipeline/gigpo/episode_reward_mean/mean"] != nil
 			}
-			if computes && !typ.Flags().ComputeAdvantageInTrainer && !groupMetrics {
+			if computes && !spec.New.Flags().ComputeAdvantageInTrainer && !groupMetrics {
 				t.Errorf("pipeline-side run lacks group metrics: %v", m)
 			}
 			fams := parseProm(t, prom)

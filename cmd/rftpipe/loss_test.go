@@ -55,7 +55,7 @@ func TestLossCommand(t *testing.T) {
 	// The gradient store has one row per input row, equal to the library's
 	// gradient (float32) and zero where the mask is.
 	b := wholeBatch(t, in)
-	l, _ := loss.Default().New("ppo", map[string]any{"clip_range": 0.1})
+	l, _ := loss.New(loss.Default(), "ppo", map[string]any{"clip_range": 0.1})
 	want := make([]float64, b.Rows.Tokens())
 	if _, err := l.Eval(b, want); err != nil {
 		t.Fatal(err)

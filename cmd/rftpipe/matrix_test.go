@@ -214,6 +214,8 @@ func TestBadArgsMatrix(t *testing.T) {
 		multi   bool     // a SQL error: DuckDB's message with its caret, by design
 	}{
 		{"run/unknown fn", []string{"run", "--advantage-fn", "nope", "--in", demo, "--out", out}, 2, []string{`unknown advantage fn "nope"`}, false, false},
+		{"run/unknown add strategy", []string{"run", "--add-strategy", "nosuch", "--in", demo, "--out", out}, 2, []string{`unknown add strategy "nosuch" (valid: correct_bias, `}, false, false},
+		{"run/unknown operator", []string{"run", "--advantage-fn", "grpo", "--operator", "nosuch", "--in", demo, "--out", out}, 2, []string{`unknown experience operator "nosuch" (valid: `}, false, false},
 		{"run/unknown arg", []string{"run", "--advantage-fn", "grpo", "--arg", "bogus=1", "--in", demo, "--out", out}, 2, []string{"unknown argument bogus"}, false, false},
 		{"run/bad arg value", []string{"run", "--advantage-fn", "grpo", "--arg", "epsilon=abc", "--in", demo, "--out", out}, 2, []string{"epsilon", `"abc"`}, false, false},
 		{"run/arg without =", []string{"run", "--advantage-fn", "grpo", "--arg", "epsilon", "--in", demo, "--out", out}, 2, []string{"epsilon"}, false, false},
@@ -224,6 +226,8 @@ func TestBadArgsMatrix(t *testing.T) {
 		{"run/all masked", []string{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/all_masked.jsonl", "--out", out}, 0, []string{"2 experiences in 1 groups -> 2 written"}, true, false},
 		{"run/duplicate uids", []string{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/dup_uid.jsonl", "--out", out}, 0, []string{"2 experiences in 1 groups -> 2 written"}, true, false},
 		{"loss/unknown fn", []string{"loss", "--fn", "nope", "--in", demo}, 2, []string{`unknown policy loss "nope"`}, false, false},
+		{"loss/unknown KL fn", []string{"loss", "--fn", "ppo", "--kl-loss-fn", "nosuch", "--in", demo}, 2, []string{`unknown KL function "nosuch" (valid: `}, false, false},
+		{"loss/unknown entropy fn", []string{"loss", "--fn", "ppo", "--entropy-loss-fn", "nosuch", "--in", demo}, 2, []string{`unknown entropy loss function "nosuch" (valid: `}, false, false},
 		{"loss/unknown arg", []string{"loss", "--fn", "ppo", "--arg", "bogus=1", "--in", demo}, 2, []string{"unknown argument bogus"}, false, false},
 		{"loss/bad arg value", []string{"loss", "--fn", "ppo", "--arg", "clip_range=abc", "--in", demo}, 2, []string{"clip_range", `"abc"`}, false, false},
 		{"loss/grad-out is in", []string{"loss", "--fn", "sft", "--in", demo, "--grad-out", demo}, 2, []string{demo}, false, false},

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rftpipe/rftpipe/pipeline/build"
 )
 
 // TestReadmeCommandsRun runs every command of README.md that works on the
@@ -91,4 +93,76 @@ func shellWords(t *testing.T, s string) []string {
 		out = append(out, cur.String())
 	}
 	return out
+}
+
+// TestReadmeRegistries holds the README's section on adding a component to
+// the code: every file and folder it names exists, each registry table it
+// names is declared in the file it names, every conformance kind has its
+// KIND.json, and every registered name (taken from the registries, so a new
+// entry is checked without editing this test) is offered by the help text
+// of the command that runs it.
+func TestReadmeRegistries(t *testing.T) {
+	t.Chdir("../..")
+	src, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const title = "## Adding a new advantage fn, policy loss or store kind\n"
+	start := strings.Index(string(src), title)
+	if start < 0 {
+		t.Fatalf("README.md has no section %q", title)
+	}
+	section := string(src[start+len(title):])
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	paths := 0
+	for _, m := range regexp.MustCompile("`([a-z][a-z/_]*/[a-z_]+(?:\\.go)?)`").FindAllStringSubmatch(section, -1) {
+		if _, err := os.Stat(m[1]); err != nil {
+			t.Errorf("README names %s: %v", m[1], err)
+		}
+		paths++
+	}
+	tables := 0
+	for _, m := range regexp.MustCompile("table of `(\\w+)` in `([\\w/]+\\.go)`").FindAllStringSubmatch(section, -1) {
+		code, err := os.ReadFile(m[2])
+		if err != nil || !regexp.MustCompile(`(?m)^(var|func) `+m[1]+`\b`).Match(code) {
+			t.Errorf("README: the table %s is not declared in %s (%v)", m[1], m[2], err)
+		}
+		tables++
+	}
+	if paths < 6 || tables < 2 {
+		t.Fatalf("README section: %d paths, %d tables found, expected the fn's and the loss's", paths, tables)
+	}
+	if !strings.Contains(section, "fixtures/conformance/KIND.json") {
+		t.Error("README section does not say where golden vectors come")
+	}
+	for _, kind := range build.Names(build.ConformanceKinds) {
+		if _, err := os.Stat(filepath.Join("fixtures/conformance", kind+".json")); err != nil {
+			t.Errorf("conformance kind %s: %v", kind, err)
+		}
+	}
+	for _, c := range []struct {
+		command  string
+		families []build.Family
+	}{
+		{"run", []build.Family{build.AdvantageFns, build.AddStrategies, build.Operators}},
+		{"loss", []build.Family{build.PolicyLosses, build.KLFns, build.EntropyFns}},
+	} {
+		help, stderr, code := runCLI(t, "help", c.command)
+		if code != 0 {
+			t.Fatalf("help %s: exit %d: %s", c.command, code, stderr)
+		}
+		words := map[string]bool{}
+		for _, w := range regexp.MustCompile(`[a-z0-9_]+`).FindAllString(help, -1) {
+			words[w] = true
+		}
+		for _, f := range c.families {
+			for _, name := range build.Names(f) {
+				if !words[name] {
+					t.Errorf("help %s does not offer %s", c.command, name)
+				}
+			}
+		}
+	}
 }

@@ -205,10 +205,10 @@ func lossConfigs(t *testing.T) []struct {
 		if seen[string(key)] {
 			continue
 		}
-		if _, err := loss.Default().New(c.Fn, v); err != nil {
+		if _, err := loss.New(loss.Default(), c.Fn, v); err != nil {
 			continue // a case whose arguments the reference rejects
 		}
-		if d, _ := loss.Default().Get(c.Fn); d.CPUOnly {
+		if s, _ := loss.Default().Get(c.Fn); s.New.CPUOnly {
 			continue // no device form (m2po)
 		}
 		seen[string(key)] = true
@@ -242,7 +242,7 @@ func TestMatchesGoKernels(t *testing.T) {
 	var ev Evaluator
 	cases := 0
 	for _, cfg := range lossConfigs(t) {
-		l, err := loss.Default().New(cfg.fn, cfg.args)
+		l, err := loss.New(loss.Default(), cfg.fn, cfg.args)
 		if err != nil {
 			t.Fatalf("%s %v: %v", cfg.fn, cfg.args, err)
 		}

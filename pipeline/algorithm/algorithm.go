@@ -78,31 +78,18 @@ func (t *Type) Flags() Flags { return t.flags }
 // are set (empty strings, nil args and repeat_times 0 mean "not listed").
 func (t *Type) DefaultConfig() Config { return t.defaults.clone() }
 
-// Registry maps algorithm_type names to types.
+// Spec is one registered algorithm type: its name, its description and
+// the type (a preset, the constructor of resolved configs).
+type Spec = registry.Spec[*Type]
+
+// Registry maps algorithm_type names to Specs.
 type Registry = registry.Registry[*Type]
 
-// NewRegistry returns an empty registry of algorithm types.
-func NewRegistry() *Registry { return registry.New[*Type]("algorithm type") }
-
-var (
-	defaultOnce sync.Once
-	defaultReg  *Registry
-)
-
 // Default returns the registry of the built-in algorithm types, built once.
-func Default() *Registry {
-	defaultOnce.Do(func() {
-		r := NewRegistry()
-		if err := RegisterBuiltin(r); err != nil {
-			panic(err) // built-in names are distinct; a clash is a programming error
-		}
-		defaultReg = r
-	})
-	return defaultReg
-}
-
-// Presets returns the algorithm types as a registry.Family (each entry's
-// Doc is the type's description).
-func Presets() registry.Family {
-	return Default().Family(func(t *Type) registry.Entry { return registry.Entry{Doc: t.Doc()} })
-}
+var Default = sync.OnceValue(func() *Registry {
+	var specs []Spec
+	for _, t := range builtins() {
+		specs = append(specs, Spec{Name: t.name, Doc: t.doc, New: t})
+	}
+	return registry.Must("algorithm type", specs...)
+})

@@ -84,10 +84,11 @@ func TestFlagsMatchSpec(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			typ, err := Default().Get(r.name)
+			spec, err := Default().Get(r.name)
 			if err != nil {
 				t.Fatal(err)
 			}
+			typ := spec.New
 			got := typ.Flags()
 			got.UseRollout = false // not a table column
 			if got != r.flags {
@@ -153,10 +154,11 @@ func checkCell(t *testing.T, s Slot, cell string, d Config, algo string) {
 
 // TestConstants checks that what accessors return cannot change a type.
 func TestConstants(t *testing.T) {
-	typ, err := Default().Get("on_policy_distill")
+	spec, err := Default().Get("on_policy_distill")
 	if err != nil {
 		t.Fatal(err)
 	}
+	typ := spec.New
 	f := typ.Flags()
 	f.UseCritic = true
 	d := typ.DefaultConfig()

@@ -122,13 +122,3 @@ func builtins() []*Type {
 			flags: noRef, defaults: noKL(8, "grpo", "m2po").config("m2po")},
 	}
 }
-
-// RegisterBuiltin adds every built-in algorithm type to r.
-func RegisterBuiltin(r *Registry) error {
-	for _, t := range builtins() {
-		if err := r.Add(t.name, t); err != nil {
-			return err
-		}
-	}
-	return nil
-}

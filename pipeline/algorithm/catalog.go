@@ -1,6 +1,8 @@
 package algorithm
 
 import (
+	"fmt"
+
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -11,39 +13,19 @@ import (
 	"github.com/rftpipe/rftpipe/stages/registry"
 )
 
-// side says where an advantage fn runs.
-type side int
-
-const (
-	pipelineSide side = iota
-	trainerSide
-)
-
-// advantageSide looks an advantage fn up in the advantage registry.
-func advantageSide(name string) (side, error) {
-	s, err := advantage.Default().Get(name)
-	if err != nil {
-		return 0, err
-	}
-	if s.Side() == advantage.TrainerSide {
-		return trainerSide, nil
-	}
-	return pipelineSide, nil
-}
-
 // family returns the registry of the components of slot s.
 func family(s Slot) registry.Family {
 	switch s {
 	case SampleStrategy:
-		return SampleStrategyFamily()
+		return SampleStrategies()
 	case AdvantageFn:
-		return advantage.Default().Family()
+		return advantage.Default()
 	case PolicyLossFn:
-		return loss.Default().Family()
+		return loss.Default()
 	case EntropyLossFn:
-		return entropy.Family()
+		return entropy.Registry()
 	}
-	return kl.Family() // KLPenaltyFn, KLLossFn
+	return kl.Registry() // KLPenaltyFn, KLLossFn
 }
 
 // ComponentNames returns the names valid in slot s, sorted (for help texts
@@ -97,7 +79,10 @@ func (r *Resolved) build(s Slot) error {
 		if err != nil {
 			return err
 		}
-		return d.check(c.Args(s))
+		if _, err := d.Params.Resolve(c.Args(s)); err != nil {
+			return fmt.Errorf("sample strategy %s: %w", d.Name, err)
+		}
+		return nil
 	case AdvantageFn:
 		if c.Fn(s) == NoAdvantage {
 			if len(c.Args(s)) > 0 {
@@ -105,14 +90,14 @@ func (r *Resolved) build(s Slot) error {
 			}
 			return nil
 		}
-		side, err := advantageSide(c.Fn(s))
+		spec, err := advantage.Default().Get(c.Fn(s))
 		if err != nil {
 			return err
 		}
-		if side == trainerSide {
-			_, err = advantage.Default().Trainer(c.Fn(s), c.Args(s))
+		if spec.New.Side() == advantage.TrainerSide {
+			_, err = advantage.Trainer(advantage.Default(), c.Fn(s), c.Args(s))
 		} else {
-			_, err = advantage.Default().Pipeline(c.Fn(s), c.Args(s))
+			_, err = advantage.Pipeline(advantage.Default(), c.Fn(s), c.Args(s))
 		}
 		return err
 	case PolicyLossFn:
@@ -130,11 +115,11 @@ func (r *Resolved) build(s Slot) error {
 // PolicyLoss returns the configured policy loss (loss.Def.FromConfig with
 // the resolved args and loss_agg_mode).
 func (r *Resolved) PolicyLoss() (*loss.Loss, error) {
-	d, err := loss.Default().Get(r.Config.Fn(PolicyLossFn))
+	spec, err := loss.Default().Get(r.Config.Fn(PolicyLossFn))
 	if err != nil {
 		return nil, err
 	}
-	return d.FromConfig(r.Config.Args(PolicyLossFn), r.Config.LossAggMode)
+	return spec.New.FromConfig(r.Config.Args(PolicyLossFn), r.Config.LossAggMode)
 }
 
 // PipelineAdvantage returns the configured pipeline-side advantage fn, or
@@ -143,7 +128,7 @@ func (r *Resolved) PipelineAdvantage() (advantage.PipelineFn, error) {
 	if r.Type.flags.ComputeAdvantageInTrainer || r.Config.Fn(AdvantageFn) == NoAdvantage {
 		return nil, nil
 	}
-	return advantage.Default().Pipeline(r.Config.Fn(AdvantageFn), r.Config.Args(AdvantageFn))
+	return advantage.Pipeline(advantage.Default(), r.Config.Fn(AdvantageFn), r.Config.Args(AdvantageFn))
 }
 
 // TrainerAdvantage returns the configured trainer-side advantage fn, or nil
@@ -152,7 +137,7 @@ func (r *Resolved) TrainerAdvantage() (advantage.TrainerFn, error) {
 	if !r.Type.flags.ComputeAdvantageInTrainer {
 		return nil, nil
 	}
-	return advantage.Default().Trainer(r.Config.Fn(AdvantageFn), r.Config.Args(AdvantageFn))
+	return advantage.Trainer(advantage.Default(), r.Config.Fn(AdvantageFn), r.Config.Args(AdvantageFn))
 }
 
 // KL returns a fresh KL fn of slot s (KLPenaltyFn or KLLossFn): each slot

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/loss"
 )
@@ -87,10 +88,11 @@ func Resolve(user Config, env *Env, opt Options) (*Resolved, error) {
 	if name == "" {
 		name = DefaultType
 	}
-	t, err := Default().Get(name)
+	spec, err := Default().Get(name)
 	if err != nil {
 		return nil, keyErr("algorithm_type", err)
 	}
+	t := spec.New
 	res := &Resolved{Type: t, Config: user.clone()}
 	c := &res.Config
 	c.AlgorithmType = name
@@ -185,14 +187,14 @@ func (r *Resolved) check(warn func(string)) error {
 	}
 	adv := c.Fn(AdvantageFn)
 	if adv != NoAdvantage {
-		side, err := advantageSide(adv)
+		spec, err := advantage.Default().Get(adv)
 		if err != nil {
 			return keyErr("advantage_fn", err)
 		}
-		switch {
-		case !f.ComputeAdvantageInTrainer && side == trainerSide:
+		switch side := spec.New.Side(); {
+		case !f.ComputeAdvantageInTrainer && side == advantage.TrainerSide:
 			return keyErr("advantage_fn", badf("advantage_fn %s can only be computed in the trainer, and algorithm %s computes advantages in the pipeline", adv, r.Type.name))
-		case f.ComputeAdvantageInTrainer && side == pipelineSide:
+		case f.ComputeAdvantageInTrainer && side == advantage.PipelineSide:
 			return keyErr("advantage_fn", badf("advantage_fn %s runs in the pipeline, and algorithm %s computes advantages in the trainer: choose a trainer-side fn", adv, r.Type.name))
 		}
 	} else if f.ComputeAdvantageInTrainer {

@@ -35,11 +35,11 @@ func TestResolve(t *testing.T) {
 		return s.Defaults()
 	}
 	lossDefaults := func(name string) Args {
-		d, err := loss.Default().Get(name)
+		s, err := loss.Default().Get(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d.DefaultArgs()
+		return s.New.DefaultArgs()
 	}
 	tests := []struct {
 		name    string
@@ -251,7 +251,8 @@ func TestResolveDoesNotAlias(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Config.Args(AdvantageFn)["kl_coef"] = 5.0
-	typ, _ := Default().Get("jsd")
+	spec, _ := Default().Get("jsd")
+	typ := spec.New
 	if typ.DefaultConfig().Args(AdvantageFn)["kl_coef"] != 1.0 {
 		t.Error("preset changed through a resolved config")
 	}

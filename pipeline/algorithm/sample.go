@@ -1,7 +1,6 @@
 package algorithm
 
 import (
-	"fmt"
 	"math"
 	"math/big"
 	"sync"
@@ -10,61 +9,27 @@ import (
 	"github.com/rftpipe/rftpipe/stages/registry"
 )
 
-// SampleStrategyDef is a registered sample strategy: how the trainer assembles
-// a batch from the experience buffer (spec algorithms.md §Sample strategies).
-// rftpipe writes stores rather than trainer batches, so only the name, the
-// arguments and their validation matter here.
-type SampleStrategyDef struct {
-	Name   string
-	Doc    string
-	Params args.Schema
-}
-
-// SampleStrategies returns the registry of the four upstream sample strategies.
-func SampleStrategies() *registry.Registry[*SampleStrategyDef] {
-	sampleOnce.Do(func() {
-		sampleReg = registry.New[*SampleStrategyDef]("sample strategy")
-		for _, d := range []*SampleStrategyDef{
-			{Name: "default", Doc: "read train_batch_size rows from the experience buffer"},
-			{Name: "warmup", Doc: "deprecated alias of default"},
-			{Name: "staleness_control", Doc: "read only rows with info.model_version >= step - max_staleness",
-				Params: args.Schema{{Name: "max_staleness", Kind: args.Float, Range: "[-inf,inf]", Ctor: math.Inf(1),
-					Doc: "oldest model version accepted, relative to the trainer step (default: no limit)"}}},
-			{Name: "mix", Doc: "usual rows plus ceil(expert_data_ratio·N) expert (SFT) rows; adds expert_mask and step",
-				Params: args.Schema{
-					{Name: "expert_data_ratio", Kind: args.Float, Range: args.Unit, Ctor: 0.5, Default: 0.5, InDefaults: true,
-						Doc: "fraction of the batch read from the expert buffer"},
-					{Name: "sft_dataset_name", Kind: args.String, Ctor: "sft_dataset", Default: "sft_dataset", InDefaults: true,
-						Doc: "auxiliary buffer holding the expert data"},
-				}},
-		} {
-			if err := sampleReg.Add(d.Name, d); err != nil {
-				panic(err) // distinct names above; a clash is a programming error
-			}
-		}
-	})
-	return sampleReg
-}
-
-var (
-	sampleOnce sync.Once
-	sampleReg  *registry.Registry[*SampleStrategyDef]
-)
-
-// check validates an argument dict (nil: default_args()).
-func (d *SampleStrategyDef) check(user Args) error {
-	if _, err := d.Params.Resolve(user); err != nil {
-		return fmt.Errorf("sample strategy %s: %w", d.Name, err)
-	}
-	return nil
-}
-
-// SampleStrategyFamily returns SampleStrategies as a registry.Family.
-func SampleStrategyFamily() registry.Family {
-	return SampleStrategies().Family(func(d *SampleStrategyDef) registry.Entry {
-		return registry.Entry{Doc: d.Doc, Params: d.Params}
-	})
-}
+// SampleStrategies returns the registry of the four upstream sample
+// strategies, built once: how the trainer assembles a batch from the
+// experience buffer (spec algorithms.md §Sample strategies). rftpipe writes
+// stores rather than trainer batches, so only the name, the arguments and
+// their validation matter here: the specs construct nothing (struct{}).
+var SampleStrategies = sync.OnceValue(func() *registry.Registry[struct{}] {
+	return registry.Must("sample strategy", []registry.Spec[struct{}]{
+		{Name: "default", Doc: "read train_batch_size rows from the experience buffer"},
+		{Name: "warmup", Doc: "deprecated alias of default"},
+		{Name: "staleness_control", Doc: "read only rows with info.model_version >= step - max_staleness",
+			Params: args.Schema{{Name: "max_staleness", Kind: args.Float, Range: "[-inf,inf]", Ctor: math.Inf(1),
+				Doc: "oldest model version accepted, relative to the trainer step (default: no limit)"}}},
+		{Name: "mix", Doc: "usual rows plus ceil(expert_data_ratio·N) expert (SFT) rows; adds expert_mask and step",
+			Params: args.Schema{
+				{Name: "expert_data_ratio", Kind: args.Float, Range: args.Unit, Ctor: 0.5, Default: 0.5, InDefaults: true,
+					Doc: "fraction of the batch read from the expert buffer"},
+				{Name: "sft_dataset_name", Kind: args.String, Ctor: "sft_dataset", Default: "sft_dataset", InDefaults: true,
+					Doc: "auxiliary buffer holding the expert data"},
+			}},
+	}...)
+})
 
 // MinModelVersion returns the oldest model_version the staleness_control
 // sample strategy reads at trainer step step: max(step − max_staleness, 0)

@@ -40,25 +40,25 @@ const (
 func registryOf(f Family) registry.Family {
 	switch f {
 	case AdvantageFns:
-		return advantage.Default().Family()
+		return advantage.Default()
 	case AddStrategies:
-		return addstrategy.Default().Family()
+		return addstrategy.Default()
 	case PolicyLosses:
-		return loss.Default().Family()
+		return loss.Default()
 	case KLFns:
-		return kl.Family()
+		return kl.Registry()
 	case EntropyFns:
-		return entropy.Family()
+		return entropy.Registry()
 	case RolloutOptions:
-		return rollout.OptionsFamily()
+		return rollout.Options()
 	case SampleStrategies:
-		return algorithm.SampleStrategyFamily()
+		return algorithm.SampleStrategies()
 	case Operators:
-		return operator.Default().Family()
+		return operator.Default()
 	case ConformanceKinds:
 		return golden.Kinds()
 	}
-	return algorithm.Presets()
+	return algorithm.Default()
 }
 
 // Entries returns the entries (name, doc, parameters) of a family, sorted
@@ -83,7 +83,7 @@ func AdvantageHelp() string {
 		}
 		for _, n := range reg.Names() {
 			spec, _ := reg.Get(n)
-			if spec.Side() != side {
+			if spec.New.Side() != side {
 				continue
 			}
 			var args []string

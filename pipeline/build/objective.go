@@ -20,17 +20,17 @@ var idColumns = []string{schema.Batch, schema.Task, schema.Run, schema.Step, sch
 // Fn with Args (and Seed as its seed argument, for clip_cov's random
 // choice), LossAggMode, the KL and the entropy terms.
 func FlagObjective(o *LossOptions) (*objective.Objective, error) {
-	def, err := loss.Default().Get(o.Fn)
+	spec, err := loss.Default().Get(o.Fn)
 	if err != nil {
 		return nil, err
 	}
-	user, err := def.Schema().ParseKV(o.Args)
+	user, err := spec.Params.ParseKV(o.Args)
 	if err != nil {
-		return nil, fmt.Errorf("policy loss %s: %w", def.Name, err)
+		return nil, fmt.Errorf("policy loss %s: %w", spec.Name, err)
 	}
 	if o.HasSeed {
-		if !slices.ContainsFunc(def.Params, func(p args.Param) bool { return p.Name == "seed" }) {
-			return nil, schema.Usagef("--seed: policy loss %s draws nothing at random", def.Name)
+		if !slices.ContainsFunc(spec.Params, func(p args.Param) bool { return p.Name == "seed" }) {
+			return nil, schema.Usagef("--seed: policy loss %s draws nothing at random", spec.Name)
 		}
 		if _, set := user["seed"]; !set {
 			if o.Seed > math.MaxInt64 {
@@ -40,7 +40,7 @@ func FlagObjective(o *LossOptions) (*objective.Objective, error) {
 		}
 	}
 	return objective.New(objective.Config{
-		PolicyLoss: def.Name, Args: user, LossAggMode: o.LossAggMode,
+		PolicyLoss: spec.Name, Args: user, LossAggMode: o.LossAggMode,
 		KLLoss: o.KLLossFn, KLCoef: o.KLCoef,
 		Entropy: o.EntropyLossFn, EntropyCoef: o.EntropyCoef,
 	})

@@ -43,7 +43,7 @@ func OperatorStage(file []job.Operator, names, kvs []string, pre ...pipeline.Ope
 	reg := operator.Default()
 	ops := pre
 	for _, o := range file {
-		op, err := reg.New(o.Name, o.Args)
+		op, err := operator.New(reg, o.Name, o.Args)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -60,7 +60,7 @@ func OperatorStage(file []job.Operator, names, kvs []string, pre ...pipeline.Ope
 				return nil, nil, fmt.Errorf("operator %s: %w", name, err)
 			}
 		}
-		op, err := reg.New(name, user)
+		op, err := operator.New(reg, name, user)
 		if err != nil {
 			return nil, nil, err
 		}

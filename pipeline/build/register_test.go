@@ -4,9 +4,10 @@ import (
 	"context"
 	"math"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 
+	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/args"
 )
@@ -30,36 +31,46 @@ func toySpec() advantage.Spec {
 		Name:   "toy_scaled_reward",
 		Doc:    "advantage = reward × scale (a test fn)",
 		Params: args.Schema{{Name: "scale", Kind: args.Float, Ctor: 1.0, Default: 1.0, InDefaults: true, Doc: "the factor"}},
-		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
+		New: advantage.PipelineCtor(func(a args.Values) (advantage.PipelineFn, error) {
 			return toyFn{scale: a.Float("scale")}, nil
-		},
+		}),
 	}
 }
 
 // TestRegisterToyFn registers a toy fn as the README says a new fn is
-// added (its spec, one line in the Default registry's table) and finds it
-// everywhere: in the help text and as `run --advantage-fn NAME --arg
-// scale=2`, built by RunOptions.Job and run by Run.
+// added (its spec, one more entry in the registry's table) and runs it
+// through the path of `run --advantage-fn NAME --arg scale=2`: the spec's
+// --arg parsing, AdvantageStages and the engine. The registry it was added
+// to is a new one: the built-in one is left as it was.
 func TestRegisterToyFn(t *testing.T) {
-	if err := advantage.Default().Add(toySpec()); err != nil { // the table's one line
+	reg, err := advantage.Default().With(toySpec()) // the table's one entry
+	if err != nil {
 		t.Fatal(err)
 	}
-	if h := AdvantageHelp(); !strings.Contains(h, "toy_scaled_reward") || !strings.Contains(h, "scale=1") {
-		t.Errorf("help text lacks the toy fn:\n%s", h)
+	if slices.Contains(advantage.Default().Names(), "toy_scaled_reward") {
+		t.Error("With changed the built-in registry")
 	}
-	o := &RunOptions{Common: Common{In: filepath.Join(repoRoot, "fixtures/stores/demo.parquet")}, AdvantageFn: "toy_scaled_reward", Args: []string{"scale=2"},
-		Out: filepath.Join(t.TempDir(), "new", "out.parquet")}
-	if _, err := o.Job(); err != nil {
+	spec, err := reg.Get("toy_scaled_reward")
+	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), o, func(error) int { return 0 })
+	user, err := spec.Params.ParseKV([]string{"scale=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages, err := AdvantageStages(reg, "toy_scaled_reward", user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out.parquet")
+	res, err := pipeline.Run(context.Background(), pipeline.Job{In: filepath.Join(repoRoot, "fixtures/stores/demo.parquet"), Out: out, Stages: stages})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.In != 384 || res.Out != 384 {
 		t.Fatalf("result %+v", res)
 	}
-	_, rewards, adv := readOutput(t, res.Store)
+	_, rewards, adv := readOutput(t, out)
 	scored := 0
 	for i, a := range adv {
 		for _, v := range a {

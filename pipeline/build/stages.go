@@ -91,14 +91,14 @@ func AdvantageStages(reg *advantage.Registry, name string, user map[string]any, 
 	if err != nil {
 		return nil, err
 	}
-	if spec.Side() == advantage.TrainerSide {
-		fn, err := reg.Trainer(name, user)
+	if spec.New.Side() == advantage.TrainerSide {
+		fn, err := advantage.Trainer(reg, name, user)
 		if err != nil {
 			return nil, err
 		}
 		return pipeline.TrainerSide(name, fn, penalty), nil
 	}
-	fn, err := reg.Pipeline(name, user)
+	fn, err := advantage.Pipeline(reg, name, user)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func StrategyStages(name string, kvs []string) ([]pipeline.Stage, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	fn, err := reg.Pipeline(name, user)
+	fn, err := addstrategy.New(reg, name, user)
 	if err != nil {
 		return nil, err
 	}

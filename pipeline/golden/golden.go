@@ -7,6 +7,8 @@
 package golden
 
 import (
+	"sync"
+
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/conformance"
@@ -49,50 +51,42 @@ func Run(dir string, kinds []string, ev tokens.Evaluator, f32 bool) (conformance
 	return conformance.RunDir(dir, kinds, reg)
 }
 
-// kind is one golden kind: what its vectors check and its runner, ev
-// evaluating the loss, KL and entropy kernels (CPU or a device).
-type kind struct {
-	doc    string
-	runner func(ev tokens.Evaluator) conformance.Runner
-}
+// Runner builds the runner of a golden kind, ev evaluating the loss, KL
+// and entropy kernels (CPU or a device).
+type Runner func(ev tokens.Evaluator) conformance.Runner
 
-// kinds is the table of golden kinds rftpipe implements, one line per kind.
-var kinds = registry.Of("conformance kind", map[string]kind{
-	"policy_loss": {"the policy loss fns: loss, every metric, gradient w.r.t. logprob",
-		func(ev tokens.Evaluator) conformance.Runner { return loss.ConformanceRunnerOn(loss.Default(), ev) }},
-	"kl": {"the KL fns: per-token kl, kl loss per aggregation mode (+ gradient), KL penalty on rewards",
-		kl.ConformanceRunnerOn},
-	"entropy": {"the entropy loss fns (+ gradient w.r.t. entropy)",
-		entropy.ConformanceRunnerOn},
-	"advantage": {"the advantage fns, group-based and trainer-side",
-		func(tokens.Evaluator) conformance.Runner { return advantage.ConformanceRunner(advantage.Default()) }},
-	"add_strategy": {"the add strategies of Trinity-RFT's old add_strategy package",
-		func(tokens.Evaluator) conformance.Runner { return addstrategy.ConformanceRunner(addstrategy.Default()) }},
-	"rollout_correction": {"verl's rollout correction, off-policy metrics, agg_loss and policy losses with IS weights",
-		func(tokens.Evaluator) conformance.Runner { return rolloutRunner(loss.Default()) }},
-	"operator": {"the experience operators",
-		func(tokens.Evaluator) conformance.Runner { return operator.ConformanceRunner(operator.Default()) }},
+// Kinds returns the table of golden kinds rftpipe implements, built once:
+// one spec per kind, its Doc what its vectors check.
+var Kinds = sync.OnceValue(func() *registry.Registry[Runner] {
+	return registry.Must("conformance kind", []registry.Spec[Runner]{
+		{Name: "policy_loss", Doc: "the policy loss fns: loss, every metric, gradient w.r.t. logprob",
+			New: func(ev tokens.Evaluator) conformance.Runner { return loss.ConformanceRunnerOn(loss.Default(), ev) }},
+		{Name: "kl", Doc: "the KL fns: per-token kl, kl loss per aggregation mode (+ gradient), KL penalty on rewards",
+			New: kl.ConformanceRunnerOn},
+		{Name: "entropy", Doc: "the entropy loss fns (+ gradient w.r.t. entropy)",
+			New: entropy.ConformanceRunnerOn},
+		{Name: "advantage", Doc: "the advantage fns, group-based and trainer-side",
+			New: func(tokens.Evaluator) conformance.Runner { return advantage.ConformanceRunner(advantage.Default()) }},
+		{Name: "add_strategy", Doc: "the add strategies of Trinity-RFT's old add_strategy package",
+			New: func(tokens.Evaluator) conformance.Runner { return addstrategy.ConformanceRunner(addstrategy.Default()) }},
+		{Name: "rollout_correction", Doc: "verl's rollout correction, off-policy metrics, agg_loss and policy losses with IS weights",
+			New: func(tokens.Evaluator) conformance.Runner { return rolloutRunner(loss.Default()) }},
+		{Name: "operator", Doc: "the experience operators",
+			New: func(tokens.Evaluator) conformance.Runner { return operator.ConformanceRunner(operator.Default()) }},
+	}...)
 })
-
-// Kinds returns the golden kinds as a registry.Family (each entry's Doc is
-// what its vectors check).
-func Kinds() registry.Family {
-	return kinds.Family(func(k kind) registry.Entry { return registry.Entry{Doc: k.doc} })
-}
 
 // Registry returns a conformance registry of every golden kind (Kinds); ev
 // evaluates the loss, KL and entropy kernels (CPU or a device). Kinds of a
 // golden directory missing here are counted as skipped.
 func Registry(ev tokens.Evaluator) (*conformance.Registry, error) {
-	reg := conformance.NewRegistry()
-	for _, name := range kinds.Names() {
-		k, err := kinds.Get(name)
+	var runners []conformance.Kind
+	for _, name := range Kinds().Names() {
+		k, err := Kinds().Get(name)
 		if err != nil {
 			return nil, err
 		}
-		if err := reg.Add(name, k.runner(ev)); err != nil {
-			return nil, err
-		}
+		runners = append(runners, conformance.Kind{Name: k.Name, Doc: k.Doc, New: k.New(ev)})
 	}
-	return reg, nil
+	return conformance.NewRegistry(runners...)
 }

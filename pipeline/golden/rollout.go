@@ -189,7 +189,7 @@ func evalLoss(reg *loss.Registry, c *conformance.Case, b *tokens.Batch, call int
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	l, err := reg.New(name, a)
+	l, err := loss.New(reg, name, a)
 	if err != nil {
 		return 0, nil, nil, err
 	}

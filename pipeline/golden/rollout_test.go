@@ -14,8 +14,8 @@ const fixtures = "../../fixtures/conformance"
 // TestRolloutConformance runs every rollout_correction golden case: all must pass
 // (error cases pass when we return an error).
 func TestRolloutConformance(t *testing.T) {
-	reg := conformance.NewRegistry()
-	if err := reg.Add("rollout_correction", rolloutRunner(loss.Default())); err != nil {
+	reg, err := conformance.NewRegistry(conformance.Kind{Name: "rollout_correction", New: rolloutRunner(loss.Default())})
+	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := conformance.RunDir(fixtures, []string{"rollout_correction"}, reg)
@@ -55,8 +55,8 @@ func TestVerlLosses2026(t *testing.T) {
 			}
 		}
 	}
-	reg := conformance.NewRegistry()
-	if err := reg.Add("rollout_correction", rolloutRunner(loss.Default())); err != nil {
+	reg, err := conformance.NewRegistry(conformance.Kind{Name: "rollout_correction", New: rolloutRunner(loss.Default())})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var rep conformance.Report

@@ -281,14 +281,14 @@ func (j *File) checkArgNames() error {
 	if typeName == "" {
 		typeName = algorithm.DefaultType
 	}
-	t, err := algorithm.Default().Get(typeName)
+	spec, err := algorithm.Default().Get(typeName)
 	if err != nil {
 		return j.errAt("algorithm.algorithm_type", suggest(typeName, algorithm.Default().Names()), err)
 	}
 	for _, s := range algorithm.Slots {
 		fn := j.Algorithm.Fn(s)
 		if fn == "" {
-			fn = t.DefaultFn(s)
+			fn = spec.New.DefaultFn(s)
 		}
 		valid, err := algorithm.ArgNames(s, fn)
 		if err != nil {

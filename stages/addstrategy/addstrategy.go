@@ -9,8 +9,8 @@
 // which rows are written, with which scores (nil for the strategies that
 // compute no advantage), and the metrics the strategy reported; Writes splits
 // the output into upstream's writer calls (one per group, one per run, or one
-// in all). Presets are registered in an advantage.Registry, so args, defaults
-// and validation work as for the advantage fns.
+// in all). Presets have their own Registry; args, defaults and validation
+// work as for the advantage fns.
 package addstrategy
 
 import (
@@ -18,9 +18,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
+	"github.com/rftpipe/rftpipe/stages/registry"
 )
 
 // writeUnit is how a strategy split its writes.
@@ -102,31 +104,32 @@ func (s *Strategy) Writes(p *advantage.Plan, in *advantage.Input) [][]advantage.
 	return writes
 }
 
-var (
-	defaultOnce sync.Once
-	defaultReg  *advantage.Registry
-)
+// Constructor builds a configured strategy from its resolved args.
+type Constructor func(a args.Values) (*Strategy, error)
+
+// Spec describes one add strategy: its name, args and constructor.
+type Spec = registry.Spec[Constructor]
+
+// Registry maps add strategy names to Specs.
+type Registry = registry.Registry[Constructor]
 
 // Default returns the registry of the six add strategies, built once.
-func Default() *advantage.Registry {
-	defaultOnce.Do(func() {
-		r := advantage.NewRegistry()
-		if err := Register(r); err != nil {
-			panic(err) // built-in names are distinct; a clash is a programming error
-		}
-		defaultReg = r
-	})
-	return defaultReg
-}
+var Default = sync.OnceValue(func() *Registry {
+	return registry.Must("add strategy",
+		grpoSpec(), opmdSpec(), stepWiseGRPOSpec(), rewardVarianceSpec(), correctBiasSpec(), duplicateInformativeSpec())
+})
 
-// Register adds the six add strategies to r.
-func Register(r *advantage.Registry) error {
-	for _, s := range []advantage.Spec{grpoSpec(), opmdSpec(), stepWiseGRPOSpec(), rewardVarianceSpec(), correctBiasSpec(), duplicateInformativeSpec()} {
-		if err := r.Add(s); err != nil {
-			return err
-		}
+// New builds add strategy name of reg with args (nil: default_args()).
+func New(reg *Registry, name string, user map[string]any) (*Strategy, error) {
+	s, err := reg.Get(name)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	a, err := s.Params.Resolve(user)
+	if err != nil {
+		return nil, schema.BadInputf("add strategy %s: %v", name, err)
+	}
+	return s.New(a)
 }
 
 // param declares an arg whose constructor default is also its default_args() value.

@@ -1,10 +1,13 @@
 package addstrategy
 
 import (
+	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 )
 
@@ -12,6 +15,24 @@ func TestNames(t *testing.T) {
 	want := []string{"correct_bias", "duplicate_informative", "grpo", "opmd", "reward_variance", "step_wise_grpo"}
 	if got := Default().Names(); !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestErrors: a bad name or argument is a bad-input error naming the add
+// strategy family, not the advantage fns'.
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		user map[string]any
+		want string
+	}{
+		{"nosuch", nil, `unknown add strategy "nosuch" (valid: correct_bias, duplicate_informative, grpo, opmd, reward_variance, step_wise_grpo)`},
+		{"grpo", map[string]any{"epsilonn": 1.0}, "add strategy grpo: unknown argument epsilonn"},
+	} {
+		_, err := New(Default(), tc.name, tc.user)
+		if !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%q, %v): %v, want bad input with %q", tc.name, tc.user, err, tc.want)
+		}
 	}
 }
 
@@ -34,11 +55,10 @@ func TestWrites(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fn, err := Default().Pipeline(tc.name, nil)
+			s, err := New(Default(), tc.name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := fn.(*Strategy)
 			p, err := s.Plan(in)
 			if err != nil {
 				t.Fatal(err)
@@ -64,7 +84,7 @@ func TestWrites(t *testing.T) {
 func TestDuplicateInformativeSeeded(t *testing.T) {
 	tids := []string{"a", "a", "b", "b", "c", "c", "d", "d", "e", "e", "f", "f"}
 	reward := []float64{0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1} // a, b informative
-	fn, err := Default().Pipeline("duplicate_informative", nil)
+	fn, err := New(Default(), "duplicate_informative", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

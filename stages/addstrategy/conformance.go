@@ -12,7 +12,7 @@ import (
 // over the strategies of reg (Default() if nil). The wall-clock metric
 // add_strategy_time is left out of the comparison, as the golden files
 // leave it out.
-func ConformanceRunner(reg *advantage.Registry) conformance.Runner {
+func ConformanceRunner(reg *Registry) conformance.Runner {
 	if reg == nil {
 		reg = Default()
 	}
@@ -25,13 +25,9 @@ func ConformanceRunner(reg *advantage.Registry) conformance.Runner {
 		if err != nil {
 			return err
 		}
-		fn, err := reg.Pipeline(c.Fn, args)
+		s, err := New(reg, c.Fn, args)
 		if err != nil {
 			return err
-		}
-		s, ok := fn.(*Strategy)
-		if !ok {
-			return fmt.Errorf("%s: %s is not an add strategy", c.Name, c.Fn)
 		}
 		var want struct {
 			Count   int                     `json:"count"`

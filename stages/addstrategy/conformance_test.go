@@ -8,8 +8,8 @@ import (
 
 // TestConformance runs every add_strategy golden case and expects 0 failures.
 func TestConformance(t *testing.T) {
-	reg := conformance.NewRegistry()
-	if err := reg.Add("add_strategy", ConformanceRunner(nil)); err != nil {
+	reg, err := conformance.NewRegistry(conformance.Kind{Name: "add_strategy", New: ConformanceRunner(nil)})
+	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := conformance.RunDir("../../fixtures/conformance", []string{"add_strategy"}, reg)

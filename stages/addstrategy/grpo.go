@@ -7,12 +7,12 @@ import (
 
 // grpoSpec is GRPOAddStrategy: today's grpo fn with default args, one write
 // per group, only the group_advantages/* metrics.
-func grpoSpec() advantage.Spec {
-	return advantage.Spec{
+func grpoSpec() Spec {
+	return Spec{
 		Name:   "grpo",
 		Doc:    "GRPO advantages per task group (no filter)",
 		Params: args.Schema{paramEpsilon},
-		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
+		New: func(a args.Values) (*Strategy, error) {
 			return &Strategy{stage: &advantage.GRPO{Epsilon: a.Float("epsilon")}, unit: perGroup, groupMetrics: true}, nil
 		},
 	}

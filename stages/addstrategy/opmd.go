@@ -8,8 +8,8 @@ import (
 // opmdSpec is OPMDAddStrategy: today's opmd fn, one write per group, no
 // metrics (its group_baseline was an unconverted tensor that gather_metrics
 // dropped, Q-37). opmd_baseline must be mean or logavgexp, as it asserted.
-func opmdSpec() advantage.Spec {
-	return advantage.Spec{
+func opmdSpec() Spec {
+	return Spec{
 		Name: "opmd",
 		Doc:  "OPMD advantages per task group",
 		Params: args.Schema{
@@ -17,7 +17,7 @@ func opmdSpec() advantage.Spec {
 				Choices: []string{"mean", "logavgexp"}, Doc: "group mean or log-avg-exp"},
 			param("tau", args.Float, 1.0, "logavgexp temperature"),
 		},
-		NewPipeline: func(a args.Values) (advantage.PipelineFn, error) {
+		New: func(a args.Values) (*Strategy, error) {
 			stage := &advantage.OPMD{LogAvgExp: a.String("opmd_baseline") == "logavgexp", Tau: a.Float("tau")}
 			return &Strategy{stage: stage, unit: perGroup}, nil
 		},

@@ -19,9 +19,9 @@ func asymreSpec() Spec {
 		Params: args.Schema{paramBaselineShift,
 			flag("true_reward_mean", "Q-11 fix: report the real group mean as reward_mean"),
 			paramSingleton},
-		NewPipeline: func(a args.Values) (PipelineFn, error) {
+		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {
 			return &ASYMRE{BaselineShift: a.Float("baseline_shift"), TrueRewardMean: a.Bool("true_reward_mean"), Singleton: singleton(a)}, nil
-		},
+		}),
 	}
 }
 

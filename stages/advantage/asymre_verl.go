@@ -11,9 +11,9 @@ func asymreVerlSpec() Spec {
 		Name:   "asymre_verl",
 		Doc:    "asymre on summed token rewards, grouped by uid (trainer side)",
 		Params: args.Schema{paramBaselineShift},
-		NewTrainer: func(a args.Values) (TrainerFn, error) {
+		New: TrainerCtor(func(a args.Values) (TrainerFn, error) {
 			return &ASYMREVerl{BaselineShift: a.Float("baseline_shift")}, nil
-		},
+		}),
 	}
 }
 

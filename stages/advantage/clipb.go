@@ -19,9 +19,9 @@ func clipBSpec() Spec {
 		Doc:  "grpo_verl advantages plus entropy-based clipping of negative-advantage tokens",
 		Params: args.Schema{paramEpsilon,
 			param("mu", args.Float, 2.5, "clip tokens with S − E[S] < −mu·std(S)")},
-		NewTrainer: func(a args.Values) (TrainerFn, error) {
+		New: TrainerCtor(func(a args.Values) (TrainerFn, error) {
 			return &ClipB{Epsilon: a.Float("epsilon"), Mu: a.Float("mu")}, nil
-		},
+		}),
 	}
 }
 

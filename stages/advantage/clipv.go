@@ -22,9 +22,9 @@ func clipVSpec() Spec {
 			// default_args() says 8.5, the constructor 2.0: both layers are kept.
 			{Name: "mu", Kind: args.Float, Ctor: 2.0, Default: 8.5, InDefaults: true, Doc: "clip tokens with D > mu·std(D)"},
 			param("max_frac", args.Float, 1e-4, "largest fraction of tokens clipped before top-k")},
-		NewTrainer: func(a args.Values) (TrainerFn, error) {
+		New: TrainerCtor(func(a args.Values) (TrainerFn, error) {
 			return &ClipV{Epsilon: a.Float("epsilon"), Mu: a.Float("mu"), MaxFrac: a.Float("max_frac")}, nil
-		},
+		}),
 	}
 }
 

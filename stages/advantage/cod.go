@@ -74,7 +74,7 @@ func codSpec() Spec {
 			str("red_weight_adaptive_level", nil, "re-weighting groups: task | taskset | null (all rows)"),
 			param("red_weight_adv_shift", args.Bool, false, "shift negative-mean groups to mean 0"),
 		},
-		NewPipeline: func(a args.Values) (PipelineFn, error) {
+		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {
 			level := a.String("std_cal_level")
 			f := &CoD{
 				Standard: StepWiseGRPO{
@@ -111,7 +111,7 @@ func codSpec() Spec {
 				return nil, errorf("cod", "red_weight_temp must be positive (have %v)", f.Temp)
 			}
 			return f, nil
-		},
+		}),
 	}
 }
 

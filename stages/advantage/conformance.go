@@ -351,8 +351,8 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 		var got []GotRow
 		var metrics agg.Metrics
 		var plan *Plan
-		if spec.Side() == TrainerSide {
-			fn, err := reg.Trainer(c.Fn, args)
+		if spec.New.Side() == TrainerSide {
+			fn, err := Trainer(reg, c.Fn, args)
 			if err != nil {
 				return err
 			}
@@ -362,7 +362,7 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 			}
 			got, metrics = resultRows(res, exps, c.Fn == "clipb" || c.Fn == "clipv"), res.Metrics
 		} else {
-			fn, err := reg.Pipeline(c.Fn, args)
+			fn, err := Pipeline(reg, c.Fn, args)
 			if err != nil {
 				return err
 			}

@@ -10,8 +10,8 @@ import (
 // TestConformance runs every advantage golden case, random ones on their
 // deterministic part, and expects 0 failures.
 func TestConformance(t *testing.T) {
-	reg := conformance.NewRegistry()
-	if err := reg.Add("advantage", ConformanceRunner(nil)); err != nil {
+	reg, err := conformance.NewRegistry(conformance.Kind{Name: "advantage", New: ConformanceRunner(nil)})
+	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := conformance.RunDir("../../fixtures/conformance", []string{"advantage"}, reg)

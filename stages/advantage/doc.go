@@ -44,7 +44,7 @@
 // # Args and registry
 //
 // Fns are looked up by name in a Registry (Default: every built-in fn and
-// filter, registered by explicit Register… calls). Args use stages/args with
+// filter, one table in registry.go, built once). Args use stages/args with
 // upstream's two layers: no dict means default_args(), a dict falls back to
 // the constructor defaults for the keys it omits (clipv mu: 8.5 vs 2.0,
 // Unknown names and bad values are errors wrapping schema.ErrBadInput

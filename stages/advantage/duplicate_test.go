@@ -126,7 +126,7 @@ func TestFilters(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fn, err := Default().Pipeline(tc.fn, tc.args)
+			fn, err := Pipeline(Default(), tc.fn, tc.args)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +158,7 @@ func TestEmptyInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.fn, func(t *testing.T) {
-			fn, err := Default().Pipeline(tc.fn, nil)
+			fn, err := Pipeline(Default(), tc.fn, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

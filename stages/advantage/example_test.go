@@ -25,7 +25,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fn, err := advantage.Default().Pipeline("grpo", user)
+	fn, err := advantage.Pipeline(advantage.Default(), "grpo", user)
 	if err != nil {
 		panic(err)
 	}

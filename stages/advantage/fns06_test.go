@@ -34,7 +34,7 @@ func TestNew06Errors(t *testing.T) {
 			CoD: []CoDInfo{{Task: "0", Type: "other"}}}, "Invalid exp_type other"},
 		{"cod", map[string]any{"iterative_hint_e2e_causal": true}, &Input{Reward: []float64{1}, Tasks: GroupBy([]string{"0/0"})}, "needs the CoD info"},
 	} {
-		fn, err := Default().Pipeline(c.fn, c.args)
+		fn, err := Pipeline(Default(), c.fn, c.args)
 		if err == nil && c.in != nil {
 			_, err = fn.Plan(c.in)
 		}
@@ -53,7 +53,7 @@ func TestGiGPOAnchorsByText(t *testing.T) {
 		{EID: GoldenEID{Batch: "0", Task: "2"}, Info: map[string]json.RawMessage{"step_reward": json.RawMessage("3")}},
 	}
 	in := GoldenInput(exps, 0)
-	fn, err := Default().Pipeline("gigpo", nil)
+	fn, err := Pipeline(Default(), "gigpo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestDropReasons(t *testing.T) {
 			CoD: []CoDInfo{{Task: "a", Type: "solve_task", TaskRewards: []float64{1}, RespLen: 1}, {Task: "a", Run: 1, Type: "solve_task", TaskRewards: []float64{0}, Judge: true}}},
 			[]string{"", DropJudgeFlagged}},
 	} {
-		fn, err := Default().Pipeline(c.fn, c.args)
+		fn, err := Pipeline(Default(), c.fn, c.args)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func gdpoSpec() Spec {
 			param("num_generations", args.Int, nil, "rows per task group (G); null: the task groups as they are").In(args.AtLeast1),
 			param("reward_weights", args.Floats, nil, "one weight per reward component; null: all ones"),
 		},
-		NewPipeline: func(a args.Values) (PipelineFn, error) {
+		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {
 			f := &GDPO{Generations: int(a.Int("num_generations"))}
 			var sum float32 // of the magnitudes: a bound on every weighted sum
 			for _, w := range a.Floats("reward_weights") {
@@ -45,7 +45,7 @@ func gdpoSpec() Spec {
 				return nil, errorf("gdpo", "reward_weights %v: their float32 sum overflows, so every weighted reward sum may be infinite", a.Floats("reward_weights"))
 			}
 			return f, nil
-		},
+		}),
 	}
 }
 

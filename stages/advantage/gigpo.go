@@ -34,11 +34,11 @@ func gigpoSpec() Spec {
 			param("step_reward_key", args.String, "step_reward", "info key of the per-step reward"),
 			param("env_state_hash_key", args.String, "env_state_hash", "info key of the anchor-state hash"),
 		},
-		NewPipeline: func(a args.Values) (PipelineFn, error) {
+		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {
 			return &GiGPO{Omega: a.Float("omega"), Gamma: a.Float("gamma"), Epsilon: a.Float("epsilon"),
 				StdNorm: a.String("fnorm") == "std", StepRewardKey: a.String("step_reward_key"),
 				StateHashKey: a.String("env_state_hash_key")}, nil
-		},
+		}),
 	}
 }
 

@@ -38,7 +38,7 @@ func grpoSpec() Spec {
 			flag("dr_grpo", "Dr.GRPO: no std normalisation, score = reward − mean"),
 			paramSingleton,
 		},
-		NewPipeline: func(a args.Values) (PipelineFn, error) {
+		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {
 			g := &GRPO{
 				Epsilon:       a.Float("epsilon"),
 				Duplicate:     a.Bool("duplicate_experiences"),
@@ -54,7 +54,7 @@ func grpoSpec() Spec {
 				g.RankPenalty = &r
 			}
 			return g, nil
-		},
+		}),
 	}
 }
 

@@ -8,10 +8,10 @@ type GRPOVerl struct{ Epsilon float64 }
 
 func grpoVerlSpec() Spec {
 	return Spec{
-		Name:       "grpo_verl",
-		Doc:        "GRPO on summed token rewards, grouped by uid (trainer side)",
-		Params:     args.Schema{paramEpsilon},
-		NewTrainer: func(a args.Values) (TrainerFn, error) { return &GRPOVerl{Epsilon: a.Float("epsilon")}, nil },
+		Name:   "grpo_verl",
+		Doc:    "GRPO on summed token rewards, grouped by uid (trainer side)",
+		Params: args.Schema{paramEpsilon},
+		New:    TrainerCtor(func(a args.Values) (TrainerFn, error) { return &GRPOVerl{Epsilon: a.Float("epsilon")}, nil }),
 	}
 }
 

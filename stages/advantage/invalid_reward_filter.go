@@ -14,9 +14,9 @@ type InvalidRewardFilter struct{}
 
 func invalidRewardFilterSpec() Spec {
 	return Spec{
-		Name:        "invalid_reward_filter",
-		Doc:         "drop rows whose reward is null or NaN",
-		NewPipeline: func(args.Values) (PipelineFn, error) { return InvalidRewardFilter{}, nil },
+		Name: "invalid_reward_filter",
+		Doc:  "drop rows whose reward is null or NaN",
+		New:  PipelineCtor(func(args.Values) (PipelineFn, error) { return InvalidRewardFilter{}, nil }),
 	}
 }
 

@@ -24,9 +24,9 @@ func jsdSpec() Spec {
 			param("temperature", args.Float, 1.0, "divides both log-probs").In(args.NonZero),
 			param("chunk_size", args.Int, nil, "upstream memory chunking, 0 as null; no effect on values").In(args.NonNeg),
 		},
-		NewTrainer: func(a args.Values) (TrainerFn, error) {
+		New: TrainerCtor(func(a args.Values) (TrainerFn, error) {
 			return &JSD{Lambda: a.Float("lambda_coef"), KLCoef: a.Float("kl_coef"), Temperature: a.Float("temperature")}, nil
-		},
+		}),
 	}
 }
 

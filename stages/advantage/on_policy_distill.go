@@ -11,10 +11,10 @@ type OnPolicyDistill struct{ KLCoef float64 }
 
 func onPolicyDistillSpec() Spec {
 	return Spec{
-		Name:       "on_policy_distill",
-		Doc:        "reverse-KL distillation advantage from teacher log-probs",
-		Params:     args.Schema{param("kl_coef", args.Float, 1.0, "scale of the advantage")},
-		NewTrainer: func(a args.Values) (TrainerFn, error) { return &OnPolicyDistill{KLCoef: a.Float("kl_coef")}, nil },
+		Name:   "on_policy_distill",
+		Doc:    "reverse-KL distillation advantage from teacher log-probs",
+		Params: args.Schema{param("kl_coef", args.Float, 1.0, "scale of the advantage")},
+		New:    TrainerCtor(func(a args.Values) (TrainerFn, error) { return &OnPolicyDistill{KLCoef: a.Float("kl_coef")}, nil }),
 	}
 }
 

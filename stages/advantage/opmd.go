@@ -19,9 +19,9 @@ func opmdSpec() Spec {
 		Name:   "opmd",
 		Doc:    "reward minus the group baseline (mean or log-avg-exp)",
 		Params: args.Schema{paramOPMDBaseline, paramTau, paramSingleton},
-		NewPipeline: func(a args.Values) (PipelineFn, error) {
+		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {
 			return &OPMD{LogAvgExp: a.String("opmd_baseline") == "logavgexp", Tau: a.Float("tau"), Singleton: singleton(a)}, nil
-		},
+		}),
 	}
 }
 

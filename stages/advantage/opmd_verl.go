@@ -14,9 +14,9 @@ func opmdVerlSpec() Spec {
 		Name:   "opmd_verl",
 		Doc:    "opmd on summed token rewards, grouped by uid (trainer side)",
 		Params: args.Schema{paramOPMDBaseline, paramTau},
-		NewTrainer: func(a args.Values) (TrainerFn, error) {
+		New: TrainerCtor(func(a args.Values) (TrainerFn, error) {
 			return &OPMDVerl{LogAvgExp: a.String("opmd_baseline") == "logavgexp", Tau: a.Float("tau")}, nil
-		},
+		}),
 	}
 }
 

@@ -18,7 +18,7 @@ func ppoSpec() Spec {
 			param("gamma", args.Float, 1.0, "discount"),
 			param("lam", args.Float, 1.0, "GAE lambda"),
 		},
-		NewTrainer: func(a args.Values) (TrainerFn, error) { return &PPO{Gamma: a.Float("gamma"), Lam: a.Float("lam")}, nil },
+		New: TrainerCtor(func(a args.Values) (TrainerFn, error) { return &PPO{Gamma: a.Float("gamma"), Lam: a.Float("lam")}, nil }),
 	}
 }
 

@@ -79,7 +79,7 @@ func TestRankPenaltyAdjustedScore(t *testing.T) {
 	}{{"upstream raw numerator", false}, {"Q-01 adjusted numerator", true}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fn, err := Default().Pipeline("grpo", map[string]any{"rank_penalty": pen, "rank_penalty_adjusted_score": tc.adjusted})
+			fn, err := Pipeline(Default(), "grpo", map[string]any{"rank_penalty": pen, "rank_penalty_adjusted_score": tc.adjusted})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +125,7 @@ func TestSingletonGroupPolicy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.fn+"/"+tc.policy, func(t *testing.T) {
-			fn, err := Default().Pipeline(tc.fn, map[string]any{"singleton_group_policy": tc.policy})
+			fn, err := Pipeline(Default(), tc.fn, map[string]any{"singleton_group_policy": tc.policy})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +158,7 @@ func TestRECSingleton(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fn, err := Default().Pipeline("rec", tc.args)
+			fn, err := Pipeline(Default(), "rec", tc.args)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func TestStepWiseLastByStep(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fn, err := Default().Pipeline("step_wise_grpo", map[string]any{"last_by_eid_step": tc.fix})
+			fn, err := Pipeline(Default(), "step_wise_grpo", map[string]any{"last_by_eid_step": tc.fix})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,7 +234,7 @@ func TestAsymreTrueRewardMean(t *testing.T) {
 	}{{"upstream", false, 0.1}, {"Q-11", true, 0.3}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fn, err := Default().Pipeline("asymre", map[string]any{"true_reward_mean": tc.fix})
+			fn, err := Pipeline(Default(), "asymre", map[string]any{"true_reward_mean": tc.fix})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -269,7 +269,7 @@ func TestDrGRPOAndBatchStd(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fn, err := Default().Pipeline("grpo", tc.args)
+			fn, err := Pipeline(Default(), "grpo", tc.args)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -29,10 +29,10 @@ func recSpec() Spec {
 			{Name: "drop", Kind: args.String, Nullable: true, InDefaults: true, Choices: []string{"balance"},
 				Doc: "null, or balance: zero surplus negatives"},
 			paramSingleton},
-		NewPipeline: func(a args.Values) (PipelineFn, error) {
+		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {
 			return &REC{Epsilon: a.Float("epsilon"), StdNormalize: a.Bool("std_normalize"),
 				DropBalance: a.String("drop") == "balance", Singleton: singleton(a)}, nil
-		},
+		}),
 	}
 }
 

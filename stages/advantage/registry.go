@@ -1,7 +1,6 @@
 package advantage
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -60,132 +59,78 @@ const (
 // String returns "pipeline" or "trainer".
 func (s Side) String() string { return [...]string{"pipeline", "trainer"}[s] }
 
+// Constructor builds a configured fn from its resolved args: a
+// PipelineCtor or a TrainerCtor, whose type says where the fn runs.
+type Constructor interface {
+	// Side returns where the fns built run.
+	Side() Side
+}
+
+// PipelineCtor builds a pipeline-side fn (or filter).
+type PipelineCtor func(a args.Values) (PipelineFn, error)
+
+// TrainerCtor builds a trainer-side fn.
+type TrainerCtor func(a args.Values) (TrainerFn, error)
+
+// Side implements Constructor.
+func (PipelineCtor) Side() Side { return PipelineSide }
+
+// Side implements Constructor.
+func (TrainerCtor) Side() Side { return TrainerSide }
+
 // Spec describes one registered fn: its name, its args (with upstream's
-// constructor and default_args() defaults) and its constructor. Exactly one
-// of NewPipeline and NewTrainer is set.
-type Spec struct {
-	Name        string
-	Doc         string
-	Params      args.Schema
-	NewPipeline func(a args.Values) (PipelineFn, error)
-	NewTrainer  func(a args.Values) (TrainerFn, error)
-}
+// constructor and default_args() defaults) and its constructor.
+type Spec = registry.Spec[Constructor]
 
-// Side returns where the fn runs.
-func (s *Spec) Side() Side {
-	if s.NewTrainer != nil {
-		return TrainerSide
-	}
-	return PipelineSide
-}
+// Registry maps fn names to Specs.
+type Registry = registry.Registry[Constructor]
 
-// Defaults returns upstream's default_args() (a fresh map).
-func (s *Spec) Defaults() args.Values { return s.Params.Defaults() }
+// Default returns the registry of every built-in fn and filter, built once.
+var Default = sync.OnceValue(func() *Registry {
+	return registry.Must("advantage fn",
+		// pipeline side
+		grpoSpec(), stepWiseGRPOSpec(), opmdSpec(), asymreSpec(), recSpec(), reinforceSpec(),
+		gigpoSpec(), gdpoSpec(), codSpec(),
+		// trainer side
+		ppoSpec(), grpoVerlSpec(), reinforcePlusPlusSpec(), remaxSpec(), rlooSpec(),
+		opmdVerlSpec(), asymreVerlSpec(), onPolicyDistillSpec(), jsdSpec(), clipBSpec(), clipVSpec(),
+		// experience filters (pipeline side, no advantage)
+		rewardStdFilterSpec(), invalidRewardFilterSpec())
+})
 
-// Registry maps fn names to Specs (a stages/registry table). Build one with
-// NewRegistry and explicit Register… calls, or use Default.
-type Registry struct {
-	r *registry.Registry[*Spec]
-}
-
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{r: registry.New[*Spec]("advantage fn")} }
-
-// Add registers s; a duplicate name or a spec without exactly one
-// constructor is an error.
-func (r *Registry) Add(s Spec) error {
-	if (s.NewPipeline == nil) == (s.NewTrainer == nil) {
-		return fmt.Errorf("advantage: spec %q needs exactly one of NewPipeline, NewTrainer", s.Name)
-	}
-	return r.r.Add(s.Name, &s)
-}
-
-// Get returns the spec of name; an unknown name is an error wrapping
-// schema.ErrBadInput that lists the registered names.
-func (r *Registry) Get(name string) (*Spec, error) { return r.r.Get(name) }
-
-// Names returns the registered names, sorted.
-func (r *Registry) Names() []string { return r.r.Names() }
-
-// Family returns the registry as a registry.Family.
-func (r *Registry) Family() registry.Family {
-	return r.r.Family(func(s *Spec) registry.Entry { return registry.Entry{Doc: s.Doc, Params: s.Params} })
-}
-
-// Pipeline builds the pipeline-side fn name with args (nil: default_args()).
-// A trainer-side name is an error, worded as upstream's pipeline check.
-func (r *Registry) Pipeline(name string, user map[string]any) (PipelineFn, error) {
-	s, err := r.Get(name)
+// Pipeline builds the pipeline-side fn name of reg with args (nil:
+// default_args()). A trainer-side name is an error, worded as upstream's
+// pipeline check.
+func Pipeline(reg *Registry, name string, user map[string]any) (PipelineFn, error) {
+	s, err := reg.Get(name)
 	if err != nil {
 		return nil, err
 	}
-	if s.NewPipeline == nil {
+	ctor, ok := s.New.(PipelineCtor)
+	if !ok {
 		return nil, schema.BadInputf("AdvantageFn %s can only be computed in the trainer, please check your implementation.", name)
 	}
 	a, err := Resolve(name, s.Params, user)
 	if err != nil {
 		return nil, err
 	}
-	return s.NewPipeline(a)
+	return ctor(a)
 }
 
-// Trainer builds the trainer-side fn name with args (nil: default_args()).
-func (r *Registry) Trainer(name string, user map[string]any) (TrainerFn, error) {
-	s, err := r.Get(name)
+// Trainer builds the trainer-side fn name of reg with args (nil:
+// default_args()).
+func Trainer(reg *Registry, name string, user map[string]any) (TrainerFn, error) {
+	s, err := reg.Get(name)
 	if err != nil {
 		return nil, err
 	}
-	if s.NewTrainer == nil {
+	ctor, ok := s.New.(TrainerCtor)
+	if !ok {
 		return nil, schema.BadInputf("advantage fn %s runs in the pipeline, not in the trainer", name)
 	}
 	a, err := Resolve(name, s.Params, user)
 	if err != nil {
 		return nil, err
 	}
-	return s.NewTrainer(a)
-}
-
-var (
-	defaultOnce sync.Once
-	defaultReg  *Registry
-)
-
-// Default returns the registry of every built-in fn and filter, built once.
-func Default() *Registry {
-	defaultOnce.Do(func() {
-		r := NewRegistry()
-		for _, register := range []func(*Registry) error{RegisterPipeline, RegisterTrainer, RegisterFilters} {
-			if err := register(r); err != nil {
-				panic(err) // built-in names are distinct; a clash is a programming error
-			}
-		}
-		defaultReg = r
-	})
-	return defaultReg
-}
-
-// RegisterPipeline adds the pipeline-side advantage fns.
-func RegisterPipeline(r *Registry) error {
-	return addAll(r, grpoSpec(), stepWiseGRPOSpec(), opmdSpec(), asymreSpec(), recSpec(), reinforceSpec(),
-		gigpoSpec(), gdpoSpec(), codSpec())
-}
-
-// RegisterTrainer adds the trainer-side advantage fns.
-func RegisterTrainer(r *Registry) error {
-	return addAll(r, ppoSpec(), grpoVerlSpec(), reinforcePlusPlusSpec(), remaxSpec(), rlooSpec(),
-		opmdVerlSpec(), asymreVerlSpec(), onPolicyDistillSpec(), jsdSpec(), clipBSpec(), clipVSpec())
-}
-
-// RegisterFilters adds the experience filters (pipeline side, no advantage).
-func RegisterFilters(r *Registry) error {
-	return addAll(r, rewardStdFilterSpec(), invalidRewardFilterSpec())
-}
-
-func addAll(r *Registry, specs ...Spec) error {
-	for _, s := range specs {
-		if err := r.Add(s); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ctor(a)
 }

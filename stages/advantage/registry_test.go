@@ -19,15 +19,15 @@ func TestDefaultRegistry(t *testing.T) {
 	sides := map[string]Side{"grpo": PipelineSide, "jsd": TrainerSide, "clipv": TrainerSide, "rec": PipelineSide}
 	for name, side := range sides {
 		s, err := Default().Get(name)
-		if err != nil || s.Side() != side {
-			t.Errorf("%s: side %v (%v), want %v", name, s.Side(), err, side)
+		if err != nil || s.New.Side() != side {
+			t.Errorf("%s: side %v (%v), want %v", name, s.New.Side(), err, side)
 		}
 	}
-	if err := Default().Add(Spec{Name: "grpo", NewPipeline: grpoSpec().NewPipeline}); err == nil {
+	if _, err := Default().With(grpoSpec()); err == nil {
 		t.Error("registering grpo twice succeeded")
 	}
-	if err := NewRegistry().Add(Spec{Name: "x"}); err == nil {
-		t.Error("a spec without constructor was accepted")
+	if Default() != Default() {
+		t.Error("Default is rebuilt per call")
 	}
 }
 
@@ -37,34 +37,34 @@ func TestRegistryErrors(t *testing.T) {
 		build    func() error
 		contains []string
 	}{
-		{"unknown fn", func() error { _, err := Default().Pipeline("grpoo", nil); return err },
+		{"unknown fn", func() error { _, err := Pipeline(Default(), "grpoo", nil); return err },
 			[]string{`unknown advantage fn "grpoo"`, "grpo, grpo_verl"}},
 		{"unknown arg", func() error {
-			_, err := Default().Pipeline("grpo", map[string]any{"std_treshold": 0.1})
+			_, err := Pipeline(Default(), "grpo", map[string]any{"std_treshold": 0.1})
 			return err
 		}, []string{"advantage fn grpo", "unknown argument std_treshold", "std_threshold", "duplicate_experiences"}},
 		{"arg of a fn without args", func() error {
-			_, err := Default().Pipeline("reinforce", map[string]any{"x": 1})
+			_, err := Pipeline(Default(), "reinforce", map[string]any{"x": 1})
 			return err
 		}, []string{"unknown argument x"}},
 		{"bad enum", func() error {
-			_, err := Default().Pipeline("grpo", map[string]any{"std_cal_level": "global"})
+			_, err := Pipeline(Default(), "grpo", map[string]any{"std_cal_level": "global"})
 			return err
 		}, []string{"std_cal_level", `"global"`, "group, batch"}},
 		{"bad number", func() error {
-			_, err := Default().Pipeline("grpo", map[string]any{"epsilon": "tiny"})
+			_, err := Pipeline(Default(), "grpo", map[string]any{"epsilon": "tiny"})
 			return err
 		}, []string{"epsilon", "not a valid float"}},
 		{"bad bool", func() error {
-			_, err := Default().Pipeline("grpo", map[string]any{"duplicate_experiences": 1})
+			_, err := Pipeline(Default(), "grpo", map[string]any{"duplicate_experiences": 1})
 			return err
 		}, []string{"duplicate_experiences", "not a valid bool"}},
-		{"trainer fn in the pipeline", func() error { _, err := Default().Pipeline("ppo", nil); return err },
+		{"trainer fn in the pipeline", func() error { _, err := Pipeline(Default(), "ppo", nil); return err },
 			[]string{"AdvantageFn ppo can only be computed in the trainer"}},
-		{"pipeline fn in the trainer", func() error { _, err := Default().Trainer("grpo", nil); return err },
+		{"pipeline fn in the trainer", func() error { _, err := Trainer(Default(), "grpo", nil); return err },
 			[]string{"grpo runs in the pipeline"}},
 		{"bad opmd baseline (Q-30)", func() error {
-			_, err := Default().Pipeline("opmd", map[string]any{"opmd_baseline": "max"})
+			_, err := Pipeline(Default(), "opmd", map[string]any{"opmd_baseline": "max"})
 			return err
 		}, []string{"mean, logavgexp"}},
 	}
@@ -121,7 +121,7 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-func mustSpec(t *testing.T, name string) *Spec {
+func mustSpec(t *testing.T, name string) Spec {
 	t.Helper()
 	s, err := Default().Get(name)
 	if err != nil {
@@ -135,10 +135,10 @@ func TestSpecDefaults(t *testing.T) {
 	for _, name := range Default().Names() {
 		s, _ := Default().Get(name)
 		var err error
-		if s.Side() == PipelineSide {
-			_, err = Default().Pipeline(name, s.Defaults())
+		if s.New.Side() == PipelineSide {
+			_, err = Pipeline(Default(), name, s.Defaults())
 		} else {
-			_, err = Default().Trainer(name, s.Defaults())
+			_, err = Trainer(Default(), name, s.Defaults())
 		}
 		if err != nil {
 			t.Errorf("%s: %v", name, err)

@@ -8,9 +8,9 @@ type Reinforce struct{}
 
 func reinforceSpec() Spec {
 	return Spec{
-		Name:        "reinforce",
-		Doc:         "advantage = reward (no baseline); reports the group mean",
-		NewPipeline: func(args.Values) (PipelineFn, error) { return Reinforce{}, nil },
+		Name: "reinforce",
+		Doc:  "advantage = reward (no baseline); reports the group mean",
+		New:  PipelineCtor(func(args.Values) (PipelineFn, error) { return Reinforce{}, nil }),
 	}
 }
 

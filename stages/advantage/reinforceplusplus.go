@@ -13,10 +13,10 @@ type ReinforcePlusPlus struct{ Gamma float64 }
 
 func reinforcePlusPlusSpec() Spec {
 	return Spec{
-		Name:       "reinforceplusplus",
-		Doc:        "discounted returns whitened over the batch",
-		Params:     args.Schema{param("gamma", args.Float, 1.0, "discount")},
-		NewTrainer: func(a args.Values) (TrainerFn, error) { return &ReinforcePlusPlus{Gamma: a.Float("gamma")}, nil },
+		Name:   "reinforceplusplus",
+		Doc:    "discounted returns whitened over the batch",
+		Params: args.Schema{param("gamma", args.Float, 1.0, "discount")},
+		New:    TrainerCtor(func(a args.Values) (TrainerFn, error) { return &ReinforcePlusPlus{Gamma: a.Float("gamma")}, nil }),
 	}
 }
 

@@ -12,9 +12,9 @@ type ReMax struct{}
 
 func remaxSpec() Spec {
 	return Spec{
-		Name:       "remax",
-		Doc:        "returns minus the greedy-rollout reward baseline",
-		NewTrainer: func(args.Values) (TrainerFn, error) { return ReMax{}, nil },
+		Name: "remax",
+		Doc:  "returns minus the greedy-rollout reward baseline",
+		New:  TrainerCtor(func(args.Values) (TrainerFn, error) { return ReMax{}, nil }),
 	}
 }
 

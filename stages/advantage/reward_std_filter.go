@@ -22,9 +22,9 @@ func rewardStdFilterSpec() Spec {
 		Name:   "reward_std_filter",
 		Doc:    "drop task groups with < 2 rows or population reward std <= threshold",
 		Params: args.Schema{param("threshold", args.Float, 0.0, "population std threshold")},
-		NewPipeline: func(a args.Values) (PipelineFn, error) {
+		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {
 			return &RewardStdFilter{Threshold: a.Float("threshold")}, nil
-		},
+		}),
 	}
 }
 

@@ -8,9 +8,9 @@ type RLOO struct{}
 
 func rlooSpec() Spec {
 	return Spec{
-		Name:       "rloo",
-		Doc:        "leave-one-out baseline per uid group",
-		NewTrainer: func(args.Values) (TrainerFn, error) { return RLOO{}, nil },
+		Name: "rloo",
+		Doc:  "leave-one-out baseline per uid group",
+		New:  TrainerCtor(func(args.Values) (TrainerFn, error) { return RLOO{}, nil }),
 	}
 }
 

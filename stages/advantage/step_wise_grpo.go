@@ -30,7 +30,7 @@ func stepWiseGRPOSpec() Spec {
 			flag("last_by_eid_step", "Q-28 fix: last step = largest eid.step, runs ordered by step"),
 			paramSingleton,
 		},
-		NewPipeline: func(a args.Values) (PipelineFn, error) {
+		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {
 			f := &StepWiseGRPO{
 				GRPO: GRPO{
 					Epsilon:   a.Float("epsilon"),
@@ -44,7 +44,7 @@ func stepWiseGRPOSpec() Spec {
 				f.GRPO.StdThreshold = &t
 			}
 			return f, nil
-		},
+		}),
 	}
 }
 

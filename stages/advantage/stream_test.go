@@ -69,11 +69,11 @@ func TestStreamEqualsCompute(t *testing.T) {
 	cuts := []int{0, 7, 8, 23, 40}
 	for _, name := range reg.Names() {
 		s, _ := reg.Get(name)
-		if s.Side() != TrainerSide {
+		if s.New.Side() != TrainerSide {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			fn, err := reg.Trainer(name, nil)
+			fn, err := Trainer(reg, name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestStreamEqualsCompute(t *testing.T) {
 func TestRowScores(t *testing.T) {
 	b, ids := synthTokenBatch(4)
 	for _, name := range []string{"grpo_verl", "rloo", "opmd_verl", "asymre_verl"} {
-		fn, err := Default().Trainer(name, nil)
+		fn, err := Trainer(Default(), name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

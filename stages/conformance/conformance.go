@@ -4,10 +4,10 @@
 // The package knows the file format and how to compare numbers; it knows no
 // algorithm. Each stage package supplies a Runner for the kinds it implements
 // and the caller assembles them in a Registry (rftpipe's one table is
-// pipeline/golden.Registry):
+// pipeline/golden.Kinds):
 //
-//	reg := conformance.NewRegistry()
-//	reg.Add("policy_loss", loss.ConformanceRunnerOn(loss.Default(), tokens.CPU))
+//	reg, err := conformance.NewRegistry(conformance.Kind{Name: "policy_loss",
+//		New: loss.ConformanceRunnerOn(loss.Default(), tokens.CPU)})
 //	rep, err := conformance.RunDir("fixtures/conformance", []string{"policy_loss"}, reg)
 package conformance
 
@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/stages/registry"
 )
 
 // File is one golden file, e.g. policy_loss.json.
@@ -321,9 +322,14 @@ func (k *Checker) LossJSON(expected json.RawMessage, gradField string, noTerm bo
 // expects an error, a non-nil error means the case passes.
 type Runner func(c *Case, chk *Checker) error
 
-// Registry maps a kind ("policy_loss", "advantage", …) to its Runner.
+// Kind is one kind of golden file ("policy_loss", "advantage", …): its
+// name, what its vectors check, and its Runner.
+type Kind = registry.Spec[Runner]
+
+// Registry holds the runners of a run by kind, and how their cases are
+// judged.
 type Registry struct {
-	runners map[string]Runner
+	runners *registry.Registry[Runner]
 	// Tol, when set, replaces every case's own tolerance (a device's float32
 	// storage is checked at 1e-5 relative, the float64 paths at the cases').
 	Tol *Tolerance
@@ -336,26 +342,22 @@ type Registry struct {
 	Reference *Registry
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{runners: map[string]Runner{}} }
-
-// Add registers a runner; registering a kind twice is an error.
-func (r *Registry) Add(kind string, run Runner) error {
-	if _, dup := r.runners[kind]; dup {
-		return fmt.Errorf("conformance: kind %q registered twice", kind)
+// NewRegistry returns the registry of kinds; a kind given twice is an error.
+func NewRegistry(kinds ...Kind) (*Registry, error) {
+	r, err := registry.New("conformance kind", kinds...)
+	if err != nil {
+		return nil, err
 	}
-	r.runners[kind] = run
-	return nil
+	return &Registry{runners: r}, nil
 }
 
 // Kinds returns the registered kinds, sorted.
-func (r *Registry) Kinds() []string {
-	out := make([]string, 0, len(r.runners))
-	for k := range r.runners {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+func (r *Registry) Kinds() []string { return r.runners.Names() }
+
+// runner returns the runner of kind; false when there is none.
+func (r *Registry) runner(kind string) (Runner, bool) {
+	k, err := r.runners.Get(kind)
+	return k.New, err == nil
 }
 
 // Report is the outcome of a run.
@@ -388,7 +390,7 @@ func Load(path string) (*File, error) {
 
 // RunFile runs every case of one file. Cases of a kind with no runner are skipped.
 func RunFile(f *File, reg *Registry, rep *Report) {
-	run, ok := reg.runners[f.Kind]
+	run, ok := reg.runner(f.Kind)
 	if !ok {
 		rep.Skipped += len(f.Cases)
 		return
@@ -432,7 +434,7 @@ func check(run Runner, c *Case, tol *Tolerance) []Mismatch {
 // fails reports whether case c of kind fails at tol with the registry's
 // runner (a kind it has no runner for does not fail).
 func (r *Registry) fails(kind string, c *Case, tol *Tolerance) bool {
-	run, ok := r.runners[kind]
+	run, ok := r.runner(kind)
 	return ok && len(check(run, c, tol)) > 0
 }
 

@@ -29,11 +29,12 @@ func TestReference(t *testing.T) {
 	}
 	device := map[string]float64{"ok": 1 + 1e-7, "ill": 1.001, "wrong": 1.001}
 	cpu := map[string]float64{"ok": 5, "ill": 1.001, "wrong": 1}
-	reg, ref := NewRegistry(), NewRegistry()
-	if err := reg.Add("k", answer(device)); err != nil {
+	reg, err := NewRegistry(Kind{Name: "k", New: answer(device)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ref.Add("k", answer(cpu)); err != nil {
+	ref, err := NewRegistry(Kind{Name: "k", New: answer(cpu)})
+	if err != nil {
 		t.Fatal(err)
 	}
 	reg.Tol = &Tolerance{Rtol: 1e-5, Atol: 1e-6}

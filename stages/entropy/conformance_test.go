@@ -8,8 +8,8 @@ import (
 
 // TestConformance runs every entropy golden case: all must pass.
 func TestConformance(t *testing.T) {
-	reg := conformance.NewRegistry()
-	if err := reg.Add("entropy", ConformanceRunner()); err != nil {
+	reg, err := conformance.NewRegistry(conformance.Kind{Name: "entropy", New: ConformanceRunner()})
+	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := conformance.RunDir("../../fixtures/conformance", []string{"entropy"}, reg)

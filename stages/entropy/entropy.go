@@ -29,17 +29,13 @@ const (
 var schemaOf = args.Schema{{Name: "entropy_coef", Kind: args.Float, Default: 0.0, InDefaults: true,
 	Doc: "entropy coefficient"}}
 
-// Schema returns the argument schema of the entropy loss functions.
-func Schema() args.Schema { return schemaOf }
-
-// Family returns the entropy functions as a registry.Family.
-func Family() registry.Family {
-	return Registry().Family(func(Kind) registry.Entry { return registry.Entry{Params: schemaOf} })
-}
-
-// Registry returns the entropy loss registry, built once.
+// Registry returns the entropy loss registry, built once; a spec's
+// constructor is its function, which New configures.
 var Registry = sync.OnceValue(func() *registry.Registry[Kind] {
-	return registry.Of("entropy loss function", map[string]Kind{"default": Default, "mix": Mix, "none": None})
+	return registry.Must("entropy loss function",
+		registry.Spec[Kind]{Name: "default", Params: schemaOf, New: Default},
+		registry.Spec[Kind]{Name: "mix", Params: schemaOf, New: Mix},
+		registry.Spec[Kind]{Name: "none", Params: schemaOf, New: None})
 })
 
 // Fn is a configured entropy loss function.
@@ -51,15 +47,15 @@ type Fn struct {
 
 // New configures an entropy loss function from user arguments (nil: default_args).
 func New(name string, user args.Values) (*Fn, error) {
-	k, err := Registry().Get(name)
+	s, err := Registry().Get(name)
 	if err != nil {
 		return nil, err
 	}
-	v, err := schemaOf.Resolve(user)
+	v, err := s.Params.Resolve(user)
 	if err != nil {
 		return nil, fmt.Errorf("entropy loss %s: %w", name, err)
 	}
-	return &Fn{Name: name, Kind: k, Coef: v.Float("entropy_coef")}, nil
+	return &Fn{Name: name, Kind: s.New, Coef: v.Float("entropy_coef")}, nil
 }
 
 // Kernel is the per-token kernel of the entropy loss: L = entropy, gradient

@@ -8,8 +8,8 @@ import (
 
 // TestConformance runs every kl golden case: all must pass.
 func TestConformance(t *testing.T) {
-	reg := conformance.NewRegistry()
-	if err := reg.Add("kl", ConformanceRunner()); err != nil {
+	reg, err := conformance.NewRegistry(conformance.Kind{Name: "kl", New: ConformanceRunner()})
+	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := conformance.RunDir("../../fixtures/conformance", []string{"kl"}, reg)

@@ -35,8 +35,6 @@ const (
 	CorrectedK3             // k3 · clamp(exp(lp - old), 0, 2) when old is given
 )
 
-var kindNames = map[string]Kind{"none": None, "k1": K1, "k2": K2, "k3": K3, "low_var_kl": LowVarKL, "abs": Abs, "corrected_k3": CorrectedK3}
-
 // DetachRatio is the opt-in argument of corrected_k3 fixing quirk Q-42.
 const DetachRatio = "detach_ratio"
 
@@ -58,22 +56,15 @@ func schemaOf(k Kind) args.Schema {
 }
 
 // Registry returns the KL function registry, built once (the same registry
-// serves kl_penalty_fn and kl_loss_fn).
-var Registry = sync.OnceValue(func() *registry.Registry[Kind] { return registry.Of("KL function", kindNames) })
-
-// Family returns the KL functions as a registry.Family.
-func Family() registry.Family {
-	return Registry().Family(func(k Kind) registry.Entry { return registry.Entry{Params: schemaOf(k)} })
-}
-
-// Schema returns the argument schema of a KL function.
-func Schema(name string) (args.Schema, error) {
-	k, err := Registry().Get(name)
-	if err != nil {
-		return nil, err
+// serves kl_penalty_fn and kl_loss_fn); a spec's constructor is its
+// estimator, which New configures.
+var Registry = sync.OnceValue(func() *registry.Registry[Kind] {
+	var specs []registry.Spec[Kind]
+	for k, name := range []string{"none", "k1", "k2", "k3", "low_var_kl", "abs", "corrected_k3"} {
+		specs = append(specs, registry.Spec[Kind]{Name: name, Params: schemaOf(Kind(k)), New: Kind(k)})
 	}
-	return schemaOf(k), nil
-}
+	return registry.Must("KL function", specs...)
+})
 
 // Fn is a configured KL function. Its coefficient is held by a Controller;
 // ApplyPenalty updates it, so an Fn used as kl_penalty_fn is stateful and
@@ -88,15 +79,15 @@ type Fn struct {
 // New configures a KL function from user arguments (nil: default_args).
 // adaptive=true needs target_kl and horizon.
 func New(name string, user args.Values) (*Fn, error) {
-	k, err := Registry().Get(name)
+	s, err := Registry().Get(name)
 	if err != nil {
 		return nil, err
 	}
-	v, err := schemaOf(k).Resolve(user)
+	v, err := s.Params.Resolve(user)
 	if err != nil {
 		return nil, fmt.Errorf("KL function %s: %w", name, err)
 	}
-	f := &Fn{Name: name, Kind: k, DetachRatio: v.Bool(DetachRatio)}
+	f := &Fn{Name: name, Kind: s.New, DetachRatio: v.Bool(DetachRatio)}
 	coef := v.Float("kl_coef")
 	if !v.Bool("adaptive") {
 		f.Ctl = &Fixed{C: coef}

@@ -18,7 +18,7 @@ func BenchmarkLoss(b *testing.B) {
 	batch := tokens.Synthetic(rows, width, 1)
 	grad := make([]float64, batch.Rows.Tokens())
 	for _, name := range Default().Names() {
-		l, err := Default().New(name, map[string]args.Values{"dro": {"dro_beta": 0.1}}[name])
+		l, err := New(Default(), name, map[string]args.Values{"dro": {"dro_beta": 0.1}}[name])
 		if err != nil {
 			b.Fatal(err)
 		}

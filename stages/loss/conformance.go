@@ -28,13 +28,13 @@ func ConformanceRunnerOn(reg *Registry, ev tokens.Evaluator) conformance.Runner 
 			return err
 		}
 		ev := ev
-		if d, err := reg.Get(c.Fn); err == nil && d.CPUOnly {
+		if s, err := reg.Get(c.Fn); err == nil && s.New.CPUOnly {
 			ev = tokens.CPU // no device form: the CPU's value is the loss's
 		}
 		if c.Fn == "m2po" {
 			return runM2PO(reg, ev, user, c, chk)
 		}
-		l, err := reg.New(c.Fn, user)
+		l, err := New(reg, c.Fn, user)
 		if err != nil {
 			return err
 		}
@@ -73,7 +73,7 @@ func runM2PO(reg *Registry, ev tokens.Evaluator, user args.Values, c *conformanc
 	if call.DPSize != nil {
 		user["dp_size"] = *call.DPSize
 	}
-	l, err := reg.New(c.Fn, user)
+	l, err := New(reg, c.Fn, user)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ const fixtures = "../../fixtures/conformance"
 // TestConformance runs every policy_loss golden case: all must pass (error
 // cases pass when we return an error).
 func TestConformance(t *testing.T) {
-	reg := conformance.NewRegistry()
-	if err := reg.Add("policy_loss", ConformanceRunner(Default())); err != nil {
+	reg, err := conformance.NewRegistry(conformance.Kind{Name: "policy_loss", New: ConformanceRunner(Default())})
+	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := conformance.RunDir(fixtures, []string{"policy_loss"}, reg)

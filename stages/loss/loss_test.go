@@ -32,7 +32,7 @@ func batch(t *testing.T, lp, old, ref, adv, mask [][]float64) *tokens.Batch {
 
 func eval(t *testing.T, name string, a args.Values, b *tokens.Batch) (Result, []float64) {
 	t.Helper()
-	l, err := Default().New(name, a)
+	l, err := New(Default(), name, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +59,11 @@ func TestRegistry(t *testing.T) {
 	if got := Default().Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("Names = %v", got)
 	}
-	if err := Default().Add(ppoDef()); err == nil {
+	if _, err := Default().With(Spec{Name: "ppo", New: ppoDef()}); err == nil {
 		t.Error("registering ppo twice: no error")
+	}
+	if Default() != Default() {
+		t.Error("Default is rebuilt per call")
 	}
 	// default_args as upstream (spec), constructor defaults where they differ.
 	tests := []struct {
@@ -86,14 +89,14 @@ func TestRegistry(t *testing.T) {
 		{"dro", "dro_beta", nil, nil},
 	}
 	for _, tc := range tests {
-		d, err := Default().Get(tc.loss)
+		s, err := Default().Get(tc.loss)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := d.DefaultArgs()[tc.arg]; got != tc.def {
+		if got := s.New.DefaultArgs()[tc.arg]; got != tc.def {
 			t.Errorf("%s default_args %s = %v, want %v", tc.loss, tc.arg, got, tc.def)
 		}
-		v, err := d.Schema().Resolve(args.Values{}) // a user dict without the key
+		v, err := s.Params.Resolve(args.Values{}) // a user dict without the key
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +150,7 @@ func TestBadArgs(t *testing.T) {
 		{"mix_chord", args.Values{"clip_range": 0.2, "mu_warmup_steps": -1}, "argument mu_warmup_steps: -1 is outside"},
 	}
 	for _, tc := range tests {
-		_, err := Default().New(tc.loss, tc.args)
+		_, err := New(Default(), tc.loss, tc.args)
 		if !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %v: error %v, want bad input containing %q", tc.loss, tc.args, err, tc.want)
 		}
@@ -176,7 +179,7 @@ func TestBadBatch(t *testing.T) {
 			if tc.loss == "dpo" {
 				a = args.Values{"per_pair": true}
 			}
-			l, err := Default().New(tc.loss, a)
+			l, err := New(Default(), tc.loss, a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +203,7 @@ func TestBadBatch(t *testing.T) {
 	if err := b.SetStep([]int64{1, 2, 1}); err != nil {
 		t.Fatal(err)
 	}
-	l, _ := Default().New("mix_chord", nil)
+	l, _ := New(Default(), "mix_chord", nil)
 	if _, err := l.Eval(b, make([]float64, b.Rows.Tokens())); !errors.Is(err, schema.ErrBadInput) {
 		t.Errorf("mixed steps: %v", err)
 	}
@@ -235,7 +238,7 @@ func TestAllMasked(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	b := tokens.Synthetic(64, 2048, 7)
 	for _, name := range []string{"ppo", "gspo", "mix", "dpo"} {
-		l, _ := Default().New(name, nil)
+		l, _ := New(Default(), name, nil)
 		var ref Result
 		var refGrad []float64
 		for _, procs := range []int{1, 2, 3, 8} {
@@ -310,7 +313,7 @@ func TestCrossedClipBounds(t *testing.T) {
 		// −A · sg(clamp(r)) · lp = −1.1 · (−0.5)
 		{"cispo", args.Values{"clip_range_low": -0.3, "clip_range_high": 0.1}, 1, 0.55},
 	} {
-		l, err := Default().New(tc.loss, tc.args)
+		l, err := New(Default(), tc.loss, tc.args)
 		if err != nil {
 			t.Fatalf("%s %v: %v", tc.loss, tc.args, err)
 		}

@@ -42,7 +42,7 @@ func TestM2POStreamEqualsWhole(t *testing.T) {
 	rng := rand.New(rand.NewSource(24))
 	for _, thr := range []float64{0, 1e-4, 4e-4, 1e-3, 0.04} {
 		b := m2poBatch(rng, 60)
-		l, err := Default().New("m2po", args.Values{"m2_threshold": thr})
+		l, err := New(Default(), "m2po", args.Values{"m2_threshold": thr})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,12 +93,12 @@ func TestM2POArgs(t *testing.T) {
 		{args.Values{"batch_num_tokens": 4.0, "dp_size": 0}, "dp_size: 0 is outside its valid range [1,inf)"},
 		{args.Values{"global_batch_size": 4.0}, "unknown argument global_batch_size"},
 	} {
-		_, err := Default().New("m2po", c.args)
+		_, err := New(Default(), "m2po", c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)
 		}
 	}
-	l, err := Default().New("m2po", nil)
+	l, err := New(Default(), "m2po", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestM2POArgs(t *testing.T) {
 	b := batch(t, lp3, old3, nil, adv3, mask3)
 	loss := func(a args.Values) float64 {
 		t.Helper()
-		l, err := Default().New("m2po", a)
+		l, err := New(Default(), "m2po", a)
 		if err != nil {
 			t.Fatal(err)
 		}

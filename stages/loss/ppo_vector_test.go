@@ -110,7 +110,7 @@ func BenchmarkPPOLoop(b *testing.B) {
 	const rows, width = 1024, 4096
 	batch := tokens.Synthetic(rows, width, 1)
 	grad := make([]float64, batch.Rows.Tokens())
-	l, err := Default().New("ppo", nil)
+	l, err := New(Default(), "ppo", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -55,7 +55,8 @@ func each(f func(b, t int) float64) [][]float64 {
 // the config overwrites GSPO's seq-mean-token-mean with the global
 // token-mean unless respect_own_loss_agg_mode is set.
 func TestQ05GSPOAggMode(t *testing.T) {
-	d, _ := Default().Get("gspo")
+	s, _ := Default().Get("gspo")
+	d := s.New
 	low, high := 0.0003, 0.0004
 	gspoRef := func(mode string) float64 {
 		v := each(func(b, t int) float64 {

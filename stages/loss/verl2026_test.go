@@ -69,7 +69,7 @@ func TestCovWindows(t *testing.T) {
 		if math.Float64bits(one.Loss) != math.Float64bits(whole.Loss) || !equalBits(oneGrad, grad) {
 			t.Errorf("%s %v: loss %v on one thread, %v on eight, or another gradient", tc.loss, tc.args, one.Loss, whole.Loss)
 		}
-		l, err := Default().New(tc.loss, tc.args)
+		l, err := New(Default(), tc.loss, tc.args)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +172,7 @@ func TestVerl2026MaskedNaN(t *testing.T) {
 // TestKLCovTooMany: k = int(n·kl_cov_ratio) above the n valid tokens is
 // torch.topk's error, as upstream.
 func TestKLCovTooMany(t *testing.T) {
-	l, err := Default().New("kl_cov", args.Values{"kl_cov_ratio": 1.5})
+	l, err := New(Default(), "kl_cov", args.Values{"kl_cov_ratio": 1.5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestCovMemory(t *testing.T) {
 	b := tokens.Synthetic(64, 4096, 8)
 	grad := make([]float64, b.Rows.Tokens())
 	for _, name := range []string{"clip_cov", "kl_cov"} {
-		l, err := Default().New(name, nil)
+		l, err := New(Default(), name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

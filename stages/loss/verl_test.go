@@ -118,7 +118,7 @@ func TestVerlAggregation(t *testing.T) {
 		{args.Values{"clip_range": 0.2, "dp_size": 2, "global_batch_size": 8.0}, "(global) batch_num_tokens is required when dp_size > 1"},
 		{args.Values{"clip_range": 0.2, "dp_size": 2, "batch_num_tokens": 20.0, "loss_agg_mode": "seq-mean-token-mean"}, "global_batch_size is required when dp_size > 1"},
 	} {
-		l, err := Default().New("ppo", tc.args)
+		l, err := New(Default(), "ppo", tc.args)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestVerlGSPOCap(t *testing.T) {
 // TestWeightsRefused: a loss that does not take rollout_is_weights refuses
 // a batch that has them rather than ignoring them.
 func TestWeightsRefused(t *testing.T) {
-	l, err := Default().New("topr", nil)
+	l, err := New(Default(), "topr", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestWeightsRefused(t *testing.T) {
 		t.Errorf("topr with weights: error %v, want bad input", err)
 	}
 	for _, a := range []args.Values{{"dp_size": 0}, {"batch_num_tokens": -1.0}, {"global_batch_size": 0.0}} {
-		if _, err := Default().New("ppo", a); !errors.Is(err, schema.ErrBadInput) {
+		if _, err := New(Default(), "ppo", a); !errors.Is(err, schema.ErrBadInput) {
 			t.Errorf("ppo %v: error %v, want bad input", a, err)
 		}
 	}
@@ -180,10 +180,11 @@ func TestBypassStreamEqualsWhole(t *testing.T) {
 		args.Overlay(base, args.Values{"loss_type": "reinforce", "rollout_is": "sequence", "loss_agg_mode": "seq-mean-token-mean"}),
 		args.Overlay(base, args.Values{"loss_type": "reinforce", "batch_num_tokens": 5000.0}),
 	} {
-		d, err := Default().Get("bypass_mode")
+		s, err := Default().Get("bypass_mode")
 		if err != nil {
 			t.Fatal(err)
 		}
+		d := s.New
 		l, err := d.New(args.Overlay(d.DefaultArgs(), a))
 		if err != nil {
 			t.Fatal(err)

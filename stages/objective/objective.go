@@ -325,7 +325,7 @@ type Config struct {
 
 // New configures an objective.
 func New(c Config) (*Objective, error) {
-	def, err := loss.Default().Get(c.PolicyLoss)
+	spec, err := loss.Default().Get(c.PolicyLoss)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +340,7 @@ func New(c Config) (*Objective, error) {
 	if err != nil {
 		return nil, schema.BadInputf("loss_agg_mode: %v", err)
 	}
-	pl, err := def.FromConfig(args.Overlay(def.DefaultArgs(), c.Args), mode)
+	pl, err := spec.New.FromConfig(args.Overlay(spec.New.DefaultArgs(), c.Args), mode)
 	if err != nil {
 		return nil, err
 	}

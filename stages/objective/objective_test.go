@@ -35,11 +35,11 @@ func TestWindowsEqualWhole(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.fn+"/"+c.mode, func(t *testing.T) {
-			def, err := loss.Default().Get(c.fn)
+			spec, err := loss.Default().Get(c.fn)
 			if err != nil {
 				t.Fatal(err)
 			}
-			pl, err := def.FromConfig(c.args, c.mode)
+			pl, err := spec.New.FromConfig(c.args, c.mode)
 			if err != nil {
 				t.Fatal(err)
 			}

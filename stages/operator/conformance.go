@@ -74,7 +74,7 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 		if err != nil {
 			return err
 		}
-		op, err := reg.New(c.Fn, user)
+		op, err := New(reg, c.Fn, user)
 		if err != nil {
 			return err
 		}

@@ -8,8 +8,8 @@ import (
 
 // TestConformance runs every operator golden case and expects all 17 to pass.
 func TestConformance(t *testing.T) {
-	reg := conformance.NewRegistry()
-	if err := reg.Add("operator", ConformanceRunner(nil)); err != nil {
+	reg, err := conformance.NewRegistry(conformance.Kind{Name: "operator", New: ConformanceRunner(nil)})
+	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := conformance.RunDir("../../fixtures/conformance", []string{"operator"}, reg)

@@ -15,6 +15,8 @@
 package operator
 
 import (
+	"sync"
+
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
@@ -99,40 +101,26 @@ type Operator interface {
 	Apply(in *Input) (*Result, error)
 }
 
+// Constructor builds a configured operator from its resolved args.
+type Constructor func(a args.Values) (Operator, error)
+
 // Spec describes one registered operator: its upstream name, args and
 // constructor.
-type Spec struct {
-	Name   string
-	Doc    string
-	Params args.Schema
-	New    func(a args.Values) (Operator, error)
-}
+type Spec = registry.Spec[Constructor]
 
 // Registry maps operator names to Specs.
-type Registry struct{ r *registry.Registry[*Spec] }
+type Registry = registry.Registry[Constructor]
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{r: registry.New[*Spec]("experience operator")} }
+// Default returns the registry of every built-in operator, built once.
+var Default = sync.OnceValue(func() *Registry {
+	return registry.Must("experience operator", dapoDynamicSamplingSpec(), maskResponseTruncatedSpec(),
+		rewardStdFilterSpec(), codOverwriteSpec(), mathDAPORewardSpec())
+})
 
-// Add registers s; a duplicate name is an error.
-func (r *Registry) Add(s Spec) error { return r.r.Add(s.Name, &s) }
-
-// Get returns the spec of name; an unknown name is an error wrapping
-// schema.ErrBadInput that lists the registered names.
-func (r *Registry) Get(name string) (*Spec, error) { return r.r.Get(name) }
-
-// Names returns the registered names, sorted.
-func (r *Registry) Names() []string { return r.r.Names() }
-
-// Family returns the registry as a registry.Family.
-func (r *Registry) Family() registry.Family {
-	return r.r.Family(func(s *Spec) registry.Entry { return registry.Entry{Doc: s.Doc, Params: s.Params} })
-}
-
-// New builds operator name with user args (nil: the signature defaults;
-// the operators have no default_args()).
-func (r *Registry) New(name string, user map[string]any) (Operator, error) {
-	s, err := r.Get(name)
+// New builds operator name of reg with user args (nil: the signature
+// defaults; the operators have no default_args()).
+func New(reg *Registry, name string, user map[string]any) (Operator, error) {
+	s, err := reg.Get(name)
 	if err != nil {
 		return nil, err
 	}
@@ -141,18 +129,6 @@ func (r *Registry) New(name string, user map[string]any) (Operator, error) {
 		return nil, schema.BadInputf("operator %s: %v", name, err)
 	}
 	return s.New(v)
-}
-
-// Default returns a registry of every built-in operator.
-func Default() *Registry {
-	r := NewRegistry()
-	for _, s := range []Spec{dapoDynamicSamplingSpec(), maskResponseTruncatedSpec(), rewardStdFilterSpec(),
-		codOverwriteSpec(), mathDAPORewardSpec()} {
-		if err := r.Add(s); err != nil {
-			panic(err) // built-in names are distinct
-		}
-	}
-	return r
 }
 
 // keepAll returns a result that keeps every one of n rows in input order.

@@ -99,6 +99,13 @@ func TestOperatorsPerBatch(t *testing.T) {
 	}
 }
 
+// TestDefaultOnce: the built-in registry is built once, not per call.
+func TestDefaultOnce(t *testing.T) {
+	if Default() != Default() {
+		t.Error("Default is rebuilt per call")
+	}
+}
+
 // TestOperatorErrors: upstream's errors, one line each.
 func TestOperatorErrors(t *testing.T) {
 	reg := Default()
@@ -115,7 +122,7 @@ func TestOperatorErrors(t *testing.T) {
 			NullReward: []bool{true, false}}, "missing 'accuracy'"},
 		{"no_such_operator", nil, nil, "unknown experience operator"},
 	} {
-		op, err := reg.New(c.name, c.args)
+		op, err := New(reg, c.name, c.args)
 		if err == nil && c.in != nil {
 			_, err = op.Apply(c.in)
 		}
@@ -128,7 +135,7 @@ func TestOperatorErrors(t *testing.T) {
 // TestMathDAPORewardRows: the operator form rescores each row from
 // metrics.accuracy, else the reward, and its response length.
 func TestMathDAPORewardRows(t *testing.T) {
-	op, err := Default().New("math_dapo_reward", map[string]any{"enable_overlong_penalty": true,
+	op, err := New(Default(), "math_dapo_reward", map[string]any{"enable_overlong_penalty": true,
 		"penalty_factor": 1.0, "max_response_length": int64(20), "cache_length": int64(4)})
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +172,7 @@ func TestMathDAPORewardArgs(t *testing.T) {
 		{2, -3, -10, 8, -2},                      // past e and max_response_length
 	} {
 		f := &MathDAPOReward{Penalty: true, PenaltyFactor: tc.pf, MaxLength: tc.max, CacheLength: tc.c, ScoreKey: "accuracy"}
-		op, err := Default().New("math_dapo_reward", map[string]any{"enable_overlong_penalty": true,
+		op, err := New(Default(), "math_dapo_reward", map[string]any{"enable_overlong_penalty": true,
 			"penalty_factor": tc.pf, "max_response_length": tc.max, "cache_length": tc.c})
 		if err != nil {
 			t.Errorf("%+v: %v", tc, err)

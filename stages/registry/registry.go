@@ -1,85 +1,130 @@
-// Package registry is the one name → implementation table behind every
-// pluggable family of rftpipe (policy losses, KL functions, entropy terms, …),
-// in the style of arrow-go's compute registry: families are registered by
-// explicit calls, never by init side effects, a name may be registered once,
-// and Names is sorted for help texts and error messages.
+// Package registry is the one name → spec table behind every pluggable
+// family of rftpipe (advantage fns, add strategies, experience operators,
+// policy losses, KL and entropy functions, rollout options, sample
+// strategies, algorithm presets, conformance kinds), in the style of
+// arrow-go's compute registry: a family's table is built by an explicit
+// call, never by init side effects, a name may be registered once, and
+// Names is sorted for help texts and error messages.
+//
+// Every entry is a Spec: name, doc, argument schema and the family's own
+// constructor. A Registry is immutable once built; With returns a new one.
 package registry
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/args"
 )
 
-// Registry maps names to values of one family. The zero value is not usable;
-// call New. It is not safe for concurrent Add; concurrent Get is fine once
-// registration is done.
-type Registry[T any] struct {
+// Spec is one registered component of a family whose constructors are of
+// type C: its name, a one-line description, its arguments (with upstream's
+// constructor and default_args() defaults) and its constructor.
+type Spec[C any] struct {
+	Name   string
+	Doc    string
+	Params args.Schema
+	New    C
+}
+
+// Defaults returns the spec's default_args() (a fresh map).
+func (s Spec[C]) Defaults() args.Values { return s.Params.Defaults() }
+
+// Registry is the immutable table of one family's specs by name. Build one
+// with New (or Must for a built-in table); it is safe for concurrent use.
+type Registry[C any] struct {
 	family string
-	items  map[string]T
+	specs  map[string]Spec[C]
+	names  []string
 }
 
-// New returns an empty registry; family names the kind of entry in errors
-// ("policy loss", "KL function").
-func New[T any](family string) *Registry[T] {
-	return &Registry[T]{family: family, items: map[string]T{}}
-}
-
-// Add registers v under name; a name registered twice is an error.
-func (r *Registry[T]) Add(name string, v T) error {
-	if _, dup := r.items[name]; dup {
-		return fmt.Errorf("registry: %s %q registered twice", r.family, name)
+// New returns the registry of family ("policy loss", "add strategy", …,
+// as errors name it) holding specs; an empty name or a name given twice is
+// an error.
+func New[C any](family string, specs ...Spec[C]) (*Registry[C], error) {
+	r := &Registry[C]{family: family, specs: make(map[string]Spec[C], len(specs))}
+	for _, s := range specs {
+		if s.Name == "" {
+			return nil, fmt.Errorf("registry: %s without a name", family)
+		}
+		if _, dup := r.specs[s.Name]; dup {
+			return nil, fmt.Errorf("registry: %s %q registered twice", family, s.Name)
+		}
+		r.specs[s.Name] = s
+		r.names = append(r.names, s.Name)
 	}
-	r.items[name] = v
-	return nil
+	slices.Sort(r.names)
+	return r, nil
 }
 
-// Get returns the entry registered under name. An unknown name is an error
-// wrapping schema.ErrBadInput that lists the valid names.
-func (r *Registry[T]) Get(name string) (T, error) {
-	v, ok := r.items[name]
-	if !ok {
-		return v, schema.BadInputf("unknown %s %q (valid: %s)", r.family, name, strings.Join(r.Names(), ", "))
-	}
-	return v, nil
-}
-
-// Names returns the registered names, sorted.
-func (r *Registry[T]) Names() []string {
-	out := make([]string, 0, len(r.items))
-	for k := range r.items {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Of returns a registry holding a fixed table of entries (map keys are
-// unique, so no name can clash).
-func Of[T any](family string, entries map[string]T) *Registry[T] {
-	r := New[T](family)
-	for name, v := range entries {
-		r.items[name] = v
+// Must is New for a built-in table, whose names are distinct by
+// construction: a clash is a programming error and panics.
+func Must[C any](family string, specs ...Spec[C]) *Registry[C] {
+	r, err := New(family, specs...)
+	if err != nil {
+		panic(err)
 	}
 	return r
 }
 
-// Entry describes one registered component, the same for every family:
-// what help texts, `rftpipe algorithms`, job-file checks and conformance
-// iterate over.
+// With returns a new registry of the same family holding r's specs and
+// specs; r is unchanged. A name already in r is an error.
+func (r *Registry[C]) With(specs ...Spec[C]) (*Registry[C], error) {
+	all := make([]Spec[C], 0, len(r.names)+len(specs))
+	for _, n := range r.names {
+		all = append(all, r.specs[n])
+	}
+	return New(r.family, append(all, specs...)...)
+}
+
+// Get returns the spec registered under name. An unknown name is an error
+// wrapping schema.ErrBadInput that names the family and lists the valid
+// names.
+func (r *Registry[C]) Get(name string) (Spec[C], error) {
+	s, ok := r.specs[name]
+	if !ok {
+		return s, schema.BadInputf("unknown %s %q (valid: %s)", r.family, name, strings.Join(r.names, ", "))
+	}
+	return s, nil
+}
+
+// Names returns the registered names, sorted (a fresh slice).
+func (r *Registry[C]) Names() []string { return slices.Clone(r.names) }
+
+// Entry returns the entry of name; an unknown name is an error as Get's.
+func (r *Registry[C]) Entry(name string) (Entry, error) {
+	s, err := r.Get(name)
+	return Entry{Name: s.Name, Doc: s.Doc, Params: s.Params}, err
+}
+
+// Entries returns every entry, sorted by name.
+func (r *Registry[C]) Entries() []Entry {
+	out := make([]Entry, len(r.names))
+	for i, n := range r.names {
+		out[i], _ = r.Entry(n)
+	}
+	return out
+}
+
+// Params returns the argument schema of name; an unknown name is an error
+// as Get's.
+func (r *Registry[C]) Params(name string) (args.Schema, error) {
+	s, err := r.Get(name)
+	return s.Params, err
+}
+
+// Entry is a spec without its constructor: what help texts, `rftpipe
+// algorithms`, job-file checks and conformance iterate over.
 type Entry struct {
 	Name   string
 	Doc    string
 	Params args.Schema
 }
 
-// Family is a registry seen through its entries: every family (advantage
-// fns, add strategies, policy losses, KL and entropy functions, rollout
-// options, sample strategies, algorithm presets, experience operators,
-// conformance kinds) is reached the same way.
+// Family is a registry seen through its entries, whatever its constructor
+// type: every *Registry is one.
 type Family interface {
 	// Names returns the registered names, sorted.
 	Names() []string
@@ -90,41 +135,4 @@ type Family interface {
 	Entry(name string) (Entry, error)
 	// Params returns the argument schema of name (Entry(name).Params).
 	Params(name string) (args.Schema, error)
-}
-
-// Family returns the registry as a Family; describe gives an item's doc and
-// parameters (its name is the registered one).
-func (r *Registry[T]) Family(describe func(T) Entry) Family {
-	return family[T]{r: r, describe: describe}
-}
-
-type family[T any] struct {
-	r        *Registry[T]
-	describe func(T) Entry
-}
-
-func (f family[T]) Names() []string { return f.r.Names() }
-
-func (f family[T]) Entry(name string) (Entry, error) {
-	v, err := f.r.Get(name)
-	if err != nil {
-		return Entry{}, err
-	}
-	e := f.describe(v)
-	e.Name = name
-	return e, nil
-}
-
-func (f family[T]) Entries() []Entry {
-	names := f.r.Names()
-	out := make([]Entry, len(names))
-	for i, n := range names {
-		out[i], _ = f.Entry(n)
-	}
-	return out
-}
-
-func (f family[T]) Params(name string) (args.Schema, error) {
-	e, err := f.Entry(name)
-	return e.Params, err
 }

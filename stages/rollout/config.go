@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/rftpipe/rftpipe/stages/registry"
 )
@@ -65,29 +66,31 @@ func icePop(bypass bool, loss string) Config {
 	return c
 }
 
-// Presets are verl's RolloutCorrectionConfig class methods at their default
-// arguments (algorithm.py, verl 1dda039b); a section's "preset" key selects
-// one.
-var Presets = registry.Of("rollout_correction preset", map[string]Config{
-	"decoupled_token_is":         cfg("token", "", nil, false, "ppo_clip"),
-	"decoupled_token_icepop":     icePop(false, "ppo_clip"),
-	"bypass_pg_token_icepop":     icePop(true, "reinforce"),
-	"decoupled_seq_is":           cfg("sequence", "", nil, false, "ppo_clip"),
-	"decoupled_seq_is_rs":        cfg("sequence", "seq_sum_k1", "0.5_2.0", false, "ppo_clip"),
-	"decoupled_geo_rs":           cfg("", "seq_mean_k1", "0.999_1.001", false, "ppo_clip"),
-	"decoupled_geo_rs_seq_tis":   cfg("sequence", "seq_mean_k1", "0.999_1.001", false, "ppo_clip"),
-	"decoupled_geo_rs_token_tis": cfg("token", "seq_mean_k1", "0.999_1.001", false, "ppo_clip"),
-	"decoupled_k3_rs":            cfg("", "seq_mean_k3", 0.01, false, "ppo_clip"),
-	"decoupled_k3_rs_seq_tis":    cfg("sequence", "seq_mean_k3", 0.01, false, "ppo_clip"),
-	"decoupled_k3_rs_token_tis":  cfg("token", "seq_mean_k3", 0.01, false, "ppo_clip"),
-	"bypass_ppo_clip":            cfg("", "", nil, true, "ppo_clip"),
-	"bypass_ppo_clip_geo_rs":     cfg("", "seq_mean_k1", "0.999_1.001", true, "ppo_clip"),
-	"bypass_ppo_clip_k3_rs":      cfg("", "seq_mean_k3", 0.01, true, "ppo_clip"),
-	"bypass_pg_is":               cfg("sequence", "", nil, true, "reinforce"),
-	"bypass_pg_geo_rs":           cfg("", "seq_mean_k1", "0.999_1.001", true, "reinforce"),
-	"bypass_pg_geo_rs_seq_tis":   cfg("sequence", "seq_mean_k1", "0.999_1.001", true, "reinforce"),
-	"bypass_pg_geo_rs_token_tis": cfg("token", "seq_mean_k1", "0.999_1.001", true, "reinforce"),
-	"disabled":                   cfg("", "", nil, false, "ppo_clip"),
+// Presets returns verl's RolloutCorrectionConfig class methods at their
+// default arguments (algorithm.py, verl 1dda039b), built once; a section's
+// "preset" key selects one (a spec's constructor is the preset's Config).
+var Presets = sync.OnceValue(func() *registry.Registry[Config] {
+	return registry.Must("rollout_correction preset", []registry.Spec[Config]{
+		{Name: "decoupled_token_is", New: cfg("token", "", nil, false, "ppo_clip")},
+		{Name: "decoupled_token_icepop", New: icePop(false, "ppo_clip")},
+		{Name: "bypass_pg_token_icepop", New: icePop(true, "reinforce")},
+		{Name: "decoupled_seq_is", New: cfg("sequence", "", nil, false, "ppo_clip")},
+		{Name: "decoupled_seq_is_rs", New: cfg("sequence", "seq_sum_k1", "0.5_2.0", false, "ppo_clip")},
+		{Name: "decoupled_geo_rs", New: cfg("", "seq_mean_k1", "0.999_1.001", false, "ppo_clip")},
+		{Name: "decoupled_geo_rs_seq_tis", New: cfg("sequence", "seq_mean_k1", "0.999_1.001", false, "ppo_clip")},
+		{Name: "decoupled_geo_rs_token_tis", New: cfg("token", "seq_mean_k1", "0.999_1.001", false, "ppo_clip")},
+		{Name: "decoupled_k3_rs", New: cfg("", "seq_mean_k3", 0.01, false, "ppo_clip")},
+		{Name: "decoupled_k3_rs_seq_tis", New: cfg("sequence", "seq_mean_k3", 0.01, false, "ppo_clip")},
+		{Name: "decoupled_k3_rs_token_tis", New: cfg("token", "seq_mean_k3", 0.01, false, "ppo_clip")},
+		{Name: "bypass_ppo_clip", New: cfg("", "", nil, true, "ppo_clip")},
+		{Name: "bypass_ppo_clip_geo_rs", New: cfg("", "seq_mean_k1", "0.999_1.001", true, "ppo_clip")},
+		{Name: "bypass_ppo_clip_k3_rs", New: cfg("", "seq_mean_k3", 0.01, true, "ppo_clip")},
+		{Name: "bypass_pg_is", New: cfg("sequence", "", nil, true, "reinforce")},
+		{Name: "bypass_pg_geo_rs", New: cfg("", "seq_mean_k1", "0.999_1.001", true, "reinforce")},
+		{Name: "bypass_pg_geo_rs_seq_tis", New: cfg("sequence", "seq_mean_k1", "0.999_1.001", true, "reinforce")},
+		{Name: "bypass_pg_geo_rs_token_tis", New: cfg("token", "seq_mean_k1", "0.999_1.001", true, "reinforce")},
+		{Name: "disabled", New: cfg("", "", nil, false, "ppo_clip")},
+	}...)
 })
 
 // Parse reads a rollout_correction section (YAML/JSON values: string,
@@ -102,11 +105,11 @@ func Parse(m map[string]any) (Config, error) {
 		if !ok {
 			return c, badKey("preset", "want a preset name, got %v", p)
 		}
-		pc, err := Presets.Get(name)
+		pc, err := Presets().Get(name)
 		if err != nil {
 			return c, badKey("preset", "%v", err)
 		}
-		c = pc
+		c = pc.New
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {

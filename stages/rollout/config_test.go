@@ -96,7 +96,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestPresetsValid(t *testing.T) {
-	for _, name := range Presets.Names() {
+	for _, name := range Presets().Names() {
 		c, err := Parse(map[string]any{"preset": name})
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -106,10 +106,10 @@ func TestPresetsValid(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if n := len(Presets.Names()); n != 19 {
+	if n := len(Presets().Names()); n != 19 {
 		t.Errorf("%d presets, want 19", n)
 	}
-	if n := len(Options.Names()); n != 11 {
+	if n := len(Options().Names()); n != 11 {
 		t.Errorf("%d rejection options, want 11", n)
 	}
 }

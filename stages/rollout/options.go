@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/registry"
@@ -41,11 +42,12 @@ type Option struct {
 	Level Level
 }
 
-// Options is the registry of verl's eleven rollout_rs options
-// (rollout_corr_helper.py): token_k{1,2,3}, seq_sum_k{1,2,3},
-// seq_mean_k{1,2,3}, seq_max_k{2,3}.
-var Options = func() *registry.Registry[Option] {
-	m := map[string]Option{}
+// Options returns the registry of verl's eleven rollout_rs options
+// (rollout_corr_helper.py), built once: token_k{1,2,3}, seq_sum_k{1,2,3},
+// seq_mean_k{1,2,3}, seq_max_k{2,3}. They take no arguments; a spec's
+// constructor is the option a rule is parsed into.
+var Options = sync.OnceValue(func() *registry.Registry[Option] {
+	var specs []registry.Spec[Option]
 	for _, l := range []struct {
 		prefix string
 		level  Level
@@ -54,11 +56,11 @@ var Options = func() *registry.Registry[Option] {
 		{"seq_mean", SeqMean, []Statistic{K1, K2, K3}}, {"seq_max", SeqMax, []Statistic{K2, K3}}} {
 		for _, s := range l.stats {
 			name := fmt.Sprintf("%s_k%d", l.prefix, s)
-			m[name] = Option{Name: name, Stat: s, Level: l.level}
+			specs = append(specs, registry.Spec[Option]{Name: name, New: Option{Name: name, Stat: s, Level: l.level}})
 		}
 	}
-	return registry.Of("rollout_rs option", m)
-}()
+	return registry.Must("rollout_rs option", specs...)
+})
 
 // rule is a parsed option with its bounds: keep iff Lo ≤ s ≤ Hi for k1
 // (log-space bounds), s ≤ Hi for k2/k3. Lo is also the lower clamp of the
@@ -80,16 +82,16 @@ func parseRules(rs string, threshold any, ratioBounds bool) ([]rule, error) {
 		if item == "" || seen[item] {
 			continue
 		}
-		o, err := Options.Get(item)
+		o, err := Options().Get(item)
 		if err != nil {
-			quoted := make([]string, 0, len(Options.Names()))
-			for _, n := range Options.Names() {
+			quoted := make([]string, 0, len(Options().Names()))
+			for _, n := range Options().Names() {
 				quoted = append(quoted, "'"+n+"'")
 			}
 			return nil, badKey("rollout_rs", "Invalid rollout_rs option: %s. Must be one of [%s].", item, strings.Join(quoted, ", "))
 		}
 		seen[item] = true
-		opts = append(opts, o)
+		opts = append(opts, o.New)
 	}
 	if len(opts) == 0 {
 		return nil, badKey("rollout_rs", "rollout_rs must contain at least one valid option.")
@@ -206,10 +208,4 @@ func pyRepr(x float64) string {
 // badKey is a configuration error naming the key.
 func badKey(key, format string, a ...any) error {
 	return schema.BadInputf("rollout_correction.%s: %s", key, fmt.Sprintf(format, a...))
-}
-
-// OptionsFamily returns Options as a registry.Family (the options take no
-// arguments).
-func OptionsFamily() registry.Family {
-	return Options.Family(func(Option) registry.Entry { return registry.Entry{} })
 }

@@ -55,10 +55,10 @@ func TestEveryKernelLowers(t *testing.T) {
 	b := tokens.Synthetic(16, 40, 3)
 	grad := make([]float64, b.Rows.Tokens())
 	for _, name := range loss.Default().Names() {
-		if d, _ := loss.Default().Get(name); d.CPUOnly {
+		if s, _ := loss.Default().Get(name); s.New.CPUOnly {
 			continue // no device form (dro's default arguments do not even build)
 		}
-		l, err := loss.Default().New(name, nil)
+		l, err := loss.New(loss.Default(), name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
