@@ -42,6 +42,7 @@ func newApp() *cli.App {
 			streaming(genCommand()),
 			inspectCommand(),
 			streaming(convertCommand()),
+			streaming(ingestCommand()),
 			streaming(runCommand()),
 			sqlCommand(),
 			reportCommand(),

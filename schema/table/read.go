@@ -1,26 +1,23 @@
 package table
 
 import (
-	"context"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/apache/iceberg-go"
-	itable "github.com/apache/iceberg-go/table"
-
 	"github.com/rftpipe/rftpipe/schema"
 )
 
 // Spec selects what a read of a table sees: the snapshot as of AsOf (a
-// snapshot id, or a time in RFC 3339; the current one when empty), and the
-// data files that can hold rows matching Where (`experiment = 'a' AND
-// model_version >= 3`: comparisons of a column with a literal joined by
-// AND), pruned by the experiment partition and the files' column
-// statistics. Where prunes files, not rows: a file that holds a matching
-// row is read whole.
+// snapshot number, or a time in RFC 3339; the current one when empty), and
+// the data files that can hold rows matching Where (`experiment = 'a' AND
+// model_version >= 3`: comparisons of experiment or model_version with a
+// literal, joined by AND), pruned by the experiment partition and the
+// files' model_version range. Where prunes files, not rows: a file that
+// holds a matching row is read whole.
 type Spec struct {
 	AsOf  string
 	Where string
@@ -62,126 +59,155 @@ type Snapshot struct {
 }
 
 // Snapshots lists the table's snapshots, oldest first.
-func (t *Table) Snapshots(ctx context.Context) ([]Snapshot, error) {
-	tbl, err := t.load(ctx)
-	if err != nil || tbl == nil {
+func (t *Table) Snapshots() ([]Snapshot, error) {
+	es, err := t.entries()
+	if err != nil {
 		return nil, err
 	}
-	var out []Snapshot
-	for _, s := range tbl.Metadata().Snapshots() {
-		sn := Snapshot{ID: s.SnapshotID, Time: time.UnixMilli(s.TimestampMs).UTC()}
-		if s.Summary != nil {
-			sn.Operation = string(s.Summary.Operation)
-			sn.Source = s.Summary.Properties["rftpipe.source"]
-			sn.Experiment = s.Summary.Properties["rftpipe.experiment"]
-			sn.Rows, _ = strconv.ParseInt(s.Summary.Properties["added-records"], 10, 64)
+	out := make([]Snapshot, len(es))
+	for i, e := range es {
+		out[i] = Snapshot{ID: e.Snapshot, Time: e.Time, Operation: e.Operation, Source: e.Source, Experiment: e.Experiment}
+		for _, f := range e.Added {
+			out[i].Rows += f.Rows
 		}
-		out = append(out, sn)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out, nil
 }
 
-// Files returns the data files (absolute paths, sorted) of the snapshot s
-// selects, pruned by its Where.
-func (t *Table) Files(ctx context.Context, s Spec) ([]string, error) {
-	tbl, err := t.load(ctx)
+// Files returns the data files (paths, sorted) of the snapshot s selects,
+// pruned by its Where.
+func (t *Table) Files(s Spec) ([]string, error) {
+	es, err := t.entries()
 	if err != nil {
 		return nil, err
 	}
-	if tbl == nil {
+	if len(es) == 0 {
 		return nil, schema.Errorf(t.Dir, -1, "", "empty table: nothing ingested yet")
 	}
-	var opts []itable.ScanOption
+	n := int64(-1)
 	if s.AsOf != "" {
-		id, err := t.asOf(tbl, s.AsOf)
-		if err != nil {
+		if n, err = t.asOf(es, s.AsOf); err != nil {
 			return nil, err
 		}
-		opts = append(opts, itable.WithSnapshotID(id))
 	}
+	keep := func(DataFile) bool { return true }
 	if s.Where != "" {
-		e, err := parseWhere(s.Where)
-		if err != nil {
+		if keep, err = parseWhere(s.Where); err != nil {
 			return nil, schema.Errorf(t.Dir, -1, "", "where %q: %v", s.Where, err)
 		}
-		opts = append(opts, itable.WithRowFilter(e))
 	}
-	tasks, err := tbl.Scan(opts...).PlanFiles(ctx)
-	if err != nil {
-		return nil, schema.Errorf(t.Dir, -1, "", "cannot plan the read: %v", err)
-	}
-	files := make([]string, 0, len(tasks))
-	for _, task := range tasks {
-		files = append(files, strings.TrimPrefix(task.File.FilePath(), "file://"))
+	var files []string
+	for _, f := range replay(es, n).files {
+		if keep(f) {
+			files = append(files, filepath.Join(t.Dir, filepath.FromSlash(f.Path)))
+		}
 	}
 	sort.Strings(files)
 	return files, nil
 }
 
-// asOf resolves a snapshot id or a time to a snapshot id.
-func (t *Table) asOf(tbl *itable.Table, v string) (int64, error) {
-	if id, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if tbl.SnapshotByID(id) == nil {
-			return 0, schema.Errorf(t.Dir, -1, "", "as_of: no snapshot %d (expired, or never one)", id)
+// asOf resolves a snapshot number or a time to a snapshot number.
+func (t *Table) asOf(es []entry, v string) (int64, error) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 1 || n > int64(len(es)) {
+			return 0, schema.Errorf(t.Dir, -1, "", "as_of: no snapshot %d (the table has 1 to %d)", n, len(es))
 		}
-		return id, nil
+		return n, nil
 	}
 	at, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return 0, schema.Errorf(t.Dir, -1, "", "as_of %q: want a snapshot id or an RFC 3339 time (2026-01-02T03:04:05Z)", v)
+		return 0, schema.Errorf(t.Dir, -1, "", "as_of %q: want a snapshot number or an RFC 3339 time (2026-01-02T03:04:05Z)", v)
 	}
-	s := tbl.SnapshotAsOf(at.UnixMilli(), true)
-	if s == nil {
+	n := int64(0)
+	for _, e := range es {
+		if !e.Time.After(at) {
+			n = e.Snapshot
+		}
+	}
+	if n == 0 {
 		return 0, schema.Errorf(t.Dir, -1, "", "as_of %s: the table has no snapshot that old", v)
 	}
-	return s.SnapshotID, nil
+	return n, nil
 }
 
-var comparison = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<>|!=|=|<|>)\s*('(?:[^']|'')*'|-?[0-9]+(?:\.[0-9]+)?)\s*$`)
+var (
+	comparison = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<>|!=|=|<|>)\s*('(?:[^']|'')*'|-?[0-9]+)\s*$`)
+	and        = regexp.MustCompile(`(?i)\s+AND\s+`)
+)
 
-var and = regexp.MustCompile(`(?i)\s+AND\s+`)
-
-// parseWhere parses comparisons of a column with a literal joined by AND.
-func parseWhere(where string) (iceberg.BooleanExpression, error) {
-	var terms []iceberg.BooleanExpression
+// parseWhere parses comparisons joined by AND into a test of a data file:
+// whether it can hold a matching row.
+func parseWhere(where string) (func(DataFile) bool, error) {
+	var tests []func(DataFile) bool
 	for _, part := range and.Split(strings.TrimSpace(where), -1) {
 		m := comparison.FindStringSubmatch(part)
 		if m == nil {
-			return nil, schema.BadInputf("cannot parse %q: want COLUMN OP LITERAL (OP one of = != < <= > >=, a literal a number or 'text') joined by AND", part)
+			return nil, schema.BadInputf("cannot parse %q: want COLUMN OP LITERAL (OP one of = != < <= > >=, a literal an integer or 'text') joined by AND", part)
 		}
-		terms = append(terms, predicate(iceberg.Reference(m[1]), m[2], m[3]))
+		col, op, lit := m[1], m[2], m[3]
+		switch col {
+		case ExperimentColumn:
+			if !strings.HasPrefix(lit, "'") {
+				return nil, schema.BadInputf("%s: compare with 'text'", col)
+			}
+			v := strings.ReplaceAll(lit[1:len(lit)-1], "''", "'")
+			tests = append(tests, func(f DataFile) bool { return holds(op, strings.Compare(f.Experiment, v)) })
+		case VersionColumn:
+			v, err := strconv.ParseInt(lit, 10, 64)
+			if err != nil {
+				return nil, schema.BadInputf("%s: compare with an integer", col)
+			}
+			tests = append(tests, func(f DataFile) bool { return mayHold(op, f.MinVersion, f.MaxVersion, v) })
+		default:
+			return nil, schema.BadInputf("column %q: a table prunes its files by %s and %s only", col, ExperimentColumn, VersionColumn)
+		}
 	}
-	if len(terms) == 1 {
-		return terms[0], nil
-	}
-	return iceberg.NewAnd(terms[0], terms[1], terms[2:]...), nil
+	return func(f DataFile) bool {
+		for _, t := range tests {
+			if !t(f) {
+				return false
+			}
+		}
+		return true
+	}, nil
 }
 
-// predicate builds the comparison of ref with the literal lit.
-func predicate(ref iceberg.UnboundTerm, op, lit string) iceberg.BooleanExpression {
-	if strings.HasPrefix(lit, "'") {
-		return compare(ref, op, strings.ReplaceAll(lit[1:len(lit)-1], "''", "'"))
-	}
-	if n, err := strconv.ParseInt(lit, 10, 64); err == nil {
-		return compare(ref, op, n)
-	}
-	f, _ := strconv.ParseFloat(lit, 64)
-	return compare(ref, op, f)
-}
-
-func compare[T iceberg.LiteralType](ref iceberg.UnboundTerm, op string, v T) iceberg.BooleanExpression {
+// holds reports whether a comparison whose sides compare as c (-1, 0, 1)
+// is true.
+func holds(op string, c int) bool {
 	switch op {
 	case "=":
-		return iceberg.EqualTo(ref, v)
+		return c == 0
 	case "!=", "<>":
-		return iceberg.NotEqualTo(ref, v)
+		return c != 0
 	case "<":
-		return iceberg.LessThan(ref, v)
+		return c < 0
 	case "<=":
-		return iceberg.LessThanEqual(ref, v)
+		return c <= 0
 	case ">":
-		return iceberg.GreaterThan(ref, v)
+		return c > 0
 	}
-	return iceberg.GreaterThanEqual(ref, v)
+	return c >= 0
+}
+
+// mayHold reports whether a file whose values lie in [lo, hi] can hold one
+// for which `value OP v` is true; a file without a range (no non-null
+// value) holds none.
+func mayHold(op string, lo, hi *int64, v int64) bool {
+	if lo == nil || hi == nil {
+		return false
+	}
+	switch op {
+	case "=":
+		return *lo <= v && v <= *hi
+	case "!=", "<>":
+		return *lo != v || *hi != v
+	case "<":
+		return *lo < v
+	case "<=":
+		return *lo <= v
+	case ">":
+		return *hi > v
+	}
+	return *hi >= v
 }

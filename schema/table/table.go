@@ -1,28 +1,24 @@
-// Package table keeps experiences over time: an Apache Iceberg table
-// (format version 2) in a directory, whose data files are plain Parquet
-// under data/experiment=NAME/, partitioned by experiment, with an embedded
-// SQL catalog (a SQLite file beside the data). Every append, with the new
-// watermark of the source it read, is one Iceberg commit: readers see the
-// snapshot before it or the one after it, never a part. A table is a store
-// for every command: Files lists the data files of a snapshot, pruned by a
-// filter on the partition and column statistics.
+// Package table keeps experiences over time: a directory of plain Parquet
+// data files, Hive-partitioned by experiment (data/experiment=NAME/), and a
+// commit log of its own (_log/N.json, one file per snapshot). A commit
+// (data files added or removed, a source's new watermark, an experiment's
+// config) becomes visible by one atomic link of its log file: a reader
+// sees the snapshot before it or the one after it, never a part, and of two
+// committers racing for one snapshot number exactly one wins. A table is a
+// store for every command: Files lists the data files of a snapshot,
+// pruned by a filter on the experiment and the files' model_version range.
 package table
 
 import (
-	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
-
-	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog"
-	sqlcat "github.com/apache/iceberg-go/catalog/sql"
-	itable "github.com/apache/iceberg-go/table"
-	_ "modernc.org/sqlite" // the embedded catalog's driver
+	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
 )
@@ -30,22 +26,49 @@ import (
 // Marker is the file that makes a directory an experience table.
 const Marker = "_rftpipe_table.json"
 
+// ExperimentColumn is the column (and partition) naming each row's
+// experiment.
+const ExperimentColumn = "experiment"
+
+// VersionColumn is the column whose range each data file records, for
+// pruning reads by explore step.
+const VersionColumn = "model_version"
+
 const (
-	catalogFile = "_catalog.sqlite"
-	namespace   = "rftpipe"
-	tableName   = "experiences"
-	// ExperimentColumn is the column (and partition) naming each row's
-	// experiment.
-	ExperimentColumn = "experiment"
-	// property prefixes: a source's watermark, an experiment's config
-	watermarkProp  = "rftpipe.watermark."
-	experimentProp = "rftpipe.experiment."
+	logDir       = "_log"
+	formatName   = "rftpipe-table"
+	logNameWidth = 20
 )
 
 // marker is the content of Marker.
 type marker struct {
 	Format  string `json:"format"`
-	Catalog string `json:"catalog"`
+	Version int    `json:"version"`
+}
+
+// DataFile is one Parquet data file of a table.
+type DataFile struct {
+	Path       string `json:"path"` // relative to the table directory
+	Rows       int64  `json:"rows"`
+	Experiment string `json:"experiment"`
+	// the range of model_version in the file; absent when it holds none
+	MinVersion *int64 `json:"min_model_version,omitempty"`
+	MaxVersion *int64 `json:"max_model_version,omitempty"`
+}
+
+// entry is one commit of the log: the snapshot it makes.
+type entry struct {
+	Snapshot   int64             `json:"snapshot"`
+	Time       time.Time         `json:"time"`
+	Operation  string            `json:"operation"` // append or compact
+	Source     string            `json:"source,omitempty"`
+	Experiment string            `json:"experiment,omitempty"`
+	Added      []DataFile        `json:"added,omitempty"`
+	Removed    []string          `json:"removed,omitempty"`
+	Watermarks map[string]string `json:"watermarks,omitempty"`
+	// Config holds key fields of experiments' Trinity configs, by
+	// experiment then field.
+	Config map[string]map[string]string `json:"config,omitempty"`
 }
 
 // IsTable reports whether dir is an experience table (holds Marker).
@@ -57,13 +80,11 @@ func IsTable(dir string) bool {
 // Table is an open experience table.
 type Table struct {
 	Dir string
-	db  *sql.DB
-	cat *sqlcat.Catalog
 }
 
 // Open opens the table at dir; with create, a directory that is not one
 // yet (missing or empty) becomes one.
-func Open(ctx context.Context, dir string, create bool) (*Table, error) {
+func Open(dir string, create bool) (*Table, error) {
 	if !IsTable(dir) {
 		if !create {
 			return nil, schema.Errorf(dir, -1, "", "not an experience table (no %s)", Marker)
@@ -77,37 +98,17 @@ func Open(ctx context.Context, dir string, create bool) (*Table, error) {
 		return nil, schema.Errorf(dir, -1, "", "cannot read %s: %v", Marker, err)
 	}
 	var m marker
-	if err := json.Unmarshal(b, &m); err != nil || m.Format != "iceberg" {
-		return nil, schema.Errorf(filepath.Join(dir, Marker), -1, "", "not an rftpipe table marker (want {\"format\": \"iceberg\", …})")
+	if err := json.Unmarshal(b, &m); err != nil || m.Format != formatName || m.Version != 1 {
+		return nil, schema.Errorf(filepath.Join(dir, Marker), -1, "", "not an rftpipe table marker (want {\"format\": %q, \"version\": 1})", formatName)
 	}
-	// WAL and a busy timeout: concurrent committers wait for each other's
-	// catalog transaction instead of failing.
-	dsn := "file:" + filepath.Join(dir, catalogFile) + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, schema.Errorf(dir, -1, "", "cannot open the catalog: %v", err)
-	}
-	cat, err := sqlcat.NewCatalog(namespace, db, sqlcat.SQLite, iceberg.Properties{"warehouse": "file://" + dir})
-	if err != nil {
-		db.Close()
-		return nil, schema.Errorf(dir, -1, "", "cannot open the catalog: %v", err)
-	}
-	t := &Table{Dir: dir, db: db, cat: cat}
-	if err := cat.CreateSQLTables(ctx); err != nil {
-		t.Close()
-		return nil, schema.Errorf(dir, -1, "", "cannot set up the catalog: %v", err)
-	}
-	if err := cat.CreateNamespace(ctx, itable.Identifier{namespace}, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-		t.Close()
-		return nil, schema.Errorf(dir, -1, "", "cannot set up the catalog: %v", err)
-	}
-	return t, nil
+	return &Table{Dir: dir}, nil
 }
 
-// initDir makes dir a table: the marker is written last, atomically, so a
-// directory with the marker has its catalog beside it.
+// initDir makes dir a table: the log directory first, then the marker,
+// written atomically, so a directory with the marker is a whole table.
+// Two processes creating one table both succeed, with one marker.
 func initDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, logDir), 0o755); err != nil {
 		return schema.Errorf(dir, -1, "", "cannot create the table directory: %v", err)
 	}
 	entries, err := os.ReadDir(dir)
@@ -115,50 +116,59 @@ func initDir(dir string) error {
 		return schema.Errorf(dir, -1, "", "cannot list: %v", err)
 	}
 	for _, e := range entries {
-		if e.Name() != catalogFile && !strings.HasPrefix(e.Name(), catalogFile) {
-			return schema.Errorf(dir, -1, "", "not an experience table and not empty (holds %s): name a new directory", e.Name())
+		if n := e.Name(); n != logDir && n != "data" && n != Marker && !strings.HasPrefix(n, ".") {
+			return schema.Errorf(dir, -1, "", "not an experience table and not empty (holds %s): name a new directory", n)
 		}
 	}
-	b, _ := json.Marshal(marker{Format: "iceberg", Catalog: catalogFile})
-	tmp, err := os.CreateTemp(dir, ".marker-*")
-	if err != nil {
-		return schema.Errorf(dir, -1, "", "cannot write %s: %v", Marker, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, Marker))
-	}
-	if err != nil {
+	b, _ := json.Marshal(marker{Format: formatName, Version: 1})
+	if err := writeNew(filepath.Join(dir, Marker), b, true); err != nil && !errors.Is(err, os.ErrExist) {
 		return schema.Errorf(dir, -1, "", "cannot write %s: %v", Marker, err)
 	}
 	return nil
 }
 
-// Close releases the catalog.
-func (t *Table) Close() error {
-	t.cat.Close()
-	return t.db.Close()
-}
-
-func ident() itable.Identifier { return itable.Identifier{namespace, tableName} }
-
-// load returns the Iceberg table; nil before the first append created it.
-func (t *Table) load(ctx context.Context) (*itable.Table, error) {
-	tbl, err := t.cat.LoadTable(ctx, ident())
-	if errors.Is(err, catalog.ErrNoSuchTable) {
-		return nil, nil
+// writeNew writes b to a temp file beside path, fsyncs it and links it to
+// path: atomic, and failing with os.ErrExist when path exists (the
+// compare-and-swap of a commit). With replace, an existing path is
+// replaced instead.
+func writeNew(path string, b []byte, replace bool) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err = tmp.Write(b); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
-		return nil, schema.Errorf(t.Dir, -1, "", "cannot load the table: %v", err)
+		return err
 	}
-	return tbl, nil
+	commitPoint("before-link")
+	if replace {
+		err = os.Rename(tmp.Name(), path)
+	} else {
+		err = os.Link(tmp.Name(), path)
+	}
+	if err != nil {
+		return err
+	}
+	syncDir(filepath.Dir(path))
+	return nil
 }
+
+// syncDir fsyncs a directory, making a rename or link in it durable.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// commitPoint, when set (by tests), is called at each point of a commit.
+var commitPoint = func(string) {}
 
 // DataDir returns the directory new data files of experiment go into.
 func (t *Table) DataDir(experiment string) string {
@@ -168,12 +178,96 @@ func (t *Table) DataDir(experiment string) string {
 // escape makes an experiment name a directory name as Hive does.
 func escape(s string) string {
 	var b strings.Builder
-	for _, r := range s {
-		if r < 0x20 || strings.ContainsRune("\"#%'*/:=?\\\x7f{}[]^", r) {
-			fmt.Fprintf(&b, "%%%02X", r)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f || strings.IndexByte("\"#%'*/:=?\\{}[]^", c) >= 0 {
+			fmt.Fprintf(&b, "%%%02X", c)
 		} else {
-			b.WriteRune(r)
+			b.WriteByte(c)
 		}
 	}
 	return b.String()
+}
+
+// state is a snapshot: its data files and what the commits up to it set.
+type state struct {
+	snapshot   int64
+	time       time.Time
+	files      map[string]DataFile
+	watermarks map[string]string
+	config     map[string]map[string]string
+}
+
+// logName returns the log file of snapshot n.
+func (t *Table) logName(n int64) string {
+	return filepath.Join(t.Dir, logDir, fmt.Sprintf("%0*d.json", logNameWidth, n))
+}
+
+// entries reads the log, oldest first: the commits whose files are there.
+func (t *Table) entries() ([]entry, error) {
+	des, err := os.ReadDir(filepath.Join(t.Dir, logDir))
+	if err != nil {
+		return nil, schema.Errorf(t.Dir, -1, "", "cannot list the commit log: %v", err)
+	}
+	var out []entry
+	for _, de := range des {
+		name := de.Name()
+		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		if _, err := strconv.ParseInt(strings.TrimSuffix(name, ".json"), 10, 64); err != nil {
+			continue
+		}
+		p := filepath.Join(t.Dir, logDir, name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, schema.Errorf(p, -1, "", "cannot read: %v", err)
+		}
+		var e entry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, schema.Errorf(p, -1, "", "corrupt commit: %v", err)
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Snapshot < out[j].Snapshot })
+	for i, e := range out {
+		if e.Snapshot != int64(i+1) {
+			return nil, schema.Errorf(t.logName(int64(i+1)), -1, "", "commit log has a gap: snapshot %d missing", i+1)
+		}
+	}
+	return out, nil
+}
+
+// replay returns the state after the entries up to snapshot n (all when
+// n < 0).
+func replay(es []entry, n int64) *state {
+	s := &state{files: map[string]DataFile{}, watermarks: map[string]string{}, config: map[string]map[string]string{}}
+	for _, e := range es {
+		if n >= 0 && e.Snapshot > n {
+			break
+		}
+		s.snapshot, s.time = e.Snapshot, e.Time
+		for _, p := range e.Removed {
+			delete(s.files, p)
+		}
+		for _, f := range e.Added {
+			s.files[f.Path] = f
+		}
+		for k, v := range e.Watermarks {
+			s.watermarks[k] = v
+		}
+		for exp, c := range e.Config {
+			s.config[exp] = c
+		}
+	}
+	return s
+}
+
+// head returns the current state.
+func (t *Table) head() (*state, []entry, error) {
+	es, err := t.entries()
+	if err != nil {
+		return nil, nil, err
+	}
+	return replay(es, -1), es, nil
 }
