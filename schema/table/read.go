@@ -211,3 +211,32 @@ func mayHold(op string, lo, hi *int64, v int64) bool {
 	}
 	return *hi >= v
 }
+
+// ConfigFields are the key fields of a Trinity-RFT config a table records
+// for an experiment: the column of the experiments view, and the field's
+// path in the YAML.
+var ConfigFields = []struct{ Column, Path string }{
+	{"algorithm_type", "algorithm.algorithm_type"},
+	{"repeat_times", "algorithm.repeat_times"},
+	{"learning_rate", "algorithm.optimizer.lr"},
+	{"model_path", "model.model_path"},
+	{"project", "project"},
+	{"group", "group"},
+	{"name", "name"},
+}
+
+// Configs returns the recorded config fields of each experiment (by
+// ConfigFields column) as of the snapshot s selects.
+func (t *Table) Configs(s Spec) (map[string]map[string]string, error) {
+	es, err := t.entries()
+	if err != nil {
+		return nil, err
+	}
+	n := int64(-1)
+	if s.AsOf != "" {
+		if n, err = t.asOf(es, s.AsOf); err != nil {
+			return nil, err
+		}
+	}
+	return replay(es, n).config, nil
+}

@@ -265,12 +265,9 @@ func constant(s string, n int) arrow.Array {
 	return b.NewArray()
 }
 
-// configFields are the key fields of a Trinity-RFT config recorded for an
-// experiment, by their path in the YAML.
-var configFields = []string{"project", "group", "name", "algorithm.algorithm_type", "algorithm.repeat_times", "algorithm.optimizer.lr", "model.model_path"}
-
-// ConfigFields reads the key fields of the Trinity-RFT config at path (none
-// when path is empty); a field the config does not set is left out.
+// ConfigFields reads the key fields of the Trinity-RFT config at path
+// (table.ConfigFields; none when path is empty), by column; a field the
+// config does not set is left out.
 func ConfigFields(path string) (map[string]string, error) {
 	if path == "" {
 		return nil, nil
@@ -284,9 +281,9 @@ func ConfigFields(path string) (map[string]string, error) {
 		return nil, schema.Errorf(path, -1, "", "not a YAML config: %v", strings.SplitN(err.Error(), "\n", 2)[0])
 	}
 	out := map[string]string{}
-	for _, p := range configFields {
-		if v, ok := lookup(doc, p); ok {
-			out[p] = fmt.Sprint(v)
+	for _, f := range table.ConfigFields {
+		if v, ok := lookup(doc, f.Path); ok {
+			out[f.Column] = fmt.Sprint(v)
 		}
 	}
 	return out, nil
