@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -43,7 +44,8 @@ func (t *Table) Commit(ctx context.Context, a Append) (int64, error) {
 	}
 	return t.commit(ctx, e, func(s *state) error {
 		if got := s.watermarks[a.Source]; got != a.From {
-			return schema.Errorf(t.Dir, -1, "", "%v (%s now at %q, this one read from %q): nothing committed; rerun to ingest the rest", ErrConcurrent, a.Source, got, a.From)
+			return &schema.InputError{File: t.Dir, Row: -1, Err: ErrConcurrent,
+				Msg: fmt.Sprintf("nothing committed; rerun to ingest the rest (%s read from watermark %q, now at %q)", a.Source, a.From, got)}
 		}
 		return nil
 	})

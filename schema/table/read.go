@@ -74,8 +74,9 @@ func (t *Table) Snapshots() ([]Snapshot, error) {
 	return out, nil
 }
 
-// Files returns the data files (paths, sorted) of the snapshot s selects,
-// pruned by its Where.
+// Files returns the data files of the snapshot s selects, pruned by its
+// Where, in the order they were committed: a table reads as its sources
+// were ingested.
 func (t *Table) Files(s Spec) ([]string, error) {
 	es, err := t.entries()
 	if err != nil {
@@ -96,13 +97,18 @@ func (t *Table) Files(s Spec) ([]string, error) {
 			return nil, schema.Errorf(t.Dir, -1, "", "where %q: %v", s.Where, err)
 		}
 	}
-	var files []string
-	for _, f := range replay(es, n).files {
+	st := replay(es, n)
+	var kept []DataFile
+	for _, f := range st.files {
 		if keep(f) {
-			files = append(files, filepath.Join(t.Dir, filepath.FromSlash(f.Path)))
+			kept = append(kept, f)
 		}
 	}
-	sort.Strings(files)
+	sort.Slice(kept, func(i, j int) bool { return st.order[kept[i].Path] < st.order[kept[j].Path] })
+	files := make([]string, len(kept))
+	for i, f := range kept {
+		files[i] = filepath.Join(t.Dir, filepath.FromSlash(f.Path))
+	}
 	return files, nil
 }
 

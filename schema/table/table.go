@@ -194,6 +194,7 @@ type state struct {
 	snapshot   int64
 	time       time.Time
 	files      map[string]DataFile
+	order      map[string]int // files by the order they were added
 	watermarks map[string]string
 	config     map[string]map[string]string
 }
@@ -241,7 +242,7 @@ func (t *Table) entries() ([]entry, error) {
 // replay returns the state after the entries up to snapshot n (all when
 // n < 0).
 func replay(es []entry, n int64) *state {
-	s := &state{files: map[string]DataFile{}, watermarks: map[string]string{}, config: map[string]map[string]string{}}
+	s := &state{files: map[string]DataFile{}, order: map[string]int{}, watermarks: map[string]string{}, config: map[string]map[string]string{}}
 	for _, e := range es {
 		if n >= 0 && e.Snapshot > n {
 			break
@@ -249,9 +250,11 @@ func replay(es []entry, n int64) *state {
 		s.snapshot, s.time = e.Snapshot, e.Time
 		for _, p := range e.Removed {
 			delete(s.files, p)
+			delete(s.order, p)
 		}
 		for _, f := range e.Added {
 			s.files[f.Path] = f
+			s.order[f.Path] = len(s.order)
 		}
 		for k, v := range e.Watermarks {
 			s.watermarks[k] = v
