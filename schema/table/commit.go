@@ -54,6 +54,7 @@ func (t *Table) Commit(ctx context.Context, a Append) (int64, error) {
 // commit writes e as the next snapshot once check accepts the current one,
 // retrying on the new one when another commit takes the number first.
 func (t *Table) commit(ctx context.Context, e entry, check func(*state) error) (int64, error) {
+	commitPoint("start")
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return 0, err
