@@ -43,6 +43,7 @@ func newApp() *cli.App {
 			inspectCommand(),
 			streaming(convertCommand()),
 			streaming(ingestCommand()),
+			streaming(compactCommand()),
 			streaming(runCommand()),
 			sqlCommand(),
 			reportCommand(),

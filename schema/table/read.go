@@ -3,7 +3,6 @@ package table
 import (
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -98,22 +97,30 @@ func (t *Table) Files(s Spec) ([]string, error) {
 		}
 	}
 	st := replay(es, n)
-	var kept []DataFile
-	for _, f := range st.files {
-		if keep(f) {
-			kept = append(kept, f)
+	var files []string
+	for _, p := range st.order {
+		if keep(st.files[p]) {
+			files = append(files, filepath.Join(t.Dir, filepath.FromSlash(p)))
 		}
-	}
-	sort.Slice(kept, func(i, j int) bool { return st.order[kept[i].Path] < st.order[kept[j].Path] })
-	files := make([]string, len(kept))
-	for i, f := range kept {
-		files[i] = filepath.Join(t.Dir, filepath.FromSlash(f.Path))
 	}
 	return files, nil
 }
 
-// asOf resolves a snapshot number or a time to a snapshot number.
+// asOf resolves a snapshot number or a time to a snapshot that is not
+// expired.
 func (t *Table) asOf(es []entry, v string) (int64, error) {
+	n, err := t.snapshotAt(es, v)
+	if err != nil {
+		return 0, err
+	}
+	if exp := replay(es, -1).expired; n < exp {
+		return 0, schema.Errorf(t.Dir, -1, "", "as_of %s: snapshot %d is expired (the oldest kept is %d)", v, n, exp)
+	}
+	return n, nil
+}
+
+// snapshotAt resolves a snapshot number or a time to a snapshot number.
+func (t *Table) snapshotAt(es []entry, v string) (int64, error) {
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 		if n < 1 || n > int64(len(es)) {
 			return 0, schema.Errorf(t.Dir, -1, "", "as_of: no snapshot %d (the table has 1 to %d)", n, len(es))

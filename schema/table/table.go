@@ -60,7 +60,7 @@ type DataFile struct {
 type entry struct {
 	Snapshot   int64             `json:"snapshot"`
 	Time       time.Time         `json:"time"`
-	Operation  string            `json:"operation"` // append or compact
+	Operation  string            `json:"operation"` // append, compact or expire
 	Source     string            `json:"source,omitempty"`
 	Experiment string            `json:"experiment,omitempty"`
 	Added      []DataFile        `json:"added,omitempty"`
@@ -69,6 +69,8 @@ type entry struct {
 	// Config holds key fields of experiments' Trinity configs, by
 	// experiment then field.
 	Config map[string]map[string]string `json:"config,omitempty"`
+	// ExpiredBefore: the snapshots before this one are expired (Expire).
+	ExpiredBefore int64 `json:"expired_before,omitempty"`
 }
 
 // IsTable reports whether dir is an experience table (holds Marker).
@@ -193,8 +195,9 @@ func escape(s string) string {
 type state struct {
 	snapshot   int64
 	time       time.Time
+	expired    int64 // snapshots before this one are expired
 	files      map[string]DataFile
-	order      map[string]int // files by the order they were added
+	order      []string // the paths of files, in the order rows were committed
 	watermarks map[string]string
 	config     map[string]map[string]string
 }
@@ -242,20 +245,16 @@ func (t *Table) entries() ([]entry, error) {
 // replay returns the state after the entries up to snapshot n (all when
 // n < 0).
 func replay(es []entry, n int64) *state {
-	s := &state{files: map[string]DataFile{}, order: map[string]int{}, watermarks: map[string]string{}, config: map[string]map[string]string{}}
+	s := &state{files: map[string]DataFile{}, watermarks: map[string]string{}, config: map[string]map[string]string{}}
 	for _, e := range es {
 		if n >= 0 && e.Snapshot > n {
 			break
 		}
 		s.snapshot, s.time = e.Snapshot, e.Time
-		for _, p := range e.Removed {
-			delete(s.files, p)
-			delete(s.order, p)
+		if e.ExpiredBefore > s.expired {
+			s.expired = e.ExpiredBefore
 		}
-		for _, f := range e.Added {
-			s.files[f.Path] = f
-			s.order[f.Path] = len(s.order)
-		}
+		s.apply(e)
 		for k, v := range e.Watermarks {
 			s.watermarks[k] = v
 		}
@@ -264,6 +263,38 @@ func replay(es []entry, n int64) *state {
 		}
 	}
 	return s
+}
+
+// apply applies e's files to s: appended files go last, and the files a
+// compaction adds take the place of the first file it removes, so the rows
+// keep their order.
+func (s *state) apply(e entry) {
+	removed := map[string]bool{}
+	for _, p := range e.Removed {
+		removed[p] = true
+		delete(s.files, p)
+	}
+	var order []string
+	placed := false
+	for _, p := range s.order {
+		if !removed[p] {
+			order = append(order, p)
+		} else if !placed {
+			for _, f := range e.Added {
+				order = append(order, f.Path)
+			}
+			placed = true
+		}
+	}
+	if !placed {
+		for _, f := range e.Added {
+			order = append(order, f.Path)
+		}
+	}
+	for _, f := range e.Added {
+		s.files[f.Path] = f
+	}
+	s.order = order
 }
 
 // head returns the current state.
