@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -276,30 +275,39 @@ func ConfigFields(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, schema.Errorf(path, -1, "", "cannot read the config: %v", err)
 	}
-	var doc map[string]any
+	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return nil, schema.Errorf(path, -1, "", "not a YAML config: %v", strings.SplitN(err.Error(), "\n", 2)[0])
 	}
 	out := map[string]string{}
 	for _, f := range table.ConfigFields {
-		if v, ok := lookup(doc, f.Path); ok {
-			out[f.Column] = fmt.Sprint(v)
+		if v, ok := lookup(&doc, f.Path); ok {
+			out[f.Column] = v
 		}
 	}
 	return out, nil
 }
 
-// lookup finds a dotted path in a YAML document.
-func lookup(doc map[string]any, path string) (any, bool) {
-	var cur any = doc
-	for _, k := range strings.Split(path, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[k]; !ok {
-			return nil, false
-		}
+// lookup returns the scalar at a dotted path of a YAML document, as
+// written.
+func lookup(n *yaml.Node, path string) (string, bool) {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
 	}
-	return cur, cur != nil
+	for _, k := range strings.Split(path, ".") {
+		if n.Kind != yaml.MappingNode {
+			return "", false
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return "", false
+		}
+		n = next
+	}
+	return n.Value, n.Kind == yaml.ScalarNode && n.Tag != "!!null"
 }
