@@ -40,6 +40,7 @@ type Options struct {
 // Result says what an ingest committed.
 type Result struct {
 	Rows      int64   // rows appended, 0 when nothing was new
+	Read      int64   // rows read from the sources (a file's from its start)
 	Snapshots []int64 // one per source with new rows
 }
 
@@ -72,7 +73,8 @@ func Ingest(ctx context.Context, src, dir string, o Options) (Result, error) {
 		if i > 0 {
 			c = nil // recorded once
 		}
-		n, snap, err := ingestSource(ctx, t, f, o, c)
+		n, read, snap, err := ingestSource(ctx, t, f, o, c)
+		res.Read += read
 		if err != nil {
 			return res, err
 		}
@@ -100,20 +102,21 @@ func sourceKey(f string) (string, error) {
 	return "file://" + abs, nil
 }
 
-// ingestSource appends the new rows of one source as one commit.
-func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg map[string]string) (int64, int64, error) {
+// ingestSource appends the new rows of one source as one commit; it
+// returns the rows appended, the rows read and the snapshot.
+func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg map[string]string) (rows, read, snap int64, err error) {
 	key, err := sourceKey(f)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	from, err := t.Watermark(key)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	var mark int64 // a buffer's last id, a file's rows read
 	if from != "" {
 		if mark, err = strconv.ParseInt(from, 10, 64); err != nil {
-			return 0, 0, schema.Errorf(t.Dir, -1, "", "bad watermark %q of %s", from, key)
+			return 0, 0, 0, schema.Errorf(t.Dir, -1, "", "bad watermark %q of %s", from, key)
 		}
 	}
 	opts := []store.ReadOption{store.Context(ctx)}
@@ -123,35 +126,35 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 	}
 	r, err := store.Open(f, opts...)
 	if errors.Is(err, trinity.ErrNoRows) {
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer r.Close()
 	out, err := dataFile(t, o.Experiment)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	df, read, err := copyRows(ctx, r, out, o, mark, buffer)
 	if err != nil || df.Rows == 0 {
-		return 0, 0, err
+		return 0, read, 0, err
 	}
 	if df.Path, err = t.Rel(out); err != nil {
 		os.Remove(out)
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	to := mark + read
 	if buffer {
 		to = r.LastID()
 	}
-	snap, err := t.Commit(ctx, table.Append{Source: key, From: from, To: strconv.FormatInt(to, 10),
+	snap, err = t.Commit(ctx, table.Append{Source: key, From: from, To: strconv.FormatInt(to, 10),
 		Files: []table.DataFile{df}, Experiment: o.Experiment, Config: cfg})
 	if err != nil {
 		os.Remove(out)
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return df.Rows, snap, nil
+	return df.Rows, read, snap, nil
 }
 
 // dataFile names a new data file of experiment in the table.
