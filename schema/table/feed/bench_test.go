@@ -113,4 +113,3 @@ func BenchmarkIngest(b *testing.B) {
 		b.ReportMetric(float64(read)/float64(b.N), "rows-read/op")
 	})
 }
-
