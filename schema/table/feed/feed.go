@@ -132,6 +132,9 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 		return 0, 0, 0, err
 	}
 	defer r.Close()
+	if err := sameColumns(t, f, withExperiment(r.Schema())); err != nil {
+		return 0, 0, 0, err
+	}
 	out, err := dataFile(t, o.Experiment)
 	if err != nil {
 		return 0, 0, 0, err
@@ -157,6 +160,31 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 	return df.Rows, read, snap, nil
 }
 
+// withExperiment returns the schema of a table's rows read as sc: its
+// columns and the experiment, without metadata (a table spans buffers).
+func withExperiment(sc *arrow.Schema) *arrow.Schema {
+	fields := append([]arrow.Field{}, sc.Fields()...)
+	return arrow.NewSchema(append(fields, arrow.Field{Name: table.ExperimentColumn, Type: arrow.BinaryTypes.String}), nil)
+}
+
+// sameColumns refuses rows of src whose columns (sc) are not those of the
+// table's data files: a table reads as one store.
+func sameColumns(t *table.Table, src string, sc *arrow.Schema) error {
+	files, err := t.Files(table.Spec{})
+	if err != nil || len(files) == 0 {
+		return nil // an empty table takes any columns
+	}
+	r, err := store.Open(files[0], store.BatchRows(1))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if col, why := store.ColumnDiff(r.Schema(), sc); col != "" {
+		return schema.Errorf(src, -1, col, "not the columns of table %s: %s; ingest these rows into a table of their own", t.Dir, why)
+	}
+	return nil
+}
+
 // dataFile names a new data file of experiment in the table.
 func dataFile(t *table.Table, experiment string) (string, error) {
 	dir := t.DataDir(experiment)
@@ -177,9 +205,7 @@ func copyRows(ctx context.Context, r *store.Reader, out string, o Options, skip 
 	if buffer {
 		skip = 0
 	}
-	fields := append([]arrow.Field{}, r.Schema().Fields()...)
-	fields = append(fields, arrow.Field{Name: table.ExperimentColumn, Type: arrow.BinaryTypes.String})
-	sc := arrow.NewSchema(fields, nil) // a table spans buffers: no layout metadata
+	sc := withExperiment(r.Schema())
 	var w *store.Writer
 	defer func() {
 		if w != nil && err != nil {
