@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -60,7 +61,9 @@ func (t *Table) Replace(ctx context.Context, removed []string, added []DataFile)
 
 // Expire removes the data files that no snapshot from the one current at
 // before onwards reads (files a compaction replaced), and makes the
-// snapshots before that one unreadable (as_of refuses them). It returns the
+// snapshots before that one unreadable (as_of refuses them); it also
+// removes the files of commits that never happened (a killed ingest's data
+// and commit temp files) last modified before before. It returns the data
 // files removed. A reader still reading an expired snapshot loses its
 // files: expire only snapshots older than any running read.
 func (t *Table) Expire(ctx context.Context, before time.Time) ([]string, error) {
@@ -73,9 +76,6 @@ func (t *Table) Expire(ctx context.Context, before time.Time) ([]string, error) 
 		if !e.Time.After(before) {
 			first = e.Snapshot
 		}
-	}
-	if first <= 1 {
-		return nil, nil
 	}
 	live := map[string]bool{}
 	for n := first; n <= int64(len(es)); n++ {
@@ -92,13 +92,53 @@ func (t *Table) Expire(ctx context.Context, before time.Time) ([]string, error) 
 			}
 		}
 	}
-	if _, err := t.commit(ctx, entry{Operation: "expire", ExpiredBefore: first}, func(*state) error { return nil }); err != nil {
+	if first > 1 {
+		if _, err := t.commit(ctx, entry{Operation: "expire", ExpiredBefore: first}, func(*state) error { return nil }); err != nil {
+			return nil, err
+		}
+	}
+	orphans, err := t.orphans(before, es)
+	if err != nil {
 		return nil, err
 	}
+	gone = append(gone, orphans...)
 	for _, p := range gone {
 		if err := os.Remove(filepath.Join(t.Dir, filepath.FromSlash(p))); err != nil && !os.IsNotExist(err) {
 			return gone, schema.Errorf(p, -1, "", "cannot remove an expired data file: %v", err)
 		}
 	}
 	return gone, nil
+}
+
+// orphans returns the files below data/ that no snapshot lists and the
+// temp files in _log/, modified before before (relative paths).
+func (t *Table) orphans(before time.Time, es []entry) ([]string, error) {
+	listed := map[string]bool{}
+	for _, e := range es {
+		for _, f := range e.Added {
+			listed[f.Path] = true
+		}
+	}
+	var out []string
+	for _, sub := range []string{"data", logDir} {
+		root := filepath.Join(t.Dir, sub)
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(t.Dir, p)
+			rel = filepath.ToSlash(rel)
+			if listed[rel] || (sub == logDir && !strings.HasPrefix(d.Name(), ".tmp-")) {
+				return nil
+			}
+			if info, err := d.Info(); err == nil && info.ModTime().Before(before) {
+				out = append(out, rel)
+			}
+			return nil
+		})
+		if err != nil && !os.IsNotExist(err) {
+			return nil, schema.Errorf(root, -1, "", "cannot list: %v", err)
+		}
+	}
+	return out, nil
 }

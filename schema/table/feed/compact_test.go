@@ -2,6 +2,8 @@ package feed
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,12 +70,32 @@ func TestCompactUnderConcurrentReader(t *testing.T) {
 		t.Fatalf("as_of=8 (before compaction) reads %d rows, want 64", len(keys))
 	}
 
-	res, err = Compact(ctx, tbl, 20, time.Now(), "")
+	// a killed ingest's data file, old, and a running one's, new
+	old, fresh := filepath.Join(tbl, "data", "experiment=e", "old.parquet"), filepath.Join(tbl, "data", "experiment=e", "new.parquet")
+	for _, f := range []string{old, fresh} {
+		if err := os.WriteFile(f, []byte("PAR1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expireAt := time.Now()
+	if err := os.Chtimes(old, expireAt.Add(-time.Hour), expireAt.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(fresh, expireAt.Add(time.Hour), expireAt.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	res, err = Compact(ctx, tbl, 20, expireAt, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Expired != 8 {
-		t.Fatalf("expiry removed %d files, want the 8 merged ones", res.Expired)
+	if res.Expired != 9 {
+		t.Fatalf("expiry removed %d files, want the 8 merged ones and the old orphan", res.Expired)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Fatalf("the old orphan is still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("the new orphan (a running ingest's) was removed: %v", err)
 	}
 	if _, _, keys := readAll(t, tbl); strings.Join(keys, ",") != strings.Join(want, ",") {
 		t.Fatalf("after expiry the table reads %v, want %v", keys, want)
