@@ -47,32 +47,6 @@ func ParseStore(path string) (dir string, s Spec, ok bool, err error) {
 	return dir, s, true, nil
 }
 
-// Snapshot is one commit of a table.
-type Snapshot struct {
-	ID         int64
-	Time       time.Time
-	Operation  string
-	Source     string // the ingested source ("" for a compaction)
-	Experiment string
-	Rows       int64 // rows added
-}
-
-// Snapshots lists the table's snapshots, oldest first.
-func (t *Table) Snapshots() ([]Snapshot, error) {
-	es, err := t.entries()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Snapshot, len(es))
-	for i, e := range es {
-		out[i] = Snapshot{ID: e.Snapshot, Time: e.Time, Operation: e.Operation, Source: e.Source, Experiment: e.Experiment}
-		for _, f := range e.Added {
-			out[i].Rows += f.Rows
-		}
-	}
-	return out, nil
-}
-
 // Files returns the data files of the snapshot s selects, pruned by its
 // Where, in the order they were committed: a table reads as its sources
 // were ingested.
