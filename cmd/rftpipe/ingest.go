@@ -28,6 +28,7 @@ func ingestCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			printWarnings(c, "ingest", res.Warnings)
 			if res.Rows == 0 {
 				fmt.Fprintf(c.App.ErrWriter, "ingest: 0 new in %s\n", schema.Redact(in))
 				return nil

@@ -39,8 +39,11 @@ type Options struct {
 
 // Result says what an ingest committed.
 type Result struct {
-	Rows      int64   // rows appended, 0 when nothing was new
-	Read      int64   // rows read from the sources (a file's from its start)
+	Rows int64 // rows appended, 0 when nothing was new
+	Read int64 // rows read from the sources (a file's from its start)
+	// Warnings are the sources' (rows a buffer read but did not yield,
+	// store.Reader.Warnings), one line each.
+	Warnings  []string
 	Snapshots []int64 // one per source with new rows
 }
 
@@ -73,11 +76,11 @@ func Ingest(ctx context.Context, src, dir string, o Options) (Result, error) {
 		if i > 0 {
 			c = nil // recorded once
 		}
-		n, read, snap, err := ingestSource(ctx, t, f, o, c)
-		res.Read += read
+		n, read, snap, err := ingestSource(ctx, t, f, o, c, &res.Warnings)
 		if err != nil {
 			return res, err
 		}
+		res.Read += read
 		if n > 0 {
 			res.Rows += n
 			res.Snapshots = append(res.Snapshots, snap)
@@ -103,8 +106,9 @@ func sourceKey(f string) (string, error) {
 }
 
 // ingestSource appends the new rows of one source as one commit; it
-// returns the rows appended, the rows read and the snapshot.
-func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg map[string]string) (rows, read, snap int64, err error) {
+// returns the rows appended, the rows read and the snapshot, and adds the
+// source's warnings to warnings.
+func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg map[string]string, warnings *[]string) (rows, read, snap int64, err error) {
 	key, err := sourceKey(f)
 	if err != nil {
 		return 0, 0, 0, err
@@ -140,6 +144,10 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 		return 0, 0, 0, err
 	}
 	df, read, err := copyRows(ctx, r, out, o, mark, buffer)
+	*warnings = append(*warnings, r.Warnings()...)
+	if err == nil && !buffer && read < mark {
+		err = schema.Errorf(f, -1, "", "holds %d rows, but the table holds its first %d: the file was replaced, not appended to; ingest it under another name", read, mark)
+	}
 	if err != nil || df.Rows == 0 {
 		return 0, read, 0, err
 	}
@@ -147,7 +155,7 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 		os.Remove(out)
 		return 0, 0, 0, err
 	}
-	to := mark + read
+	to := read // a file's rows from its start
 	if buffer {
 		to = r.LastID()
 	}

@@ -145,8 +145,9 @@ func TestBufferGrowsOverThreeIngests(t *testing.T) {
 	}
 }
 
-// TestFileSourceGrows ingests a JSONL file that grows: the second ingest
-// appends the rows after the first's, by row.
+// TestFileSourceGrows ingests a JSONL file that grows: each ingest appends
+// the rows after the last one's, by row; a file shorter than what the table
+// holds of it is refused.
 func TestFileSourceGrows(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -175,6 +176,10 @@ func TestFileSourceGrows(t *testing.T) {
 		if rows, _, _ := readAll(t, tbl); rows != int64(n) {
 			t.Fatalf("file of %d rows: the table holds %d", n, rows)
 		}
+	}
+	write(5) // replaced by a shorter file
+	if _, err := Ingest(ctx, src, tbl, Options{Experiment: "files"}); err == nil || !strings.Contains(err.Error(), "the file was replaced") {
+		t.Fatalf("ingest of a file shorter than its watermark: %v, want an error", err)
 	}
 }
 
