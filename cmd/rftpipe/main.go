@@ -51,6 +51,8 @@ func newApp() *cli.App {
 			conformanceCommand(),
 			benchCommand(),
 			streaming(lossCommand()),
+			streaming(ingestCommand()),
+			streaming(compactCommand()),
 			mergeMetricsCommand(),
 			completionCommand(),
 		},

@@ -174,7 +174,7 @@ func TestInterspersedFlags(t *testing.T) {
 	}
 }
 
-// TestStreamingCommandsLimitHeap: run, gen, convert and loss set the heap's soft
+// TestStreamingCommandsLimitHeap: run, gen, convert, loss, ingest and compact set the heap's soft
 // limit (unless GOMEMLIMIT does); the other commands leave it alone.
 func TestStreamingCommandsLimitHeap(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
@@ -189,7 +189,7 @@ func TestStreamingCommandsLimitHeap(t *testing.T) {
 		}
 		want := int64(math.MaxInt64)
 		switch c.Name {
-		case "run", "gen", "convert", "loss":
+		case "run", "gen", "convert", "loss", "ingest", "compact":
 			want = store.HeapLimit
 		}
 		if got := debug.SetMemoryLimit(-1); got != want {

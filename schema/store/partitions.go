@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/table"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
@@ -82,8 +83,8 @@ func Partitions(path string, files []string) ([]Partition, error) {
 // names are partitions: a store directory itself, or a glob's directories
 // before its first pattern.
 func partitionRoot(path string) (string, bool) {
-	if trinity.IsURL(path) {
-		return "", false
+	if _, _, ok, _ := table.ParseStore(path); ok || trinity.IsURL(path) {
+		return "", false // a table's files hold their columns
 	}
 	if strings.ContainsAny(path, "*?[") {
 		dirs := strings.Split(filepath.ToSlash(path), "/")

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/table"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
@@ -41,6 +42,7 @@ type readConfig struct {
 	ctx        context.Context
 	// Parquet row groups decoded at once (rowGroupsInFlight)
 	rowGroupsInFlight int
+	afterID           int64 // AfterID
 }
 
 // Context makes connecting to a buffer's database and reading its table,
@@ -61,6 +63,12 @@ type skipper interface {
 // schema.Require to insist on them.
 func Columns(names ...string) ReadOption {
 	return func(c *readConfig) { c.columns = names }
+}
+
+// AfterID makes a buffer yield only its rows whose id is greater than id
+// (an incremental read; see Reader.LastID).
+func AfterID(id int64) ReadOption {
+	return func(c *readConfig) { c.afterID = id }
 }
 
 // BatchRows sets the number of rows per record batch.
@@ -102,10 +110,17 @@ type reporter interface {
 
 // Expand resolves a store path into its files: a file, a directory (every
 // *.parquet file in it and in its Hive partition directories KEY=VALUE,
-// sorted) or a glob (sorted matches).
+// sorted), a glob (sorted matches), or an experience table, DIR or
+// DIR?as_of=…&where=… (the data files of its snapshot; see table.Spec).
 func Expand(path string) ([]string, error) {
 	if trinity.IsURL(path) {
 		return []string{path}, nil
+	}
+	if dir, spec, ok, err := table.ParseStore(path); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return tableFiles(dir, spec)
 	}
 	if strings.ContainsAny(path, "*?[") {
 		m, err := filepath.Glob(path)
@@ -178,6 +193,19 @@ func parquetFiles(root, dir string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// tableFiles returns the data files of a table's snapshot.
+func tableFiles(dir string, spec table.Spec) ([]string, error) {
+	t, err := table.Open(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	files, err := t.Files(spec)
+	if err == nil && len(files) == 0 {
+		err = schema.Errorf(dir, -1, "", "no data file of the table matches (as_of %q, where %q)", spec.AsOf, spec.Where)
+	}
+	return files, err
 }
 
 // storeFile reports whether a file of this name holds experiences, and its
@@ -367,6 +395,16 @@ func (r *Reader) countSkipped() {
 	r.skipped += d
 	r.nextFile += d
 	r.nextStore += d
+}
+
+// LastID returns the greatest id a buffer store yielded so far (0 for
+// other stores, or none read): read to its end, the watermark of an
+// incremental read (AfterID).
+func (r *Reader) LastID() int64 {
+	if b, ok := r.raw.(interface{ LastID() int64 }); ok {
+		return b.LastID()
+	}
+	return 0
 }
 
 // Skipped returns the number of rows skipped so far (SkipRowGroups): rows

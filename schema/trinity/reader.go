@@ -25,7 +25,21 @@ type ReadOptions struct {
 	// Context, when set, stops connecting and reading when done (a
 	// signal); the read stops at the latest on Close.
 	Context context.Context
+	// AfterID, when positive, reads only the rows whose id is greater:
+	// the query seeks on the primary key, rows before are not scanned.
+	AfterID int64
 }
+
+// ErrNoRows is the error (wrapped) of opening a buffer table that has no
+// rows to read (none at all, or none after ReadOptions.AfterID).
+var ErrNoRows = errors.New("no rows")
+
+// noRows is the input error of a table with no rows to read: it is
+// ErrNoRows too.
+type noRows struct{ error }
+
+func (e noRows) Unwrap() error      { return e.error }
+func (noRows) Is(target error) bool { return target == ErrNoRows }
 
 // Reader streams a buffer table as record batches of the experience store,
 // in id order, every row once whatever its consumed count: one query whose
@@ -178,7 +192,7 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		return nil, badTable(loc, "layout=%s, but the table has the %s layout", loc.Layout, lay)
 	}
 	r.kind, r.layout = kind, lay
-	rows, err := db.QueryContext(ctx, selectSQL(loc, kind, lay))
+	rows, err := db.QueryContext(ctx, selectSQL(loc, kind, lay, opt.AfterID))
 	if err != nil {
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
@@ -198,7 +212,10 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		if r.missing.n > 0 {
 			return nil, badTable(loc, "no experiences: every one of its %d metadata row(s) lacks its blob row (on_missing_blob=skip skipped them all): id %s", r.missing.n, r.missing)
 		}
-		return nil, badTable(loc, "empty table: no experiences")
+		if opt.AfterID > 0 {
+			return nil, noRows{badTable(loc, "no rows after id %d", opt.AfterID)}
+		}
+		return nil, noRows{badTable(loc, "empty table: no experiences")}
 	}
 	r.pending = true
 	_, strBatch := r.rec.batch.(string)
@@ -214,10 +231,10 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 	return r, nil
 }
 
-// selectSQL returns the query that reads a buffer in id order: id, the
-// inline payload (0.5, mixed), the blob's id and payload (0.6, mixed), then
-// an experience table's columns.
-func selectSQL(loc Location, k Kind, lay Layout) string {
+// selectSQL returns the query that reads a buffer in id order from the
+// first id after afterID: id, the inline payload (0.5, mixed), the blob's id
+// and payload (0.6, mixed), then an experience table's columns.
+func selectSQL(loc Location, k Kind, lay Layout, afterID int64) string {
 	cols := []string{"m.id"}
 	if lay != Layout06 {
 		cols = append(cols, "m.experience_bytes")
@@ -232,7 +249,19 @@ func selectSQL(loc Location, k Kind, lay Layout) string {
 	if lay != Layout05 {
 		q += " LEFT JOIN " + quoteIdent(blobTable(loc)) + " b ON b.id = m.id"
 	}
+	if afterID > 0 {
+		q += " WHERE m.id > " + strconv.FormatInt(afterID, 10)
+	}
 	return q + " ORDER BY m.id"
+}
+
+// LastID returns the greatest id read so far (0 when none): after the last
+// row, the watermark of an incremental read (ReadOptions.AfterID).
+func (r *Reader) LastID() int64 {
+	if !r.span.seen {
+		return 0
+	}
+	return r.span.last
 }
 
 // Kind returns the table's schema type.

@@ -163,6 +163,23 @@ func ParseURL(s string) (Location, error) {
 	return loc, nil
 }
 
+// Identity names the buffer table independently of how the URL spells it
+// and of credentials: the SQLite file's absolute path, or the PostgreSQL
+// server, port and database, then the table.
+func (l Location) Identity() string {
+	if l.Driver == "sqlite" {
+		if abs, err := filepath.Abs(l.DSN); err == nil {
+			return "sqlite://" + abs + "?table=" + l.Table
+		}
+		return "sqlite://" + l.DSN + "?table=" + l.Table
+	}
+	u, err := url.Parse(l.DSN)
+	if err != nil {
+		return "postgresql://?table=" + l.Table
+	}
+	return "postgresql://" + u.Host + u.Path + "?table=" + l.Table
+}
+
 // maxIdent is the longest name PostgreSQL keeps, in bytes (NAMEDATALEN-1):
 // it cuts a longer one short, silently.
 const maxIdent = 63

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 
 	rsql "github.com/rftpipe/rftpipe/sql"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/table"
 )
 
 // DefaultView is the view the first store is always exposed as; the canned
@@ -88,8 +90,63 @@ func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) (war
 				return nil, schema.Errorf(s.Path, -1, "", "cannot read the store: %s", FirstLine(err.Error()))
 			}
 		}
+		if i == 0 {
+			if err := attachExperiments(ctx, db, s.Path); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return warnings, nil
+}
+
+// ExperimentsView is the view of the experiments of a table store, one row
+// each: its recorded config fields (table.ConfigFields), its first and last
+// model_version (explore step) and its rows.
+const ExperimentsView = "experiments"
+
+// attachExperiments creates ExperimentsView when the first store, the view
+// DefaultView, is an experience table.
+func attachExperiments(ctx context.Context, db *sql.DB, path string) error {
+	dir, spec, ok, err := table.ParseStore(path)
+	if !ok || err != nil {
+		return err
+	}
+	t, err := table.Open(dir, false)
+	if err != nil {
+		return err
+	}
+	configs, err := t.Configs(spec)
+	if err != nil {
+		return err
+	}
+	cols := []string{QuoteIdent(table.ExperimentColumn)}
+	for _, f := range table.ConfigFields {
+		cols = append(cols, QuoteIdent(f.Column))
+	}
+	var rows []string
+	for exp, c := range configs {
+		vals := []string{QuoteString(exp)}
+		for _, f := range table.ConfigFields {
+			if v, ok := c[f.Column]; ok {
+				vals = append(vals, QuoteString(v))
+			} else {
+				vals = append(vals, "NULL::VARCHAR")
+			}
+		}
+		rows = append(rows, "("+strings.Join(vals, ", ")+")")
+	}
+	sort.Strings(rows)
+	cfg := "SELECT " + strings.Repeat("NULL::VARCHAR, ", len(cols)-1) + "NULL::VARCHAR WHERE false"
+	if len(rows) > 0 {
+		cfg = "VALUES " + strings.Join(rows, ", ")
+	}
+	q := "CREATE OR REPLACE VIEW " + QuoteIdent(ExperimentsView) + " AS SELECT e." + cols[0] + ", c.* EXCLUDE (" + cols[0] + "), e.first_step, e.last_step, e.rows" +
+		" FROM (SELECT " + cols[0] + ", min(model_version) AS first_step, max(model_version) AS last_step, count(*) AS rows FROM " +
+		QuoteIdent(DefaultView) + " GROUP BY ALL) e LEFT JOIN (" + cfg + ") c(" + strings.Join(cols, ", ") + ") USING (" + cols[0] + ") ORDER BY e." + cols[0]
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		return schema.Errorf(path, -1, "", "cannot make the view %s: %s", ExperimentsView, FirstLine(err.Error()))
+	}
+	return nil
 }
 
 // ParquetFiles returns the Parquet files DuckDB reads for the store at path

@@ -1,0 +1,104 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rftpipe/rftpipe/schema"
+)
+
+// Append is one commit: Parquet data files written under DataDir, and the
+// watermark of the source they were read from, From before and To after.
+type Append struct {
+	Source   string // the source's identity
+	From, To string // watermarks: as read before, and after these rows
+	Files    []DataFile
+	// Experiment names the rows' experiment; Config, when not nil, the key
+	// fields of its Trinity config, recorded with the commit.
+	Experiment string
+	Config     map[string]string
+}
+
+// ErrConcurrent says that another ingest of the same source committed first:
+// nothing was committed, and a rerun ingests what remains.
+var ErrConcurrent = errors.New("another ingest of this source committed first")
+
+// maxAttempts bounds the retries of a commit that lost a race to commits of
+// other sources.
+const maxAttempts = 100
+
+// Commit appends a's files and watermark as one snapshot and returns its
+// number. When another commit lands first: if it moved a's source's
+// watermark, a is refused (ErrConcurrent: its rows may be in the table
+// already); otherwise a is committed again on top of it.
+func (t *Table) Commit(ctx context.Context, a Append) (int64, error) {
+	e := entry{Operation: "append", Source: a.Source, Experiment: a.Experiment, Added: a.Files,
+		Watermarks: map[string]string{a.Source: a.To}}
+	if a.Config != nil {
+		e.Config = map[string]map[string]string{a.Experiment: a.Config}
+	}
+	return t.commit(ctx, e, func(s *state) error {
+		if got := s.watermarks[a.Source]; got != a.From {
+			return &schema.InputError{File: t.Dir, Row: -1, Err: ErrConcurrent,
+				Msg: fmt.Sprintf("nothing committed; rerun to ingest the rest (%s read from watermark %q, now at %q)", a.Source, a.From, got)}
+		}
+		return nil
+	})
+}
+
+// commit writes e as the next snapshot once check accepts the current one,
+// retrying on the new one when another commit takes the number first.
+func (t *Table) commit(ctx context.Context, e entry, check func(*state) error) (int64, error) {
+	commitPoint("start")
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		s, _, err := t.head()
+		if err != nil {
+			return 0, err
+		}
+		if err := check(s); err != nil {
+			return 0, err
+		}
+		e.Snapshot, e.Time = s.snapshot+1, time.Now().UTC()
+		b, err := json.MarshalIndent(e, "", "  ")
+		if err != nil {
+			return 0, err
+		}
+		err = writeNew(t.logName(e.Snapshot), append(b, '\n'), false)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return 0, schema.Errorf(t.Dir, -1, "", "cannot commit: %v", err)
+		}
+		commitPoint("after-commit")
+		return e.Snapshot, nil
+	}
+	return 0, schema.Errorf(t.Dir, -1, "", "commit lost the race to concurrent commits %d times: nothing committed; rerun", maxAttempts)
+}
+
+// Watermark returns the watermark of source in the current snapshot, "" when
+// the table holds none of its rows.
+func (t *Table) Watermark(source string) (string, error) {
+	s, _, err := t.head()
+	if err != nil {
+		return "", err
+	}
+	return s.watermarks[source], nil
+}
+
+// Rel returns the path of a data file relative to the table directory.
+func (t *Table) Rel(path string) (string, error) {
+	rel, err := filepath.Rel(t.Dir, path)
+	if err != nil {
+		return "", schema.Errorf(path, -1, "", "not in table %s", t.Dir)
+	}
+	return filepath.ToSlash(rel), nil
+}

@@ -1,0 +1,350 @@
+// Package feed appends a store's new rows to an experience table, exactly
+// once: each source (a buffer's database and table, a file) has a watermark
+// in the table, committed with its rows, and an ingest reads only what lies
+// beyond it. A buffer is read from the first id after its watermark (the
+// query seeks on the primary key); a file from the first row after it.
+package feed
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"gopkg.in/yaml.v3"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/table"
+	"github.com/rftpipe/rftpipe/schema/trinity"
+)
+
+// Options configures Ingest.
+type Options struct {
+	Experiment string
+	// Config, when set, is the experiment's Trinity-RFT config (YAML): its
+	// key fields are recorded in the table (ConfigFields).
+	Config string
+	Codec  string // Parquet codec of the data files (zstd when empty)
+}
+
+// Result says what an ingest committed.
+type Result struct {
+	Rows int64 // rows appended, 0 when nothing was new
+	Read int64 // rows read from the sources (a file's from its start)
+	// Warnings are the sources' (rows a buffer read but did not yield,
+	// store.Reader.Warnings), one line each.
+	Warnings  []string
+	Snapshots []int64 // one per source with new rows
+}
+
+// Ingest appends the rows of the store src that dir's table does not hold
+// yet, creating the table when dir is a new directory. Rows are taken as
+// the source holds them (null rewards too). A store of several files is
+// ingested file by file, each file with its own watermark and commit.
+func Ingest(ctx context.Context, src, dir string, o Options) (Result, error) {
+	if o.Experiment == "" {
+		return Result{}, schema.BadInputf("ingest needs an experiment name")
+	}
+	cfg, err := ConfigFields(o.Config)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, _, ok, _ := table.ParseStore(src); ok {
+		return Result{}, schema.Errorf(src, -1, "", "an experience table: ingest reads buffers and stores, not tables")
+	}
+	files, err := store.Expand(src)
+	if err != nil {
+		return Result{}, err
+	}
+	t, err := table.Open(dir, true)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	for i, f := range files {
+		c := cfg
+		if i > 0 {
+			c = nil // recorded once
+		}
+		n, read, snap, err := ingestSource(ctx, t, f, o, c, &res.Warnings)
+		if err != nil {
+			return res, err
+		}
+		res.Read += read
+		if n > 0 {
+			res.Rows += n
+			res.Snapshots = append(res.Snapshots, snap)
+		}
+	}
+	return res, nil
+}
+
+// sourceKey returns the identity of a source file or buffer URL.
+func sourceKey(f string) (string, error) {
+	if trinity.IsURL(f) {
+		loc, err := trinity.ParseURL(f)
+		if err != nil {
+			return "", err
+		}
+		return loc.Identity(), nil
+	}
+	abs, err := filepath.Abs(f)
+	if err != nil {
+		return "", schema.Errorf(f, -1, "", "cannot resolve the path: %v", err)
+	}
+	return "file://" + abs, nil
+}
+
+// ingestSource appends the new rows of one source as one commit; it
+// returns the rows appended, the rows read and the snapshot, and adds the
+// source's warnings to warnings.
+func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg map[string]string, warnings *[]string) (rows, read, snap int64, err error) {
+	key, err := sourceKey(f)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	from, err := t.Watermark(key)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	var mark int64 // a buffer's last id, a file's rows read
+	if from != "" {
+		if mark, err = strconv.ParseInt(from, 10, 64); err != nil {
+			return 0, 0, 0, schema.Errorf(t.Dir, -1, "", "bad watermark %q of %s", from, key)
+		}
+	}
+	opts := []store.ReadOption{store.Context(ctx)}
+	buffer := trinity.IsURL(f)
+	if buffer {
+		opts = append(opts, store.AfterID(mark))
+	}
+	r, err := store.Open(f, opts...)
+	if errors.Is(err, trinity.ErrNoRows) {
+		return 0, 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer r.Close()
+	if err := sameColumns(t, f, withExperiment(r.Schema())); err != nil {
+		return 0, 0, 0, err
+	}
+	out, err := dataFile(t, o.Experiment)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	df, read, err := copyRows(ctx, r, out, o, mark, buffer)
+	*warnings = append(*warnings, r.Warnings()...)
+	if err == nil && !buffer && read < mark {
+		err = schema.Errorf(f, -1, "", "holds %d rows, but the table holds its first %d: the file was replaced, not appended to; ingest it under another name", read, mark)
+	}
+	if err != nil || df.Rows == 0 {
+		return 0, read, 0, err
+	}
+	if df.Path, err = t.Rel(out); err != nil {
+		os.Remove(out)
+		return 0, 0, 0, err
+	}
+	to := read // a file's rows from its start
+	if buffer {
+		to = r.LastID()
+	}
+	snap, err = t.Commit(ctx, table.Append{Source: key, From: from, To: strconv.FormatInt(to, 10),
+		Files: []table.DataFile{df}, Experiment: o.Experiment, Config: cfg})
+	if err != nil {
+		os.Remove(out)
+		return 0, 0, 0, err
+	}
+	return df.Rows, read, snap, nil
+}
+
+// withExperiment returns the schema of a table's rows read as sc: its
+// columns and the experiment, without metadata (a table spans buffers).
+func withExperiment(sc *arrow.Schema) *arrow.Schema {
+	fields := append([]arrow.Field{}, sc.Fields()...)
+	return arrow.NewSchema(append(fields, arrow.Field{Name: table.ExperimentColumn, Type: arrow.BinaryTypes.String}), nil)
+}
+
+// sameColumns refuses rows of src whose columns (sc) are not those of the
+// table's data files: a table reads as one store.
+func sameColumns(t *table.Table, src string, sc *arrow.Schema) error {
+	files, err := t.Files(table.Spec{})
+	if err != nil || len(files) == 0 {
+		return nil // an empty table takes any columns
+	}
+	r, err := store.Open(files[0], store.BatchRows(1))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if col, why := store.ColumnDiff(r.Schema(), sc); col != "" {
+		return schema.Errorf(src, -1, col, "not the columns of table %s: %s; ingest these rows into a table of their own", t.Dir, why)
+	}
+	return nil
+}
+
+// dataFile names a new data file of experiment in the table.
+func dataFile(t *table.Table, experiment string) (string, error) {
+	dir := t.DataDir(experiment)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", schema.Errorf(dir, -1, "", "cannot create: %v", err)
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	return filepath.Join(dir, time.Now().UTC().Format("20060102T150405")+"-"+hex.EncodeToString(b[:])+".parquet"), nil
+}
+
+// copyRows writes the rows r yields, past the first skip of a file source,
+// with the experiment column, atomically to out; it returns the data file
+// (its rows and model_version range) and the rows read (a file's new
+// watermark is skip+read). Nothing is written when no row is new.
+func copyRows(ctx context.Context, r *store.Reader, out string, o Options, skip int64, buffer bool) (df table.DataFile, read int64, err error) {
+	df.Experiment = o.Experiment
+	if buffer {
+		skip = 0
+	}
+	sc := withExperiment(r.Schema())
+	var w *store.Writer
+	defer func() {
+		if w != nil && err != nil {
+			w.Abort()
+		}
+	}()
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return df, 0, err
+		}
+		n := rec.NumRows()
+		read += n
+		if skip >= n {
+			skip -= n
+			continue
+		}
+		if skip > 0 {
+			rec = rec.NewSlice(skip, n)
+			defer rec.Release()
+			skip = 0
+		}
+		if w == nil {
+			if w, err = store.Create(out, sc, store.WriteContext(ctx), store.WithParquet(store.ParquetOptions{Codec: o.Codec})); err != nil {
+				return df, 0, err
+			}
+		}
+		versionRange(rec, &df)
+		exp := constant(o.Experiment, int(rec.NumRows()))
+		cols := append(append([]arrow.Array{}, rec.Columns()...), exp)
+		withExp := array.NewRecord(sc, cols, rec.NumRows())
+		err = w.Write(withExp)
+		withExp.Release()
+		exp.Release()
+		if err != nil {
+			return df, 0, err
+		}
+		df.Rows += rec.NumRows()
+	}
+	if w == nil {
+		return df, read, nil
+	}
+	if err = w.Commit(); err != nil {
+		return df, 0, err
+	}
+	w = nil
+	return df, read, nil
+}
+
+// versionRange widens df's model_version range by the batch's values.
+func versionRange(rec arrow.Record, df *table.DataFile) {
+	idx := rec.Schema().FieldIndices(table.VersionColumn)
+	if len(idx) == 0 {
+		return
+	}
+	a, ok := rec.Column(idx[0]).(*array.Int64)
+	if !ok {
+		return
+	}
+	for i := 0; i < a.Len(); i++ {
+		if a.IsNull(i) {
+			continue
+		}
+		v := a.Value(i)
+		if df.MinVersion == nil || v < *df.MinVersion {
+			df.MinVersion = &v
+		}
+		if df.MaxVersion == nil || v > *df.MaxVersion {
+			df.MaxVersion = &v
+		}
+	}
+}
+
+// constant returns a string array of n copies of s.
+func constant(s string, n int) arrow.Array {
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	b.Reserve(n)
+	for i := 0; i < n; i++ {
+		b.Append(s)
+	}
+	return b.NewArray()
+}
+
+// ConfigFields reads the key fields of the Trinity-RFT config at path
+// (table.ConfigFields; none when path is empty), by column; a field the
+// config does not set is left out.
+func ConfigFields(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, schema.Errorf(path, -1, "", "cannot read the config: %v", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, schema.Errorf(path, -1, "", "not a YAML config: %v", strings.SplitN(err.Error(), "\n", 2)[0])
+	}
+	out := map[string]string{}
+	for _, f := range table.ConfigFields {
+		if v, ok := lookup(&doc, f.Path); ok {
+			out[f.Column] = v
+		}
+	}
+	return out, nil
+}
+
+// lookup returns the scalar at a dotted path of a YAML document, as
+// written.
+func lookup(n *yaml.Node, path string) (string, bool) {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	for _, k := range strings.Split(path, ".") {
+		if n.Kind != yaml.MappingNode {
+			return "", false
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return "", false
+		}
+		n = next
+	}
+	return n.Value, n.Kind == yaml.ScalarNode && n.Tag != "!!null"
+}
