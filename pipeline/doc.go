@@ -11,9 +11,9 @@
 // cmd/rftpipe maps flags to one options type per command of package
 // build and prints; build is the one place that makes a Job and runs it:
 //
-//	build.Run   run's options (an advantage fn, add strategy, operators,
+//	builder.Run   run's options (an advantage fn, add strategy, operators,
 //	            a job file or an algorithm type) → Job → Run
-//	build.Loss  loss's options (a policy loss by flags, or a job file's or
+//	builder.Loss  loss's options (a policy loss by flags, or a job file's or
 //	            algorithm's objective) → Job → Run
 //
 // Both resolve the options, check the outputs against the inputs

@@ -75,7 +75,7 @@ type Job struct {
 	// (Needs.CrossBatch) refuses it.
 	Shard *shard.Shard
 
-	// The rest describes the job to the code around Run (package build),
+	// The rest describes the job to the code around Run (package builder),
 	// which checks its outputs and monitors it.
 
 	// Name says what the job computes, for messages ("grpo", "add strategy

@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 )
 
@@ -27,13 +27,13 @@ func algorithmsCommand() *cli.Command {
 			if format != "table" && format != "json" {
 				return schema.Usagef("--format %q: want table or json", format)
 			}
-			names := build.Names(build.Algorithms)
+			names := builder.Names(builder.Algorithms)
 			if c.NArg() == 1 {
 				names = []string{c.Args().First()}
 			}
-			docs := make([]build.AlgorithmDoc, 0, len(names))
+			docs := make([]builder.AlgorithmDoc, 0, len(names))
 			for _, n := range names {
-				d, err := build.Algorithm(n)
+				d, err := builder.Algorithm(n)
 				if err != nil {
 					return err
 				}
@@ -55,10 +55,10 @@ func algorithmsCommand() *cli.Command {
 }
 
 // algorithmTable prints one line per type: flags and default components.
-func algorithmTable(w io.Writer, docs []build.AlgorithmDoc) error {
+func algorithmTable(w io.Writer, docs []builder.AlgorithmDoc) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "NAME\tCRITIC\tREF\tADV_IN_TRAINER\tBALANCE\tSCHEMA")
-	for _, k := range build.SlotKeys() {
+	for _, k := range builder.SlotKeys() {
 		fmt.Fprint(tw, "\t", strings.ToUpper(k))
 	}
 	fmt.Fprintln(tw)
@@ -80,7 +80,7 @@ func algorithmTable(w io.Writer, docs []build.AlgorithmDoc) error {
 }
 
 // algorithmDetail prints one type with its resolved default config.
-func algorithmDetail(w io.Writer, d build.AlgorithmDoc) error {
+func algorithmDetail(w io.Writer, d builder.AlgorithmDoc) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "name\t%s (upstream %s)\n", d.Name, d.Class)
 	fmt.Fprintf(tw, "description\t%s\n", d.Doc)

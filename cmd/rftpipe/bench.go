@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 )
 
@@ -27,7 +27,7 @@ func benchLossCommand() *cli.Command {
 		Name:  "loss",
 		Usage: "time forward + gradient of a policy loss (default args) on seeded random inputs held in memory",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "fn", Required: true, Usage: "policy loss `NAME`: " + strings.Join(build.Names(build.PolicyLosses), ", ")},
+			&cli.StringFlag{Name: "fn", Required: true, Usage: "policy loss `NAME`: " + strings.Join(builder.Names(builder.PolicyLosses), ", ")},
 			&cli.StringFlag{Name: "shape", Value: "1024x4096", Usage: "`BxT`: rows × tokens per row"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "device: cpu | cuda | auto (cuda reports the median kernel time by CUDA events and the bandwidth against a measured device-to-device copy; cpu, the wall time and the bandwidth against a copy on every core)"},
 			intFlag(&cli.IntFlag{Name: "runs", Value: 9, Usage: "timed runs after one warm-up; the median is reported"}, "[1,1000]"),
@@ -44,7 +44,7 @@ func benchLossCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			r, err := build.BenchLoss(build.BenchOptions{Fn: c.String("fn"), Rows: rows, Width: width, Runs: c.Int("runs"),
+			r, err := builder.BenchLoss(builder.BenchOptions{Fn: c.String("fn"), Rows: rows, Width: width, Runs: c.Int("runs"),
 				Seed: c.Uint64("seed"), Device: c.String("device"), Torch: c.Bool("torch"), Log: c.App.ErrWriter})
 			if err != nil {
 				return err

@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 )
 
@@ -20,7 +20,7 @@ func conformanceCommand() *cli.Command {
 			"float32-rounded inputs misses the tolerance too.\n\nkinds:\n" + kindsHelp(),
 		ArgsUsage: "DIR",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "kind", Usage: "comma-separated kinds to run (default: every KIND.json in DIR): " + strings.Join(build.Names(build.ConformanceKinds), ", ")},
+			&cli.StringFlag{Name: "kind", Usage: "comma-separated kinds to run (default: every KIND.json in DIR): " + strings.Join(builder.Names(builder.ConformanceKinds), ", ")},
 			deviceFlag(),
 			&cli.BoolFlag{Name: "float32", Usage: "on a device: check float32 storage at rtol 1e-5 / atol 1e-6 (ill-conditioned cases listed, not failed)"},
 		},
@@ -34,7 +34,7 @@ func conformanceCommand() *cli.Command {
 					kinds = append(kinds, k)
 				}
 			}
-			rep, err := build.Conformance(build.ConformanceOptions{Dir: c.Args().First(), Kinds: kinds,
+			rep, err := builder.Conformance(builder.ConformanceOptions{Dir: c.Args().First(), Kinds: kinds,
 				Device: c.String("device"), Float32: c.Bool("float32"), Log: c.App.ErrWriter})
 			if err != nil {
 				return err
@@ -65,7 +65,7 @@ func conformanceCommand() *cli.Command {
 // kindsHelp lists the golden kinds with what their vectors check.
 func kindsHelp() string {
 	var b strings.Builder
-	for _, e := range build.Entries(build.ConformanceKinds) {
+	for _, e := range builder.Entries(builder.ConformanceKinds) {
 		fmt.Fprintf(&b, "  %-20s %s\n", e.Name, e.Doc)
 	}
 	return strings.TrimRight(b.String(), "\n")

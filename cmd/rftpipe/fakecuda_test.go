@@ -22,7 +22,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/gpu"
 	"github.com/rftpipe/rftpipe/pipeline"
-	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -182,7 +182,7 @@ func TestLossOnFakeCUDA(t *testing.T) {
 		}
 		// The synchronous device path: the same job, its evaluator without
 		// Start.
-		o := &build.LossOptions{Common: build.Common{In: in, Step: 1, Log: io.Discard}, Fn: "ppo", KLLossFn: "low_var_kl", KLCoef: 0.001,
+		o := &builder.LossOptions{Common: builder.Common{In: in, Step: 1, Log: io.Discard}, Fn: "ppo", KLLossFn: "low_var_kl", KLCoef: 0.001,
 			EntropyLossFn: "default", EntropyCoef: 0.001, GradOut: filepath.Join(dir, name+"_sync.parquet"), Device: "cpu"}
 		j, err := o.Job()
 		if err != nil {

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/pipeline/builder"
 )
 
 // Algorithm jobs: `run` and `loss` take a Trinity-RFT algorithm (a type
@@ -19,8 +19,8 @@ func algorithmFlags() []cli.Flag {
 }
 
 // commonOptions maps the flags every job command shares.
-func commonOptions(c *cli.Context) (build.Common, error) {
-	o := build.Common{
+func commonOptions(c *cli.Context) (builder.Common, error) {
+	o := builder.Common{
 		Config: c.String("config"), Algorithm: c.String("algorithm"), In: c.String("in"),
 		Metrics: c.String("metrics"), Prom: c.String("prom"), Label: c.String("job-label"),
 		Seed: c.Uint64("seed"), HasSeed: c.IsSet("seed"), Step: c.Int64("step"),
@@ -32,12 +32,12 @@ func commonOptions(c *cli.Context) (build.Common, error) {
 }
 
 // runOptions maps the flags of `run`.
-func runOptions(c *cli.Context) (*build.RunOptions, error) {
+func runOptions(c *cli.Context) (*builder.RunOptions, error) {
 	com, err := commonOptions(c)
 	if err != nil {
 		return nil, err
 	}
-	return &build.RunOptions{
+	return &builder.RunOptions{
 		Common: com, AdvantageFn: c.String("advantage-fn"), AddStrategy: c.String("add-strategy"),
 		Args: keyValues(c, "arg"), Operators: c.StringSlice("operator"), SkipOperators: c.StringSlice("skip-operator"),
 		Out: c.String("out"), Rejected: c.String("rejected"),
@@ -46,12 +46,12 @@ func runOptions(c *cli.Context) (*build.RunOptions, error) {
 }
 
 // lossOptions maps the flags of `loss`.
-func lossOptions(c *cli.Context) (*build.LossOptions, error) {
+func lossOptions(c *cli.Context) (*builder.LossOptions, error) {
 	com, err := commonOptions(c)
 	if err != nil {
 		return nil, err
 	}
-	o := &build.LossOptions{
+	o := &builder.LossOptions{
 		Common: com, Fn: c.String("fn"), Args: keyValues(c, "arg"),
 		LossAggMode: c.String("loss-agg-mode"), KLLossFn: c.String("kl-loss-fn"), KLCoef: c.Float64("kl-coef"),
 		EntropyLossFn: c.String("entropy-loss-fn"), EntropyCoef: c.Float64("entropy-coef"),

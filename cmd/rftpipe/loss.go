@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 )
 
@@ -50,16 +50,16 @@ func lossCommand() *cli.Command {
 			"trainer publishes them (actor/...). Inputs are read from list columns (see --col); the current\n" +
 			"policy's log-prob defaults to a `logprob` column, else to the rollout `logprobs` (ratio 1).",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "fn", Usage: "policy loss `NAME`: " + strings.Join(build.Names(build.PolicyLosses), ", ")},
+			&cli.StringFlag{Name: "fn", Usage: "policy loss `NAME`: " + strings.Join(builder.Names(builder.PolicyLosses), ", ")},
 			&cli.StringSliceFlag{Name: "arg", Usage: "policy loss argument `NAME=VALUE` over its default_args (repeatable; null for None)"},
 			&cli.StringFlag{Name: "loss-agg-mode", Usage: "algorithm.loss_agg_mode for the policy (overriding its loss_agg_mode unless respect_own_loss_agg_mode), KL and entropy terms (default: --arg loss_agg_mode, else token-mean)"},
-			&cli.StringFlag{Name: "kl-loss-fn", Value: "none", Usage: "KL loss `NAME`: " + strings.Join(build.Names(build.KLFns), ", ")},
-			floatFlag(&cli.Float64Flag{Name: "kl-coef", Value: 0.001, Usage: "KL loss coefficient"}, build.Finite),
-			&cli.StringFlag{Name: "entropy-loss-fn", Value: "default", Usage: "entropy loss `NAME`: " + strings.Join(build.Names(build.EntropyFns), ", ")},
-			floatFlag(&cli.Float64Flag{Name: "entropy-coef", Value: 0, Usage: "entropy coefficient (the term is computed when the store has an entropy input)"}, build.Finite),
+			&cli.StringFlag{Name: "kl-loss-fn", Value: "none", Usage: "KL loss `NAME`: " + strings.Join(builder.Names(builder.KLFns), ", ")},
+			floatFlag(&cli.Float64Flag{Name: "kl-coef", Value: 0.001, Usage: "KL loss coefficient"}, builder.Finite),
+			&cli.StringFlag{Name: "entropy-loss-fn", Value: "default", Usage: "entropy loss `NAME`: " + strings.Join(builder.Names(builder.EntropyFns), ", ")},
+			floatFlag(&cli.Float64Flag{Name: "entropy-coef", Value: 0, Usage: "entropy coefficient (the term is computed when the store has an entropy input)"}, builder.Finite),
 			&cli.StringFlag{Name: "in", Usage: "input store (`STORE`: file, directory, glob or Trinity buffer URL)"},
 			&cli.StringSliceFlag{Name: "col", Usage: "read input `CANONICAL=COLUMN` (" + strings.Join(schema.InputNames(), ", ") + "; verl names accepted)"},
-			int64Flag(&cli.Int64Flag{Name: "step", Value: 1, Usage: "training step of the batch (mix_chord's schedule; the trainer counts from 1)"}, build.AtLeast1),
+			int64Flag(&cli.Int64Flag{Name: "step", Value: 1, Usage: "training step of the batch (mix_chord's schedule; the trainer counts from 1)"}, builder.AtLeast1),
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the policy loss's random choice (clip_cov; same input and seed, same output)"},
 			&cli.StringFlag{Name: "grad-out", Usage: "write grad_logprob list<float32> (+ id columns) aligned with the input rows to `FILE`"},
 			deviceFlag(),
@@ -78,7 +78,7 @@ func runLoss(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := build.Loss(c.Context, o, func(err error) int { return exitStatus(c.Context, err) })
+	r, err := builder.Loss(c.Context, o, func(err error) int { return exitStatus(c.Context, err) })
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/pipeline/builder"
 )
 
 // TestReadmeCommandsRun runs every command of README.md that works on the
@@ -137,17 +137,17 @@ func TestReadmeRegistries(t *testing.T) {
 	if !strings.Contains(section, "fixtures/conformance/KIND.json") {
 		t.Error("README section does not say where golden vectors come")
 	}
-	for _, kind := range build.Names(build.ConformanceKinds) {
+	for _, kind := range builder.Names(builder.ConformanceKinds) {
 		if _, err := os.Stat(filepath.Join("fixtures/conformance", kind+".json")); err != nil {
 			t.Errorf("conformance kind %s: %v", kind, err)
 		}
 	}
 	for _, c := range []struct {
 		command  string
-		families []build.Family
+		families []builder.Family
 	}{
-		{"run", []build.Family{build.AdvantageFns, build.AddStrategies, build.Operators}},
-		{"loss", []build.Family{build.PolicyLosses, build.KLFns, build.EntropyFns}},
+		{"run", []builder.Family{builder.AdvantageFns, builder.AddStrategies, builder.Operators}},
+		{"loss", []builder.Family{builder.PolicyLosses, builder.KLFns, builder.EntropyFns}},
 	} {
 		help, stderr, code := runCLI(t, "help", c.command)
 		if code != 0 {
@@ -158,7 +158,7 @@ func TestReadmeRegistries(t *testing.T) {
 			words[w] = true
 		}
 		for _, f := range c.families {
-			for _, name := range build.Names(f) {
+			for _, name := range builder.Names(f) {
 				if !words[name] {
 					t.Errorf("help %s does not offer %s", c.command, name)
 				}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 )
 
@@ -16,9 +16,9 @@ func runCommand() *cli.Command {
 		Usage: "compute advantages over a store (an advantage fn, an add strategy or an algorithm preset): filter, duplicate, write advantages/returns",
 		Description: "Rows keep input order (upstream groups them; compare by eid). Duplicated rows come last, with a\n" +
 			"fresh suffix and duplicate_of = the input row they copy.\n\n" +
-			build.AdvantageHelp() + "add strategies: " + strings.Join(build.Names(build.AddStrategies), ", ") + "\n" +
+			builder.AdvantageHelp() + "add strategies: " + strings.Join(builder.Names(builder.AddStrategies), ", ") + "\n" +
 			"experience operators (--operator, or a config's data_processor.experience_pipeline.operators): " +
-			strings.Join(build.Names(build.Operators), ", "),
+			strings.Join(builder.Names(builder.Operators), ", "),
 		ArgsUsage: " ",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "advantage-fn", Usage: "advantage fn or filter (`NAME`, listed below)"},
@@ -33,7 +33,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "on-invalid-reward", Value: "error", Usage: "null/NaN/Inf rewards: error | drop"},
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
 			&cli.BoolFlag{Name: "allow-inside-input", Usage: "write outputs inside the input store's directory or matching its glob (refused by default: the next read would take them for part of the store)"},
-			int64Flag(&cli.Int64Flag{Name: "step", Usage: "the trainer step about to run: with sample_strategy staleness_control, rows with model_version < step - max_staleness are not read", DefaultText: "every row read"}, build.AtLeast1),
+			int64Flag(&cli.Int64Flag{Name: "step", Usage: "the trainer step about to run: with sample_strategy staleness_control, rows with model_version < step - max_staleness are not read", DefaultText: "every row read"}, builder.AtLeast1),
 			progressFlag(),
 		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags(false)...)...),
 		Action: func(c *cli.Context) error {
@@ -46,7 +46,7 @@ func runCommand() *cli.Command {
 			}
 			bar := newProgress(c, "run", -1)
 			o.Progress, o.Total = bar.Add, bar.Total
-			res, err := build.Run(c.Context, o, func(err error) int { return exitStatus(c.Context, err) })
+			res, err := builder.Run(c.Context, o, func(err error) int { return exitStatus(c.Context, err) })
 			bar.Done()
 			if err != nil {
 				return err

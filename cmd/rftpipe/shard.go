@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/build"
+	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 )
 
@@ -23,8 +23,8 @@ const indexEnv = "JOB_COMPLETION_INDEX"
 // the command can say why it refuses them (loss: a cross-batch stage).
 func shardFlags(hidden bool) []cli.Flag {
 	return []cli.Flag{
-		intFlag(&cli.IntFlag{Name: "shards", Hidden: hidden, Usage: "split the job by explore batch into `N` shards; --out is then a directory of parts (OUT/part-I.parquet, OUT/_metrics/part-I.json) and of their plan (OUT/_plan.json: N, the input, the job), and a directory of another plan is refused", DefaultText: "one job, unsharded"}, build.ShardsRange),
-		intFlag(&cli.IntFlag{Name: "shard", Hidden: hidden, Usage: "the shard `I` to run (0 .. N-1)", DefaultText: "$" + indexEnv + ", as a Kubernetes Indexed Job sets it"}, build.ShardRange),
+		intFlag(&cli.IntFlag{Name: "shards", Hidden: hidden, Usage: "split the job by explore batch into `N` shards; --out is then a directory of parts (OUT/part-I.parquet, OUT/_metrics/part-I.json) and of their plan (OUT/_plan.json: N, the input, the job), and a directory of another plan is refused", DefaultText: "one job, unsharded"}, builder.ShardsRange),
+		intFlag(&cli.IntFlag{Name: "shard", Hidden: hidden, Usage: "the shard `I` to run (0 .. N-1)", DefaultText: "$" + indexEnv + ", as a Kubernetes Indexed Job sets it"}, builder.ShardRange),
 		&cli.BoolFlag{Name: "replace", Hidden: hidden, Usage: "with --shards: replace an output directory of another plan whole (its parts are deleted) instead of refusing it"},
 	}
 }
@@ -67,7 +67,7 @@ func mergeMetricsCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return schema.Usagef("merge-metrics takes one output directory")
 			}
-			m, err := build.MergeMetrics(c.Args().First(), c.String("metrics"), c.String("prom"), c.String("job-label"), exitFailure, c.App.Writer)
+			m, err := builder.MergeMetrics(c.Args().First(), c.String("metrics"), c.String("prom"), c.String("job-label"), exitFailure, c.App.Writer)
 			if err != nil {
 				return err
 			}

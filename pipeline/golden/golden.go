@@ -2,7 +2,7 @@
 // kind of fixtures/conformance with the stage package that answers it
 // (rollout_correction's policy-loss call forms, which need packages rollout
 // and loss together, are answered here).
-// `rftpipe conformance` (package build) and the device checks
+// `rftpipe conformance` (package builder) and the device checks
 // (gpu/internal/golden) run the same table.
 package golden
 

@@ -13,7 +13,7 @@ const ReasonStale = "stale_model_version"
 // unread (its SQL reader). A null model_version never satisfies it, as SQL's
 // comparison. Rows keep store order: the predicate, not upstream's reader
 // order (FIFO or newest first), is what a batch job can reproduce. It is not
-// an experience operator upstream and is not registered: package build puts
+// an experience operator upstream and is not registered: package builder puts
 // it first in the operator chain of a job whose sample strategy is
 // staleness_control.
 type Staleness struct {

@@ -1,4 +1,4 @@
-// Package build is the one place that turns what a user asks for into a
+// Package builder is the one place that turns what a user asks for into a
 // pipeline.Job and runs it. Each job command has its own options type —
 // RunOptions (`run`: an advantage fn, add strategy or operators by flags, a
 // job file, or an algorithm type) and LossOptions (`loss`: a policy loss
@@ -17,7 +17,7 @@
 //     paths when it did not.
 //
 // catalog.go lists the registries' components for help texts.
-package build
+package builder
 
 import (
 	"crypto/sha256"
