@@ -56,6 +56,9 @@ func (c *columns) lookup(name string) int {
 	return -1
 }
 
+// has reports whether the store has the column of name.
+func (c *columns) has(name string) bool { return c.lookup(name) >= 0 }
+
 // name returns the store's name of the column of name (name itself when
 // the store lacks it).
 func (c *columns) name(name string) string {
