@@ -295,26 +295,71 @@ type tableRow struct {
 // equal to the model_version column in experience tables.
 func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 	var row tableRow
-	dpo := r.ints[fChosen].ok && r.ints[fRejected].ok
-	if k == KindDPO && !dpo {
-		return row, ferr(schema.Chosen, "a dpo table row needs chosen and rejected")
-	}
-	if e := k.check(r); e != nil {
+	if e := r.checkRow(k); e != nil {
 		return row, e
 	}
+	if k == KindExperience {
+		row.cols = r.experienceCols()
+	}
+	blob, err := encodePayload(dst, r.item(k), r.tensors())
+	if err != nil {
+		return row, ferr(ColumnPayload, "%v", err)
+	}
+	row.blob = blob
+	var e *fieldError
+	switch k {
+	case KindSFT:
+		row.messages[0], e = pyJSON(ColMessages, r.messages)
+	case KindDPO:
+		if row.messages[1], e = pyJSON(ColChosenMessages, r.chosenMessages); e == nil {
+			row.messages[2], e = pyJSON(ColRejectedMessages, r.rejectedMessages)
+		}
+	}
+	return row, e
+}
+
+// checkRow checks r can be a row of a table of kind k, and gives a non-DPO
+// row its action mask (construct).
+func (r *record) checkRow(k Kind) *fieldError {
+	dpo := r.ints[fChosen].ok && r.ints[fRejected].ok
+	if k == KindDPO && !dpo {
+		return ferr(schema.Chosen, "a dpo table row needs chosen and rejected")
+	}
+	if e := k.check(r); e != nil {
+		return e
+	}
 	if !r.ints[fTokens].ok {
-		return row, ferr(schema.Tokens, "null: a buffer row needs tokens")
+		return ferr(schema.Tokens, "null: a buffer row needs tokens")
 	}
 	if r.routed.ok && r.routed.shape[0] != len(r.ints[fTokens].v)-1 {
-		return row, ferr(schema.RoutedExperts, "%d rows for %d tokens, want len(tokens)-1", r.routed.shape[0], len(r.ints[fTokens].v))
+		return ferr(schema.RoutedExperts, "%d rows for %d tokens, want len(tokens)-1", r.routed.shape[0], len(r.ints[fTokens].v))
 	}
 	if dpo {
 		if r.mask.ok {
-			return row, ferr(schema.ActionMask, "set on a DPO row: upstream's DPO rows have none")
+			return ferr(schema.ActionMask, "set on a DPO row: upstream's DPO rows have none")
 		}
-	} else if e := r.construct(); e != nil {
-		return row, e
+		return nil
 	}
+	return r.construct()
+}
+
+// experienceCols returns the columns an experience table holds beside the
+// payload.
+func (r *record) experienceCols() tableCols {
+	var c tableCols
+	mv, _ := r.modelVersion.(int64)
+	c.modelVersion = ptr(r.modelVersion != nil, mv)
+	c.taskID, c.msgID = idText(r.task), idText(r.suffix)
+	run, _ := r.run.(int64)
+	c.runID = ptr(r.run != nil, run)
+	rw, _ := r.reward.(float64)
+	c.reward = ptr(r.reward != nil, rw)
+	return c
+}
+
+// item returns the payload's item dict for a table of kind k, its keys in
+// upstream's order.
+func (r *record) item(k Kind) *Dict {
 	// info["model_version"]: upstream's experience writer needs it, and it
 	// is where dpo and sft rows keep the model version.
 	info := r.info
@@ -325,15 +370,6 @@ func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 			info.Vals = append(info.Vals, r.info.Vals...)
 		}
 		info.Set("model_version", r.modelVersion)
-	}
-	if k == KindExperience {
-		mv, _ := r.modelVersion.(int64)
-		row.cols.modelVersion = ptr(r.modelVersion != nil, mv)
-		row.cols.taskID, row.cols.msgID = idText(r.task), idText(r.suffix)
-		run, _ := r.run.(int64)
-		row.cols.runID = ptr(r.run != nil, run)
-		rw, _ := r.reward.(float64)
-		row.cols.reward = ptr(r.reward != nil, rw)
 	}
 	item := &Dict{Keys: make([]any, 0, len(itemKeyOrder)), Vals: make([]any, 0, len(itemKeyOrder))}
 	add := func(k string, v any) {
@@ -358,7 +394,12 @@ func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 	}
 	add("custom_fields", cf)
 	add("multi_modal_input_keys", &List{})
+	return item
+}
 
+// tensors returns the payload's tensors: the token-level fields r has
+// (ints, floats, the action mask, routed experts).
+func (r *record) tensors() []namedTensor {
 	var ts []namedTensor
 	for k, v := range r.ints {
 		if v.ok {
@@ -390,21 +431,7 @@ func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 	if r.routed.ok {
 		ts = append(ts, namedTensor{schema.RoutedExperts, r.routed.tensor()})
 	}
-	blob, err := encodePayload(dst, item, ts)
-	if err != nil {
-		return row, ferr(ColumnPayload, "%v", err)
-	}
-	row.blob = blob
-	var e *fieldError
-	switch k {
-	case KindSFT:
-		row.messages[0], e = pyJSON(ColMessages, r.messages)
-	case KindDPO:
-		if row.messages[1], e = pyJSON(ColChosenMessages, r.chosenMessages); e == nil {
-			row.messages[2], e = pyJSON(ColRejectedMessages, r.rejectedMessages)
-		}
-	}
-	return row, e
+	return ts
 }
 
 // pyJSON renders a JSON column's text as SQLAlchemy stores it (json.dumps;
