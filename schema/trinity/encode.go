@@ -111,6 +111,28 @@ func jsonValue(a arrow.Array, i int, name string) (any, *fieldError) {
 // fromStore fills r from row i of a store batch.
 func (r *record) fromStore(c *batchCols, i int) *fieldError {
 	r.reset()
+	if e := r.idsFromStore(c, i); e != nil {
+		return e
+	}
+	if e := r.scalarsFromStore(c, i); e != nil {
+		return e
+	}
+	if e := r.jsonFromStore(c, i); e != nil {
+		return e
+	}
+	for k, a := range c.ints {
+		r.ints[k] = listAt[int32](a, i, r.ints[k].v)
+	}
+	for k, a := range c.floats {
+		r.floats[k] = listAt[float32](a, i, r.floats[k].v)
+	}
+	r.mask = listAt[bool](c.mask, i, r.mask.v)
+	return r.routed.fromStore(c.routed, i)
+}
+
+// idsFromStore sets r's EID from row i, with the defaults of the columns
+// the store lacks, checking the ids' types.
+func (r *record) idsFromStore(c *batchCols, i int) *fieldError {
 	r.batch, r.task, r.suffix = scalar(c.batch, i), scalar(c.task, i), scalar(c.suffix, i)
 	r.run, r.step = scalar(c.run, i), scalar(c.step, i)
 	if c.batch == nil {
@@ -133,6 +155,13 @@ func (r *record) fromStore(c *batchCols, i int) *fieldError {
 			return ferr(v.name, "id of type %T", v.v)
 		}
 	}
+	return nil
+}
+
+// scalarsFromStore sets r's reward, prompt length, truncate status, model
+// version and texts from row i, checking that every text (the ids' too) is
+// valid.
+func (r *record) scalarsFromStore(c *batchCols, i int) *fieldError {
 	r.reward = scalar(c.reward, i)
 	pl, ok := scalar(c.promptLength, i).(int64)
 	if !ok {
@@ -155,6 +184,12 @@ func (r *record) fromStore(c *batchCols, i int) *fieldError {
 			}
 		}
 	}
+	return nil
+}
+
+// jsonFromStore sets r's JSON fields from row i's JSON text columns,
+// checking the types of info, metrics and custom_fields.
+func (r *record) jsonFromStore(c *batchCols, i int) *fieldError {
 	for _, f := range []struct {
 		a    arrow.Array
 		name string
@@ -196,14 +231,7 @@ func (r *record) fromStore(c *batchCols, i int) *fieldError {
 		}
 		r.customFields = l
 	}
-	for k, a := range c.ints {
-		r.ints[k] = listAt[int32](a, i, r.ints[k].v)
-	}
-	for k, a := range c.floats {
-		r.floats[k] = listAt[float32](a, i, r.floats[k].v)
-	}
-	r.mask = listAt[bool](c.mask, i, r.mask.v)
-	return r.routed.fromStore(c.routed, i)
+	return nil
 }
 
 // fromStore reads row i of a routed_experts column (a list of lists of
