@@ -29,9 +29,6 @@ const (
 var schemaOf = args.Schema{{Name: "entropy_coef", Kind: args.Float, Default: 0.0, InDefaults: true,
 	Doc: "entropy coefficient"}}
 
-// Schema returns the argument schema of the entropy loss functions.
-func Schema() args.Schema { return schemaOf }
-
 // Family returns the entropy functions as a registry.Family.
 func Family() registry.Family {
 	return Registry().Family(func(Kind) registry.Entry { return registry.Entry{Params: schemaOf} })

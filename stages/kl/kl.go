@@ -66,15 +66,6 @@ func Family() registry.Family {
 	return Registry().Family(func(k Kind) registry.Entry { return registry.Entry{Params: schemaOf(k)} })
 }
 
-// Schema returns the argument schema of a KL function.
-func Schema(name string) (args.Schema, error) {
-	k, err := Registry().Get(name)
-	if err != nil {
-		return nil, err
-	}
-	return schemaOf(k), nil
-}
-
 // Fn is a configured KL function. Its coefficient is held by a Controller;
 // ApplyPenalty updates it, so an Fn used as kl_penalty_fn is stateful and
 // not safe for concurrent ApplyPenalty calls.

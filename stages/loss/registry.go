@@ -3,10 +3,8 @@ package loss
 import (
 	"sync"
 
-	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/registry"
-	"github.com/rftpipe/rftpipe/stages/tokens"
 )
 
 // Registry maps policy loss names to their definitions.
@@ -41,17 +39,6 @@ func (r *Registry) New(name string, user args.Values) (*Loss, error) {
 		return nil, err
 	}
 	return d.New(user)
-}
-
-// Eval configures loss name with user arguments and evaluates it on the
-// CPU: the loss value and metrics, the gradient written into grad.
-func (r *Registry) Eval(name string, user args.Values, b *tokens.Batch, grad []float64) (float64, agg.Metrics, error) {
-	l, err := r.New(name, user)
-	if err != nil {
-		return 0, nil, err
-	}
-	res, err := l.Eval(b, grad)
-	return res.Loss, res.Metrics, err
 }
 
 // RegisterPolicyLosses adds the 15 upstream policy losses of Trinity-RFT,
