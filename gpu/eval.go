@@ -462,6 +462,7 @@ type meta struct {
 	size                      int
 }
 
+// layoutMeta lays out chunk c's per-row data.
 func layoutMeta(c *chunk) meta {
 	n := c.r1 - c.r0
 	m := meta{off: 0}
@@ -478,12 +479,46 @@ func layoutMeta(c *chunk) meta {
 	return m
 }
 
+// chunkBufs are the device buffers of one launched chunk.
+type chunkBufs struct {
+	cols   [numCols]devPtr // the inputs read by the chunk's kernels
+	ml     meta            // the layout of meta
+	meta   devPtr          // the per-row data
+	grad   devPtr          // the gradient, per token
+	sums   devPtr          // per term, its MaxRed sums
+	rowout devPtr          // per term, two values per row
+	// partial holds one term's per-row partial sums, reduced into sums
+	// before the next term's kernel runs.
+	partial devPtr
+}
+
 // launch uploads chunk c into slot s and queues its kernels and downloads.
 func (r *run) launch(s *slot, c *chunk) error {
+	var b chunkBufs
+	if err := r.uploadColumns(s, c, &b); err != nil {
+		return err
+	}
+	if err := r.uploadMeta(s, c, &b); err != nil {
+		return err
+	}
+	if err := r.allocOutputs(s, c, &b); err != nil {
+		return err
+	}
+	if err := r.queueKernels(s, c, &b); err != nil {
+		return err
+	}
+	if err := r.queueDownloads(s, c, &b); err != nil {
+		return err
+	}
+	s.pending, s.owner = c, r
+	return nil
+}
+
+// uploadColumns converts the chunk's tokens of each input the kernels read
+// into pinned memory and queues their copies to the device.
+func (r *run) uploadColumns(s *slot, c *chunk, b *chunkBufs) error {
 	e, drv := r.e, r.e.d.drv
-	n, ntok := c.r1-c.r0, c.t1-c.t0
-	// Inputs: convert into pinned memory, copy asynchronously.
-	var colDev [numCols]devPtr
+	ntok := c.t1 - c.t0
 	for ci, col := range r.cols {
 		if col == nil {
 			continue
@@ -494,15 +529,23 @@ func (r *run) launch(s *slot, c *chunk) error {
 			return err
 		}
 		convertTo(h, col[c.t0:c.t1], r.elt)
-		if colDev[ci], err = e.devbuf(s, name, ntok*r.elt); err != nil {
+		if b.cols[ci], err = e.devbuf(s, name, ntok*r.elt); err != nil {
 			return err
 		}
-		if err := drv.htod(colDev[ci], h, ntok*r.elt, s.stream); err != nil {
+		if err := drv.htod(b.cols[ci], h, ntok*r.elt, s.stream); err != nil {
 			return err
 		}
 	}
-	// Per-row data.
-	ml := layoutMeta(c)
+	return nil
+}
+
+// uploadMeta writes the chunk's per-row data (layoutMeta) into pinned memory
+// and queues its copy to the device.
+func (r *run) uploadMeta(s *slot, c *chunk, b *chunkBufs) error {
+	e, drv := r.e, r.e.d.drv
+	n := c.r1 - c.r0
+	b.ml = layoutMeta(c)
+	ml := b.ml
 	hm, err := e.hostbuf(s, "meta", ml.size)
 	if err != nil {
 		return err
@@ -518,102 +561,137 @@ func (r *run) launch(s *slot, c *chunk) error {
 		copy(unsafe.Slice((*int32)(unsafe.Add(hm, ml.lists[i])), len(rows)), rows)
 	}
 	copy(unsafe.Slice((*int32)(unsafe.Add(hm, ml.zero)), len(c.zero)), c.zero)
-	dm, err := e.devbuf(s, "meta", ml.size)
-	if err != nil {
+	if b.meta, err = e.devbuf(s, "meta", ml.size); err != nil {
 		return err
 	}
-	if err := drv.htod(dm, hm, ml.size, s.stream); err != nil {
-		return err
-	}
-	// Outputs.
-	gradDev, err := e.devbuf(s, "grad", ntok*r.elt)
-	if err != nil {
+	return drv.htod(b.meta, hm, ml.size, s.stream)
+}
+
+// allocOutputs sizes the slot's device outputs for the chunk: the gradient,
+// the partial sums of the term with the most rows, the terms' sums and
+// per-row outputs.
+func (r *run) allocOutputs(s *slot, c *chunk, b *chunkBufs) error {
+	e := r.e
+	n, ntok, nt := c.r1-c.r0, c.t1-c.t0, len(r.p.Terms)
+	var err error
+	if b.grad, err = e.devbuf(s, "grad", ntok*r.elt); err != nil {
 		return err
 	}
 	maxRows := 0
 	for _, rows := range c.termRows {
 		maxRows = max(maxRows, len(rows))
 	}
-	partial, err := e.devbuf(s, "partial", 8*lower.MaxRed*max(maxRows, 1))
-	if err != nil {
+	if b.partial, err = e.devbuf(s, "partial", 8*lower.MaxRed*max(maxRows, 1)); err != nil {
 		return err
 	}
-	nt := len(r.p.Terms)
-	sumsDev, err := e.devbuf(s, "sums", 8*lower.MaxRed*max(nt, 1))
-	if err != nil {
+	if b.sums, err = e.devbuf(s, "sums", 8*lower.MaxRed*max(nt, 1)); err != nil {
 		return err
 	}
-	rowoutDev, err := e.devbuf(s, "rowout", 8*2*n*max(nt, 1))
-	if err != nil {
-		return err
-	}
+	b.rowout, err = e.devbuf(s, "rowout", 8*2*n*max(nt, 1))
+	return err
+}
+
+// queueKernels queues each term's kernel over its rows, then the kernel
+// zeroing the gradient of the rows no term writes, between the timing
+// events when Options.Timing is set.
+func (r *run) queueKernels(s *slot, c *chunk, b *chunkBufs) error {
+	e, drv := r.e, r.e.d.drv
 	if e.opt.Timing {
 		if err := drv.call("cuEventRecord", drv.eventRecord, s.start, s.stream); err != nil {
 			return err
 		}
 	}
-	suffix := r.e.opt.Float64
 	for i, rows := range c.termRows {
 		if len(rows) == 0 {
 			continue
 		}
-		t := r.p.Terms[i]
-		if e.opt.Timing {
-			e.bytes += int64(r.termTokens(c, rows)) * int64(r.elt) * int64(trafficPerToken(t.Kernel))
-		}
-		fn := e.d.fns[rowsKernel(t.Kernel.Kind, suffix)]
-		k := t.Kernel
-		rowsPtr := dm + devPtr(ml.lists[i])
-		offPtr, countPtr, scalePtr, gscalePtr := dm+devPtr(ml.off), dm+devPtr(ml.count), dm+devPtr(ml.scale), dm+devPtr(ml.gscale)
-		rowout := rowoutDev + devPtr(8*2*n*i)
-		args := []unsafe.Pointer{unsafe.Pointer(&k), unsafe.Pointer(&offPtr), unsafe.Pointer(&rowsPtr)}
-		for ci := range colDev {
-			args = append(args, unsafe.Pointer(&colDev[ci]))
-		}
-		args = append(args, unsafe.Pointer(&countPtr), unsafe.Pointer(&scalePtr), unsafe.Pointer(&gscalePtr),
-			unsafe.Pointer(&gradDev), unsafe.Pointer(&partial), unsafe.Pointer(&rowout))
-		if err := drv.launch(fn, len(rows), blockSize(ntok, n), 0, s.stream, args); err != nil {
-			return fmt.Errorf("%w (%s)", err, rowsKernel(t.Kernel.Kind, suffix))
-		}
-		nrows := int32(len(rows))
-		out := sumsDev + devPtr(8*lower.MaxRed*i)
-		if err := drv.launch(e.d.fns["rft_finish"], lower.MaxRed, 256, 0, s.stream,
-			[]unsafe.Pointer{unsafe.Pointer(&partial), unsafe.Pointer(&nrows), unsafe.Pointer(&out)}); err != nil {
-			return fmt.Errorf("%w (rft_finish)", err)
-		}
-	}
-	if len(c.zero) > 0 {
-		if e.opt.Timing {
-			e.bytes += int64(r.termTokens(c, c.zero)) * int64(r.elt)
-		}
-		name := "rft_zero_rows_f32"
-		if suffix {
-			name = "rft_zero_rows_f64"
-		}
-		offPtr, zeroPtr := dm+devPtr(ml.off), dm+devPtr(ml.zero)
-		if err := drv.launch(e.d.fns[name], len(c.zero), blockSize(ntok, n), 0, s.stream,
-			[]unsafe.Pointer{unsafe.Pointer(&offPtr), unsafe.Pointer(&zeroPtr), unsafe.Pointer(&gradDev)}); err != nil {
-			return fmt.Errorf("%w (%s)", err, name)
-		}
-	}
-	if e.opt.Timing {
-		if err := drv.call("cuEventRecord", drv.eventRecord, s.stop, s.stream); err != nil {
+		if err := r.queueTerm(s, c, b, i); err != nil {
 			return err
 		}
 	}
-	// Downloads into pinned memory; drain copies them out.
+	if len(c.zero) > 0 {
+		if err := r.queueZero(s, c, b); err != nil {
+			return err
+		}
+	}
+	if e.opt.Timing {
+		return drv.call("cuEventRecord", drv.eventRecord, s.stop, s.stream)
+	}
+	return nil
+}
+
+// queueTerm queues term i's rows kernel over its rows of the chunk and the
+// reduction of its partial sums into the term's sums.
+func (r *run) queueTerm(s *slot, c *chunk, b *chunkBufs, i int) error {
+	e, drv := r.e, r.e.d.drv
+	n, ntok := c.r1-c.r0, c.t1-c.t0
+	rows := c.termRows[i]
+	t := r.p.Terms[i]
+	suffix := e.opt.Float64
+	if e.opt.Timing {
+		e.bytes += int64(r.termTokens(c, rows)) * int64(r.elt) * int64(trafficPerToken(t.Kernel))
+	}
+	fn := e.d.fns[rowsKernel(t.Kernel.Kind, suffix)]
+	k := t.Kernel
+	dm, ml := b.meta, b.ml
+	rowsPtr := dm + devPtr(ml.lists[i])
+	offPtr, countPtr, scalePtr, gscalePtr := dm+devPtr(ml.off), dm+devPtr(ml.count), dm+devPtr(ml.scale), dm+devPtr(ml.gscale)
+	rowout := b.rowout + devPtr(8*2*n*i)
+	args := []unsafe.Pointer{unsafe.Pointer(&k), unsafe.Pointer(&offPtr), unsafe.Pointer(&rowsPtr)}
+	for ci := range b.cols {
+		args = append(args, unsafe.Pointer(&b.cols[ci]))
+	}
+	args = append(args, unsafe.Pointer(&countPtr), unsafe.Pointer(&scalePtr), unsafe.Pointer(&gscalePtr),
+		unsafe.Pointer(&b.grad), unsafe.Pointer(&b.partial), unsafe.Pointer(&rowout))
+	if err := drv.launch(fn, len(rows), blockSize(ntok, n), 0, s.stream, args); err != nil {
+		return fmt.Errorf("%w (%s)", err, rowsKernel(t.Kernel.Kind, suffix))
+	}
+	nrows := int32(len(rows))
+	out := b.sums + devPtr(8*lower.MaxRed*i)
+	if err := drv.launch(e.d.fns["rft_finish"], lower.MaxRed, 256, 0, s.stream,
+		[]unsafe.Pointer{unsafe.Pointer(&b.partial), unsafe.Pointer(&nrows), unsafe.Pointer(&out)}); err != nil {
+		return fmt.Errorf("%w (rft_finish)", err)
+	}
+	return nil
+}
+
+// queueZero queues the kernel zeroing the gradient of the chunk's zero rows.
+func (r *run) queueZero(s *slot, c *chunk, b *chunkBufs) error {
+	e, drv := r.e, r.e.d.drv
+	n, ntok := c.r1-c.r0, c.t1-c.t0
+	if e.opt.Timing {
+		e.bytes += int64(r.termTokens(c, c.zero)) * int64(r.elt)
+	}
+	name := "rft_zero_rows_f32"
+	if e.opt.Float64 {
+		name = "rft_zero_rows_f64"
+	}
+	offPtr, zeroPtr := b.meta+devPtr(b.ml.off), b.meta+devPtr(b.ml.zero)
+	if err := drv.launch(e.d.fns[name], len(c.zero), blockSize(ntok, n), 0, s.stream,
+		[]unsafe.Pointer{unsafe.Pointer(&offPtr), unsafe.Pointer(&zeroPtr), unsafe.Pointer(&b.grad)}); err != nil {
+		return fmt.Errorf("%w (%s)", err, name)
+	}
+	return nil
+}
+
+// queueDownloads queues the copies of the chunk's gradient, sums and the
+// per-row outputs of the terms that have them into pinned memory, which
+// collect copies out.
+func (r *run) queueDownloads(s *slot, c *chunk, b *chunkBufs) error {
+	e, drv := r.e, r.e.d.drv
+	n, ntok, nt := c.r1-c.r0, c.t1-c.t0, len(r.p.Terms)
 	hg, err := e.hostbuf(s, "grad", ntok*r.elt)
 	if err != nil {
 		return err
 	}
-	if err := drv.dtoh(hg, gradDev, ntok*r.elt, s.stream); err != nil {
+	if err := drv.dtoh(hg, b.grad, ntok*r.elt, s.stream); err != nil {
 		return err
 	}
 	hs, err := e.hostbuf(s, "sums", 8*lower.MaxRed*max(nt, 1))
 	if err != nil {
 		return err
 	}
-	if err := drv.dtoh(hs, sumsDev, 8*lower.MaxRed*nt, s.stream); err != nil {
+	if err := drv.dtoh(hs, b.sums, 8*lower.MaxRed*nt, s.stream); err != nil {
 		return err
 	}
 	ho, err := e.hostbuf(s, "rowout", 8*2*n*max(nt, 1))
@@ -622,12 +700,11 @@ func (r *run) launch(s *slot, c *chunk) error {
 	}
 	for i, t := range r.p.Terms {
 		if t.RowOut != nil && len(c.termRows[i]) > 0 {
-			if err := drv.dtoh(unsafe.Add(ho, 8*2*n*i), rowoutDev+devPtr(8*2*n*i), 8*2*len(c.termRows[i]), s.stream); err != nil {
+			if err := drv.dtoh(unsafe.Add(ho, 8*2*n*i), b.rowout+devPtr(8*2*n*i), 8*2*len(c.termRows[i]), s.stream); err != nil {
 				return err
 			}
 		}
 	}
-	s.pending, s.owner = c, r
 	return nil
 }
 

@@ -56,6 +56,9 @@ func (c *columns) lookup(name string) int {
 	return -1
 }
 
+// has reports whether the store has the column of name.
+func (c *columns) has(name string) bool { return c.lookup(name) >= 0 }
+
 // name returns the store's name of the column of name (name itself when
 // the store lacks it).
 func (c *columns) name(name string) string {
@@ -209,30 +212,48 @@ func (b *Batch) TokensOf(names ...string) ([][]float64, error) {
 // loadTokens converts the named columns not yet converted (a column the
 // store lacks is skipped) and keeps them for Tokens.
 func (b *Batch) loadTokens(names []string) error {
-	type column struct {
-		name string
-		l    array.ListLike
-		vals arrow.Array
-		err  error // the column's type error: its rows are not converted
-		out  []float64
+	cols := b.tokenColumns(names)
+	if len(cols) == 0 {
+		return nil
 	}
-	var cols []column
-	var rows agg.Rows
+	rows, err := b.Rows()
+	if err != nil {
+		return err
+	}
+	if err := b.convertTokens(cols, rows); err != nil {
+		return err
+	}
+	if b.tokens == nil {
+		b.tokens = map[string][]float64{}
+	}
+	for _, c := range cols {
+		b.tokens[c.name] = c.out
+	}
+	return nil
+}
+
+// tokenColumn is a token-level column being converted.
+type tokenColumn struct {
+	name string
+	l    array.ListLike
+	vals arrow.Array
+	err  error // the column's type error: its rows are not converted
+	out  []float64
+}
+
+// tokenColumns returns the named columns the store has and Tokens has not
+// converted yet, once each, with their type errors.
+func (b *Batch) tokenColumns(names []string) []tokenColumn {
+	var cols []tokenColumn
 	for _, name := range names {
-		if _, ok := b.tokens[name]; ok || slices.ContainsFunc(cols, func(c column) bool { return c.name == name }) {
+		if _, ok := b.tokens[name]; ok || slices.ContainsFunc(cols, func(c tokenColumn) bool { return c.name == name }) {
 			continue
 		}
 		a := b.Column(name)
 		if a == nil {
 			continue
 		}
-		if len(cols) == 0 {
-			var err error
-			if rows, err = b.Rows(); err != nil {
-				return err
-			}
-		}
-		c := column{name: name}
+		c := tokenColumn{name: name}
 		var ok bool
 		if c.l, ok = a.(array.ListLike); !ok {
 			c.err = schema.Errorf(b.File, -1, name, "has type %s, want a list", a.DataType())
@@ -246,17 +267,20 @@ func (b *Batch) loadTokens(names []string) error {
 		}
 		cols = append(cols, c)
 	}
-	if len(cols) == 0 {
-		return nil
-	}
+	return cols
+}
+
+// convertTokens converts each column's rows into its flat output (out),
+// in chunks of about parallel.SpanSize tokens over the cores (on the
+// stages' goroutine this pass would be the job's serial part). It returns
+// the first column's type error or, column by column, the first row's
+// error.
+func (b *Batch) convertTokens(cols []tokenColumn, rows agg.Rows) error {
 	parallel.For(len(cols), func(c int) {
 		if cols[c].err == nil {
 			cols[c].out = make([]float64, rows.Tokens())
 		}
 	})
-	// Rows convert in chunks of about parallel.SpanSize tokens over the
-	// cores (on the stages' goroutine this pass would be the job's serial
-	// part).
 	bounds := rows.Chunks(parallel.SpanSize)
 	chunks := len(bounds) - 1
 	errs := make([]error, len(cols)*chunks)
@@ -280,12 +304,6 @@ func (b *Batch) loadTokens(names []string) error {
 				return err
 			}
 		}
-	}
-	if b.tokens == nil {
-		b.tokens = map[string][]float64{}
-	}
-	for _, c := range cols {
-		b.tokens[c.name] = c.out
 	}
 	return nil
 }

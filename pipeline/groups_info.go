@@ -44,113 +44,141 @@ func jsonPath(k string) (string, error) {
 // components into g.Input, row for row with tasks.sql.
 func scanInfo(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars map[string]string) error {
 	in := g.Input
-	rows := len(in.Reward)
-	with := func(k, v string) map[string]string {
-		out := map[string]string{k: v}
-		for a, b := range vars {
-			out[a] = b
-		}
-		return out
-	}
 	if n.Components && len(n.ComponentColumns) > 0 {
-		cols := make([]string, len(n.ComponentColumns))
-		in.Components = make([][]float64, len(cols))
-		dst := make([]any, len(cols))
-		for i, c := range n.ComponentColumns {
-			cols[i] = "coalesce(CAST(" + duckdb.QuoteIdent(c) + " AS DOUBLE), 'NaN'::DOUBLE)" // a null component is NaN
-			dst[i] = &in.Components[i]
-		}
-		if err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("components", with("cols", strings.Join(cols, ", "))), dst...); err != nil {
-			return groupError(err)
+		if err := scanComponents(ctx, db, in, n.ComponentColumns, vars); err != nil {
+			return err
 		}
 	}
 	if n.NoInfo {
 		return noInfo(g, n)
 	}
 	if n.StepReward != "" {
-		path, err := jsonPath(n.StepReward)
-		if err != nil {
-			return err
-		}
-		in.StepReward, in.HasStepReward = make([]float64, 0, rows), make([]bool, 0, rows)
-		err = query(ctx, db, rsql.Pipeline("step_rewards", with("path", path)), func(r *dbsql.Rows) error {
-			var has dbsql.NullBool
-			var v dbsql.NullFloat64
-			var at int64 // the row in the store
-			if err := r.Scan(&has, &v, &at); err != nil {
-				return err
-			}
-			if has.Bool && !v.Valid {
-				return schema.BadInputf("column %s: row %d: info.%s is not a number", schema.Info, at, n.StepReward)
-			}
-			in.StepReward, in.HasStepReward = append(in.StepReward, nullNaN(v)), append(in.HasStepReward, has.Bool)
-			return nil
-		})
-		if err != nil {
+		if err := scanStepRewards(ctx, db, in, n.StepReward, vars); err != nil {
 			return err
 		}
 	}
 	if n.Anchor != "" {
-		path, err := jsonPath(n.Anchor)
-		if err != nil {
-			return err
-		}
-		in.Anchor = make([]int32, 0, rows)
-		err = query(ctx, db, rsql.Pipeline("anchors", with("path", path)), func(r *dbsql.Rows) error {
-			var id dbsql.NullInt64
-			if err := r.Scan(&id); err != nil {
-				return err
-			}
-			a := int32(-1)
-			if id.Valid {
-				a = int32(id.Int64)
-			}
-			in.Anchor = append(in.Anchor, a)
-			return nil
-		})
-		if err != nil {
+		if err := scanAnchors(ctx, db, in, n.Anchor, vars); err != nil {
 			return err
 		}
 	}
 	if n.CoD {
-		in.CoD = make([]advantage.CoDInfo, 0, rows)
-		err := query(ctx, db, rsql.Pipeline("cod", vars), func(r *dbsql.Rows) error {
-			var (
-				task, expType, taskIdx, hintIdx, rewards, taskset, judge, judgeTraj dbsql.NullString
-				run, respLen                                                        dbsql.NullInt64
-				row                                                                 int64 // in the store
-			)
-			if err := r.Scan(&task, &run, &respLen, &expType, &taskIdx, &hintIdx, &rewards, &taskset, &judge, &judgeTraj, &row); err != nil {
-				return err
-			}
-			c := advantage.CoDInfo{Task: task.String, Run: run.Int64, RespLen: float64(respLen.Int64), Type: expType.String,
-				TasksetID: taskset.String, Judge: truthy(judge.String) || truthy(judgeTraj.String)}
-			idx := taskIdx
-			if c.Type == "gen_hint" {
-				idx = hintIdx
-			}
-			if idx.Valid {
-				i, err := strconv.ParseFloat(idx.String, 64)
-				if err != nil || i != math.Trunc(i) || math.Abs(i) > 1<<53 { // Trunc(±Inf) is ±Inf
-					return schema.BadInputf("column %s: row %d: info task_idx/hint_idx %q is not an integer", schema.Info, row, idx.String)
-				}
-				c.Idx = int64(i)
-			}
-			if rewards.Valid {
-				var tr []float64
-				if err := json.Unmarshal([]byte(rewards.String), &tr); err != nil {
-					return schema.BadInputf("column %s: row %d: info.task_rewards: %v", schema.Info, row, err)
-				}
-				c.TaskRewards = tr
-			}
-			in.CoD = append(in.CoD, c)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+		return scanCoD(ctx, db, in, vars)
 	}
 	return nil
+}
+
+// withVar returns a copy of vars that also sets k to v, where vars does
+// not.
+func withVar(vars map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for a, b := range vars {
+		out[a] = b
+	}
+	return out
+}
+
+// scanComponents reads the reward component columns into in.Components, a
+// null component as NaN.
+func scanComponents(ctx context.Context, db *dbsql.DB, in *advantage.Input, columns []string, vars map[string]string) error {
+	cols := make([]string, len(columns))
+	in.Components = make([][]float64, len(cols))
+	dst := make([]any, len(cols))
+	for i, c := range columns {
+		cols[i] = "coalesce(CAST(" + duckdb.QuoteIdent(c) + " AS DOUBLE), 'NaN'::DOUBLE)" // a null component is NaN
+		dst[i] = &in.Components[i]
+	}
+	if err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("components", withVar(vars, "cols", strings.Join(cols, ", "))), dst...); err != nil {
+		return groupError(err)
+	}
+	return nil
+}
+
+// scanStepRewards reads info[key] into in.StepReward and whether each row
+// has it into in.HasStepReward.
+func scanStepRewards(ctx context.Context, db *dbsql.DB, in *advantage.Input, key string, vars map[string]string) error {
+	rows := len(in.Reward)
+	path, err := jsonPath(key)
+	if err != nil {
+		return err
+	}
+	in.StepReward, in.HasStepReward = make([]float64, 0, rows), make([]bool, 0, rows)
+	err = query(ctx, db, rsql.Pipeline("step_rewards", withVar(vars, "path", path)), func(r *dbsql.Rows) error {
+		var has dbsql.NullBool
+		var v dbsql.NullFloat64
+		var at int64 // the row in the store
+		if err := r.Scan(&has, &v, &at); err != nil {
+			return err
+		}
+		if has.Bool && !v.Valid {
+			return schema.BadInputf("column %s: row %d: info.%s is not a number", schema.Info, at, key)
+		}
+		in.StepReward, in.HasStepReward = append(in.StepReward, nullNaN(v)), append(in.HasStepReward, has.Bool)
+		return nil
+	})
+	return err
+}
+
+// scanAnchors reads the dense index of each row's info[key] into
+// in.Anchor; -1: the row has none.
+func scanAnchors(ctx context.Context, db *dbsql.DB, in *advantage.Input, key string, vars map[string]string) error {
+	rows := len(in.Reward)
+	path, err := jsonPath(key)
+	if err != nil {
+		return err
+	}
+	in.Anchor = make([]int32, 0, rows)
+	err = query(ctx, db, rsql.Pipeline("anchors", withVar(vars, "path", path)), func(r *dbsql.Rows) error {
+		var id dbsql.NullInt64
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		a := int32(-1)
+		if id.Valid {
+			a = int32(id.Int64)
+		}
+		in.Anchor = append(in.Anchor, a)
+		return nil
+	})
+	return err
+}
+
+// scanCoD reads the info keys of cod's iterative mode into in.CoD.
+func scanCoD(ctx context.Context, db *dbsql.DB, in *advantage.Input, vars map[string]string) error {
+	rows := len(in.Reward)
+	in.CoD = make([]advantage.CoDInfo, 0, rows)
+	return query(ctx, db, rsql.Pipeline("cod", vars), func(r *dbsql.Rows) error {
+		var (
+			task, expType, taskIdx, hintIdx, rewards, taskset, judge, judgeTraj dbsql.NullString
+			run, respLen                                                        dbsql.NullInt64
+			row                                                                 int64 // in the store
+		)
+		if err := r.Scan(&task, &run, &respLen, &expType, &taskIdx, &hintIdx, &rewards, &taskset, &judge, &judgeTraj, &row); err != nil {
+			return err
+		}
+		c := advantage.CoDInfo{Task: task.String, Run: run.Int64, RespLen: float64(respLen.Int64), Type: expType.String,
+			TasksetID: taskset.String, Judge: truthy(judge.String) || truthy(judgeTraj.String)}
+		idx := taskIdx
+		if c.Type == "gen_hint" {
+			idx = hintIdx
+		}
+		if idx.Valid {
+			i, err := strconv.ParseFloat(idx.String, 64)
+			if err != nil || i != math.Trunc(i) || math.Abs(i) > 1<<53 { // Trunc(±Inf) is ±Inf
+				return schema.BadInputf("column %s: row %d: info task_idx/hint_idx %q is not an integer", schema.Info, row, idx.String)
+			}
+			c.Idx = int64(i)
+		}
+		if rewards.Valid {
+			var tr []float64
+			if err := json.Unmarshal([]byte(rewards.String), &tr); err != nil {
+				return schema.BadInputf("column %s: row %d: info.task_rewards: %v", schema.Info, row, err)
+			}
+			c.TaskRewards = tr
+		}
+		in.CoD = append(in.CoD, c)
+		return nil
+	})
 }
 
 // noInfo fills in what the stages read of info for a store without the

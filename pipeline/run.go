@@ -32,20 +32,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	}
 	defer r.Close()
 	cols := newColumns(r.Files()[0], r.Schema(), job.Columns)
-	has := func(name string) bool { return cols.lookup(name) >= 0 }
-	for _, st := range job.Stages {
-		if p, ok := st.(Preparer); ok {
-			if err := p.Prepare(has); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, st := range job.Stages {
-		if err := cols.require(st.Needs().Columns...); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkShardable(&job); err != nil {
+	if err := prepare(&job, cols); err != nil {
 		return nil, err
 	}
 	tmp, err := store.TempDir()
@@ -55,73 +42,134 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	defer os.RemoveAll(tmp)
 	res := &Result{Metrics: agg.Metrics{}, Weights: agg.Metrics{}}
 
-	// 2. Group pass, when a stage asks for it: DuckDB reads the scalar
-	// columns and groups the rows.
-	var g *Grouping
-	if gn, ok := groupNeeds(job.Stages); ok {
-		if gn.Components {
-			gn.ComponentColumns = rewardComponents(r.Schema())
-		}
-		gn.NoInfo = !has(schema.Info)
-		gn.Operator.NoMetrics, gn.Operator.NoTruncateStatus = !has(schema.Metrics), !has(schema.TruncateStatus)
-		pprof.Do(ctx, pprof.Labels("step", "group"), func(ctx context.Context) {
-			g, err = groupPass(ctx, job.In, r.Files(), gn, cols, job.Shard, tmp)
-		})
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case gn.InvalidRewards:
-		case g.Invalid > 0 && job.OnInvalidReward == InvalidError:
-			return nil, locateRow(job.In, g.FirstInvalid, schema.ValidateOptions{RequireReward: true}, func(file string, row int64) error {
-				return schema.Errorf(file, row, cols.name(schema.Reward), "invalid reward (use --on-invalid-reward drop to drop such rows)")
-			})
-		case job.OnInvalidReward == InvalidDrop:
-			res.InvalidDropped = g.Invalid
-			// Upstream's invalid_reward_filter operator reports its count.
-			res.Metrics["experience_pipeline/invalid_reward_filter/filtered_count"] = float64(g.Invalid)
-		}
-		g.Input.Seed = job.Seed
-		res.Groups = g.Input.Tasks.Len()
-		for _, st := range job.Stages {
-			if gr, ok := st.(Grouper); ok {
-				if err := gr.Group(g); err != nil {
-					return nil, err
-				}
+	// 2. Group pass, when a stage asks for it.
+	g, err := grouping(ctx, &job, r, cols, tmp, res)
+	if err != nil {
+		return nil, err
+	}
+
+	// 3. Statistics passes, when a stage needs them.
+	total, err := observeAll(ctx, &job, cols, g, res)
+	if err != nil {
+		return nil, err
+	}
+
+	// 4. The streaming pass.
+	streamTime, err := stream(ctx, &job, r, cols, g, tmp, total, res)
+	if err != nil {
+		return nil, err
+	}
+
+	// 5. Results.
+	if err := finish(&job, res, start, streamTime); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// prepare lets the stages fit their needs to the store's columns
+// (Preparer), then checks the store has the columns they declare and the
+// job can be sharded.
+func prepare(job *Job, cols *columns) error {
+	for _, st := range job.Stages {
+		if p, ok := st.(Preparer); ok {
+			if err := p.Prepare(cols.has); err != nil {
+				return err
 			}
 		}
 	}
+	for _, st := range job.Stages {
+		if err := cols.require(st.Needs().Columns...); err != nil {
+			return err
+		}
+	}
+	return checkShardable(job)
+}
 
-	// 3. Statistics passes, when a stage needs them: the store is read once
-	// per pass, only the columns the observing stages read.
+// grouping runs the group pass when a stage asks for it: DuckDB reads the
+// scalar columns and groups the rows. It applies job.OnInvalidReward to
+// the invalid rewards and gives the Grouping to the stages (Grouper); a
+// nil Grouping: no stage asked.
+func grouping(ctx context.Context, job *Job, r *store.Reader, cols *columns, tmp string, res *Result) (*Grouping, error) {
+	gn, ok := groupNeeds(job.Stages)
+	if !ok {
+		return nil, nil
+	}
+	if gn.Components {
+		gn.ComponentColumns = rewardComponents(r.Schema())
+	}
+	gn.NoInfo = !cols.has(schema.Info)
+	gn.Operator.NoMetrics, gn.Operator.NoTruncateStatus = !cols.has(schema.Metrics), !cols.has(schema.TruncateStatus)
+	var g *Grouping
+	var err error
+	pprof.Do(ctx, pprof.Labels("step", "group"), func(ctx context.Context) {
+		g, err = groupPass(ctx, job.In, r.Files(), gn, cols, job.Shard, tmp)
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case gn.InvalidRewards:
+	case g.Invalid > 0 && job.OnInvalidReward == InvalidError:
+		return nil, locateRow(job.In, g.FirstInvalid, schema.ValidateOptions{RequireReward: true}, func(file string, row int64) error {
+			return schema.Errorf(file, row, cols.name(schema.Reward), "invalid reward (use --on-invalid-reward drop to drop such rows)")
+		})
+	case job.OnInvalidReward == InvalidDrop:
+		res.InvalidDropped = g.Invalid
+		// Upstream's invalid_reward_filter operator reports its count.
+		res.Metrics["experience_pipeline/invalid_reward_filter/filtered_count"] = float64(g.Invalid)
+	}
+	g.Input.Seed = job.Seed
+	res.Groups = g.Input.Tasks.Len()
+	for _, st := range job.Stages {
+		if gr, ok := st.(Grouper); ok {
+			if err := gr.Group(g); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return g, nil
+}
+
+// observeAll runs the statistics passes the stages need (observe), the
+// store read once per pass, and reports the store's rows to job.Total when
+// they are known. It returns them; -1: not known before the streaming pass.
+func observeAll(ctx context.Context, job *Job, cols *columns, g *Grouping, res *Result) (int64, error) {
 	total := int64(-1)
 	if g != nil {
 		total = g.Rows
 	}
+	var err error
 	for p := 0; p < observePasses(job.Stages); p++ {
-		if total, err = observe(ctx, &job, p, cols, g, res); err != nil {
-			return nil, err
+		if total, err = observe(ctx, job, p, cols, g, res); err != nil {
+			return 0, err
 		}
 	}
 	if job.Total != nil && total >= 0 {
 		job.Total(total)
 	}
+	return total, nil
+}
 
-	// 4. The streaming pass: every batch through every stage, into the
-	// output store; copied rows go to a spill store appended at the end.
-	s, err := newStreamer(ctx, &job, r, cols, g, tmp)
+// stream runs the streaming pass: every batch through every stage, into
+// the output store; copied rows go to a spill store appended at the end.
+// It records the rows and the reader's bytes, warnings and counts in res,
+// checks the rows against the total the earlier passes read (-1: none),
+// and returns the time the pass took before its commit.
+func stream(ctx context.Context, job *Job, r *store.Reader, cols *columns, g *Grouping, tmp string, total int64, res *Result) (time.Duration, error) {
+	s, err := newStreamer(ctx, job, r, cols, g, tmp)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer s.abort()
 	streamStart := time.Now()
 	if err := s.run(ctx, r); err != nil {
-		return nil, err
+		return 0, err
 	}
 	streamTime := time.Since(streamStart)
 	pprof.Do(ctx, pprof.Labels("step", "commit"), func(ctx context.Context) { err = s.commit(ctx) })
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	res.In, res.Out, res.Duplicated, res.Rejected = s.rows, s.written, s.copied, s.rejectedRows
 	res.BytesRead += r.BytesRead()
@@ -135,14 +183,18 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		res.Metrics[name] = float64(n)
 	}
 	if total >= 0 && s.rows != total {
-		return nil, schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", total, s.rows)
+		return 0, schema.Errorf(job.In, -1, "", "the store changed while it was read: %d rows, then %d", total, s.rows)
 	}
+	return streamTime, nil
+}
 
-	// 5. Results.
+// finish lets the stages add their results (Finisher) and, when an
+// experience store was written, adds the write's count and times.
+func finish(job *Job, res *Result, start time.Time, streamTime time.Duration) error {
 	for _, st := range job.Stages {
 		if f, ok := st.(Finisher); ok {
 			if err := f.Finish(res); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -152,7 +204,7 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		res.Metrics["time/experience_pipeline/write"] = streamTime.Seconds()
 		res.Metrics["time/experience_pipeline/total"] = res.Elapsed.Seconds()
 	}
-	return res, nil
+	return nil
 }
 
 // groupNeeds merges the stages' group-pass needs; ok is false when no stage

@@ -58,6 +58,16 @@ type out struct {
 	rejected bool
 }
 
+// release releases the record and its rest.
+func (o out) release() {
+	o.rec.Release()
+	if o.rest != nil {
+		o.rest.Release()
+	}
+}
+
+// newStreamer makes the streaming pass of job over r: the output records'
+// shaper, and the output, rejected-rows and spill stores it creates.
 func newStreamer(ctx context.Context, job *Job, r *store.Reader, cols *columns, g *Grouping, tmp string) (*streamer, error) {
 	var writes []string
 	dup := fieldIndex(r.Schema(), schema.DuplicateOf) >= 0 && job.Keep == nil
@@ -123,6 +133,8 @@ func newStreamer(ctx context.Context, job *Job, r *store.Reader, cols *columns, 
 	return s, nil
 }
 
+// abort closes the pass's own reader and abandons the stores not yet
+// committed.
 func (s *streamer) abort() {
 	if s.pass != nil {
 		s.pass.Close()
@@ -138,6 +150,9 @@ func (s *streamer) abort() {
 	}
 }
 
+// run streams r's batches through the stages into the outputs: reading,
+// applying the stages, shaping and writing each on a goroutine of its own,
+// joined by channels in batch order.
 func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 	cols := s.cols
 	if s.pass != nil {
@@ -149,123 +164,137 @@ func (s *streamer) run(ctx context.Context, r *store.Reader) error {
 	applied := make(chan *Batch, 1)
 	outs := make(chan out, 2)
 	step := labelled(ctx, eg)
-	step("read", func() error {
-		defer close(in)
-		for {
-			rec, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if s.job.Progress != nil {
-				s.job.Progress(rec.NumRows())
-			}
-			file, fileRow, _ := r.Pos()
-			b, err := bt.batch(rec, r.Rest(), file, fileRow)
-			if err != nil {
-				return err
-			}
-			if b == nil {
-				continue
-			}
-			select {
-			case in <- b:
-			case <-ctx.Done():
-				discard(b)
-				return ctx.Err()
-			}
-		}
-	})
-	step("write", func() error {
-		for o := range outs {
-			err := s.write(o)
-			o.rec.Release()
-			if o.rest != nil {
-				o.rest.Release()
-			}
-			if err != nil {
-				for o := range outs {
-					o.rec.Release()
-					if o.rest != nil {
-						o.rest.Release()
-					}
-				}
-				return err
-			}
-		}
-		return nil
-	})
-	step("shape", func() error {
-		defer close(outs)
-		for b := range applied {
-			if err := s.finish(ctx, b, outs); err != nil {
-				for b := range applied {
-					discard(b)
-				}
-				return err
-			}
-		}
-		return nil
-	})
-	step("stages", func() error {
-		defer close(applied)
-		// send passes a batch whose stages are done to the shaper.
-		send := func(b *Batch) error {
-			if err := s.apply(b); err != nil {
-				discard(b)
-				return err
-			}
-			select {
-			case applied <- b:
-				return nil
-			case <-ctx.Done():
-				discard(b)
-				return ctx.Err()
-			}
-		}
-		// held: a batch a deferring stage (Completer) has not completed,
-		// applied again after the next batch is begun.
-		var held *Batch
-		err := func() error {
-			for b := range in {
-				if err := s.begin(b); err != nil {
-					discard(b)
-					return err
-				}
-				if held != nil {
-					h := held
-					held = nil
-					if err := send(h); err != nil {
-						discard(b)
-						return err
-					}
-				}
-				if s.hold >= 0 {
-					held = b
-				} else if err := send(b); err != nil {
-					return err
-				}
-			}
-			if held != nil {
-				h := held
-				held = nil
-				return send(h)
-			}
-			return nil
-		}()
-		if err != nil {
-			if held != nil {
-				discard(held)
-			}
-			for b := range in {
-				discard(b)
-			}
-		}
-		return err
-	})
+	step("read", func() error { return s.readBatches(ctx, r, bt, in) })
+	step("write", func() error { return s.writeOuts(outs) })
+	step("shape", func() error { return s.shapeBatches(ctx, applied, outs) })
+	step("stages", func() error { return s.applyBatches(ctx, in, applied) })
 	return eg.Wait()
+}
+
+// readBatches reads r's records into batches and sends them on in, which it
+// closes.
+func (s *streamer) readBatches(ctx context.Context, r *store.Reader, bt *batcher, in chan<- *Batch) error {
+	defer close(in)
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if s.job.Progress != nil {
+			s.job.Progress(rec.NumRows())
+		}
+		file, fileRow, _ := r.Pos()
+		b, err := bt.batch(rec, r.Rest(), file, fileRow)
+		if err != nil {
+			return err
+		}
+		if b == nil {
+			continue
+		}
+		select {
+		case in <- b:
+		case <-ctx.Done():
+			discard(b)
+			return ctx.Err()
+		}
+	}
+}
+
+// writeOuts writes each output record from outs to its store; after an
+// error it releases the rest.
+func (s *streamer) writeOuts(outs <-chan out) error {
+	for o := range outs {
+		err := s.write(o)
+		o.release()
+		if err != nil {
+			for o := range outs {
+				o.release()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// shapeBatches shapes each batch from applied into its output records and
+// sends them on outs, which it closes; after an error it discards the rest.
+func (s *streamer) shapeBatches(ctx context.Context, applied <-chan *Batch, outs chan<- out) error {
+	defer close(outs)
+	for b := range applied {
+		if err := s.finish(ctx, b, outs); err != nil {
+			for b := range applied {
+				discard(b)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// applyBatches runs the stages over each batch from in and sends it on
+// applied, which it closes; after an error it discards the batch it holds
+// and the rest.
+func (s *streamer) applyBatches(ctx context.Context, in <-chan *Batch, applied chan<- *Batch) error {
+	defer close(applied)
+	held, err := s.applyInOrder(ctx, in, applied)
+	if err != nil {
+		if held != nil {
+			discard(held)
+		}
+		for b := range in {
+			discard(b)
+		}
+	}
+	return err
+}
+
+// applyInOrder begins each batch from in and sends it on applied once its
+// stages are done: at once when no stage defers its work (s.hold), else
+// held until the next batch is begun. On an error it returns the batch it
+// still holds.
+func (s *streamer) applyInOrder(ctx context.Context, in <-chan *Batch, applied chan<- *Batch) (held *Batch, err error) {
+	for b := range in {
+		if err := s.begin(b); err != nil {
+			discard(b)
+			return held, err
+		}
+		if held != nil {
+			h := held
+			held = nil
+			if err := s.send(ctx, h, applied); err != nil {
+				discard(b)
+				return nil, err
+			}
+		}
+		if s.hold >= 0 {
+			held = b
+		} else if err := s.send(ctx, b, applied); err != nil {
+			return nil, err
+		}
+	}
+	if held != nil {
+		return nil, s.send(ctx, held, applied)
+	}
+	return nil, nil
+}
+
+// send applies the rest of the stages to a begun batch and passes it to the
+// shaper on applied; a batch it cannot pass on it discards.
+func (s *streamer) send(ctx context.Context, b *Batch, applied chan<- *Batch) error {
+	if err := s.apply(b); err != nil {
+		discard(b)
+		return err
+	}
+	select {
+	case applied <- b:
+		return nil
+	case <-ctx.Done():
+		discard(b)
+		return ctx.Err()
+	}
 }
 
 // labelled returns a func that runs f on a goroutine of eg under the
@@ -314,10 +343,7 @@ func (s *streamer) finish(ctx context.Context, b *Batch, outs chan<- out) error 
 		select {
 		case outs <- o:
 		case <-ctx.Done():
-			o.rec.Release()
-			if o.rest != nil {
-				o.rest.Release()
-			}
+			o.release()
 			err = ctx.Err()
 		}
 	}
@@ -382,6 +408,7 @@ func applyNow(st Stage, b *Batch) error {
 	return nil
 }
 
+// write writes o to its store: the rejected rows, the spill or the output.
 func (s *streamer) write(o out) error {
 	if o.rejected {
 		return s.rej.Write(o.rec)

@@ -6,7 +6,6 @@
 package schema
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 
@@ -243,13 +242,4 @@ func CheckKnown(file string, s *arrow.Schema) error {
 		}
 	}
 	return nil
-}
-
-// Describe returns a one-line description of a column for help texts.
-func Describe(name string) string {
-	t, ok := types[name]
-	if !ok {
-		return name
-	}
-	return fmt.Sprintf("%s %s", name, t)
 }

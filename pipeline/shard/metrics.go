@@ -181,28 +181,11 @@ func MergeDir(out string) (*Merged, error) {
 func Merge(parts []*Part) (*Merged, error) {
 	sort.Slice(parts, func(a, b int) bool { return parts[a].Shard < parts[b].Shard })
 	m := &Merged{Metrics: agg.Metrics{}, Shards: parts[0].Shards, Label: parts[0].Label}
-	type acc struct {
-		merge    string
-		v, w     float64
-		part     int
-		nullOnly bool
-	}
-	accs := map[string]*acc{}
+	accs := map[string]*metricAcc{}
 	seen := map[int]bool{}
 	for _, p := range parts {
-		if p.Shards < 1 || p.Shards > MaxShards || p.Shard < 0 || p.Shard >= p.Shards {
-			return nil, schema.BadInputf("part %d claims to be shard %d of %d: want 0 <= shard < shards <= %d", p.Shard, p.Shard, p.Shards, MaxShards)
-		}
-		if p.Label != m.Label {
-			return nil, schema.BadInputf("part %d is of job %q, part %d of job %q: one output directory per job", parts[0].Shard, m.Label, p.Shard, p.Label)
-		}
-		if p.Plan != parts[0].Plan {
-			return nil, schema.BadInputf("part %d ran under plan %.12s, part %d under plan %.12s (another job, input or shard count): one output directory per plan",
-				parts[0].Shard, parts[0].Plan, p.Shard, p.Plan)
-		}
-		if p.Shards != m.Shards {
-			return nil, schema.BadInputf("part %d is of a %d-shard job, part %d of a %d-shard job: one output directory per shard count",
-				parts[0].Shard, m.Shards, p.Shard, p.Shards)
+		if err := checkPart(p, parts[0]); err != nil {
+			return nil, err
 		}
 		seen[p.Shard] = true
 		m.Found = append(m.Found, p.Shard)
@@ -210,47 +193,16 @@ func Merge(parts []*Part) (*Merged, error) {
 		for name, x := range p.Metrics {
 			a := accs[name]
 			if a == nil {
-				a = &acc{merge: x.Merge, nullOnly: true, part: p.Shard}
+				a = &metricAcc{merge: x.Merge, nullOnly: true, part: p.Shard}
 				accs[name] = a
 			}
-			if a.merge != x.Merge {
-				return nil, schema.BadInputf("metric %s combines as %s in part %d, as %s in part %d", name, a.merge, a.part, x.Merge, p.Shard)
+			if err := a.add(name, x, p.Shard); err != nil {
+				return nil, err
 			}
-			if x.Value == nil || (a.merge == Mean && x.Weight == 0) {
-				continue // a mean over nothing (NaN): pandas skips it, so do we
-			}
-			v := *x.Value
-			switch {
-			case a.nullOnly:
-				a.v = v
-				if a.merge == Mean {
-					a.v = v * x.Weight
-				}
-				a.w = x.Weight
-			case a.merge == Sum:
-				a.v += v
-			case a.merge == Mean:
-				a.v += v * x.Weight
-				a.w += x.Weight
-			case a.merge == Max:
-				a.v = math.Max(a.v, v)
-			case a.merge == Min:
-				a.v = math.Min(a.v, v)
-			case a.merge == Same && a.v != v:
-				return nil, schema.BadInputf("metric %s is %v in part %d and %v in part %d: the parts ran with different settings", name, a.v, a.part, v, p.Shard)
-			}
-			a.nullOnly = false
 		}
 	}
 	for name, a := range accs {
-		switch {
-		case a.nullOnly:
-			m.Metrics[name] = math.NaN()
-		case a.merge == Mean:
-			m.Metrics[name] = a.v / a.w
-		default:
-			m.Metrics[name] = a.v
-		}
+		m.Metrics[name] = a.value()
 	}
 	for i := 0; i < m.Shards; i++ {
 		if !seen[i] {
@@ -258,4 +210,76 @@ func Merge(parts []*Part) (*Merged, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkPart refuses part p unless it is a valid shard of the job, plan and
+// shard count of first.
+func checkPart(p, first *Part) error {
+	if p.Shards < 1 || p.Shards > MaxShards || p.Shard < 0 || p.Shard >= p.Shards {
+		return schema.BadInputf("part %d claims to be shard %d of %d: want 0 <= shard < shards <= %d", p.Shard, p.Shard, p.Shards, MaxShards)
+	}
+	if p.Label != first.Label {
+		return schema.BadInputf("part %d is of job %q, part %d of job %q: one output directory per job", first.Shard, first.Label, p.Shard, p.Label)
+	}
+	if p.Plan != first.Plan {
+		return schema.BadInputf("part %d ran under plan %.12s, part %d under plan %.12s (another job, input or shard count): one output directory per plan",
+			first.Shard, first.Plan, p.Shard, p.Plan)
+	}
+	if p.Shards != first.Shards {
+		return schema.BadInputf("part %d is of a %d-shard job, part %d of a %d-shard job: one output directory per shard count",
+			first.Shard, first.Shards, p.Shard, p.Shards)
+	}
+	return nil
+}
+
+// metricAcc combines one metric's values over the parts.
+type metricAcc struct {
+	merge    string  // how it combines (Sum, Mean, Max, Min, Same)
+	v, w     float64 // the value so far (for Mean, the weighted sum) and weight
+	part     int     // the first part that has it
+	nullOnly bool    // no part has given a value yet
+}
+
+// add adds part's value x of metric name.
+func (a *metricAcc) add(name string, x Metric, part int) error {
+	if a.merge != x.Merge {
+		return schema.BadInputf("metric %s combines as %s in part %d, as %s in part %d", name, a.merge, a.part, x.Merge, part)
+	}
+	if x.Value == nil || (a.merge == Mean && x.Weight == 0) {
+		return nil // a mean over nothing (NaN): pandas skips it, so do we
+	}
+	v := *x.Value
+	switch {
+	case a.nullOnly:
+		a.v = v
+		if a.merge == Mean {
+			a.v = v * x.Weight
+		}
+		a.w = x.Weight
+	case a.merge == Sum:
+		a.v += v
+	case a.merge == Mean:
+		a.v += v * x.Weight
+		a.w += x.Weight
+	case a.merge == Max:
+		a.v = math.Max(a.v, v)
+	case a.merge == Min:
+		a.v = math.Min(a.v, v)
+	case a.merge == Same && a.v != v:
+		return schema.BadInputf("metric %s is %v in part %d and %v in part %d: the parts ran with different settings", name, a.v, a.part, v, part)
+	}
+	a.nullOnly = false
+	return nil
+}
+
+// value is the combined value: NaN when no part gave one.
+func (a *metricAcc) value() float64 {
+	switch {
+	case a.nullOnly:
+		return math.NaN()
+	case a.merge == Mean:
+		return a.v / a.w
+	default:
+		return a.v
+	}
 }

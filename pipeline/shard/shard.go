@@ -45,9 +45,6 @@ func New(n, i int) (Shard, error) {
 	return Shard{N: n, I: i}, nil
 }
 
-// String renders the shard as "I/N".
-func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.I, s.N) }
-
 // Of returns the shard of the batch key rendered as key (schema.AppendID).
 func Of(key []byte, n int) int {
 	h := fnv.New64a()

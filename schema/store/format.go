@@ -33,16 +33,6 @@ var formatNames = [...]string{"parquet", "arrow", "arrows", "jsonl", "trinity"}
 
 func (f Format) String() string { return formatNames[f] }
 
-// ParseFormat parses a format name as printed by String.
-func ParseFormat(s string) (Format, error) {
-	for i, n := range formatNames {
-		if n == s {
-			return Format(i), nil
-		}
-	}
-	return 0, schema.BadInputf("unknown store format %q (valid: %s)", s, strings.Join(formatNames[:], ", "))
-}
-
 // FormatOf infers a store's format from its file name.
 func FormatOf(path string) (Format, error) {
 	if trinity.IsURL(path) {

@@ -46,35 +46,11 @@ type Output struct {
 // A buffer URL output is compared with the URL inputs as a table
 // (trinity.SameTable, connecting under ctx), and with the other URL outputs
 // (trinity.SameOutput: two outputs may share a database, not a table); one
-// whose names PostgreSQL would cut short is refused (trinity.CheckWritable). Empty inputs and outputs are skipped. Every refusal
-// wraps schema.ErrBadInput and names the output.
+// whose names PostgreSQL would cut short is refused (trinity.CheckWritable).
+// Empty inputs and outputs are skipped. Every refusal wraps
+// schema.ErrBadInput and names the output.
 func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK bool) error {
-	var files []string                         // every file read
-	var plain []string                         // those read as files (not an SQLite buffer's database)
-	type tree struct{ spec, dir, glob string } // a directory or glob store read
-	var trees []tree
-	for _, in := range inputs {
-		switch {
-		case in == "":
-			continue
-		case trinity.IsURL(in):
-			if db, ok := sqliteFile(in); ok {
-				files = append(files, db)
-			}
-			continue
-		}
-		if st, err := os.Stat(in); err == nil && st.IsDir() {
-			trees = append(trees, tree{spec: in, dir: in})
-		} else if hasMeta(in) {
-			trees = append(trees, tree{spec: in, glob: in})
-		}
-		ex, err := Expand(in)
-		if err != nil {
-			ex = []string{in}
-		}
-		files = append(files, ex...)
-		plain = append(plain, ex...)
-	}
+	read := readFiles(inputs)
 	for i, o := range outs {
 		if o.Path == "" {
 			continue
@@ -82,75 +58,132 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 		if err := checkParts(o, outs); err != nil {
 			return err
 		}
+		var err error
 		if trinity.IsURL(o.Path) {
-			if err := trinity.CheckWritable(o.Path); err != nil {
-				return err
-			}
-			for _, p := range outs[:i] {
-				if !trinity.IsURL(p.Path) {
-					continue
-				}
-				same, err := trinity.SameOutput(ctx, o.Path, p.Path)
-				if err != nil {
-					return err
-				}
-				if same {
-					return refuse(o, "writes into the table %s writes, %s; give each output its own table", p.Flag, schema.Redact(p.Path))
-				}
-			}
-			for _, in := range inputs {
-				if !trinity.IsURL(in) {
-					continue
-				}
-				same, err := trinity.SameTable(ctx, o.Path, in)
-				if err != nil {
-					return err
-				}
-				if same {
-					return refuse(o, "would write into the table being read, %s", schema.Redact(in))
-				}
-			}
-			// An SQLite buffer's database is a file: no file read, and no
-			// other output, may be it.
-			db, ok := sqliteFile(o.Path)
-			if !ok {
-				continue
-			}
-			for _, f := range plain {
-				if fspath.Same(db, f) {
-					return refuse(o, "would overwrite the input %s", f)
-				}
-			}
-			for _, p := range outs[:i] {
-				if p.Path != "" && !trinity.IsURL(p.Path) && fspath.Same(db, p.Path) {
-					return refuse(o, "is in the file of %s; give each output its own file", p.Flag)
-				}
+			err = checkURLOutput(ctx, o, outs[:i], inputs, read)
+		} else {
+			err = checkFileOutput(o, outs[:i], read, insideOK)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inputFiles are what a command's inputs read.
+type inputFiles struct {
+	files []string    // every file read
+	plain []string    // those read as files (not an SQLite buffer's database)
+	trees []inputTree // the directory and glob stores read
+}
+
+// inputTree is a directory (dir) or glob store read, as given (spec).
+type inputTree struct{ spec, dir, glob string }
+
+// readFiles returns the files and stores inputs read.
+func readFiles(inputs []string) inputFiles {
+	var read inputFiles
+	for _, in := range inputs {
+		switch {
+		case in == "":
+			continue
+		case trinity.IsURL(in):
+			if db, ok := sqliteFile(in); ok {
+				read.files = append(read.files, db)
 			}
 			continue
 		}
-		for _, f := range files {
-			if fspath.Same(o.Path, f) {
-				return refuse(o, "would overwrite the input %s", f)
+		if st, err := os.Stat(in); err == nil && st.IsDir() {
+			read.trees = append(read.trees, inputTree{spec: in, dir: in})
+		} else if hasMeta(in) {
+			read.trees = append(read.trees, inputTree{spec: in, glob: in})
+		}
+		ex, err := Expand(in)
+		if err != nil {
+			ex = []string{in}
+		}
+		read.files = append(read.files, ex...)
+		read.plain = append(read.plain, ex...)
+	}
+	return read
+}
+
+// checkURLOutput checks the buffer URL output o against the URL outputs
+// before it, the URL inputs, and, for an SQLite buffer, the files read and
+// the file outputs before it.
+func checkURLOutput(ctx context.Context, o Output, before []Output, inputs []string, read inputFiles) error {
+	if err := trinity.CheckWritable(o.Path); err != nil {
+		return err
+	}
+	for _, p := range before {
+		if !trinity.IsURL(p.Path) {
+			continue
+		}
+		same, err := trinity.SameOutput(ctx, o.Path, p.Path)
+		if err != nil {
+			return err
+		}
+		if same {
+			return refuse(o, "writes into the table %s writes, %s; give each output its own table", p.Flag, schema.Redact(p.Path))
+		}
+	}
+	for _, in := range inputs {
+		if !trinity.IsURL(in) {
+			continue
+		}
+		same, err := trinity.SameTable(ctx, o.Path, in)
+		if err != nil {
+			return err
+		}
+		if same {
+			return refuse(o, "would write into the table being read, %s", schema.Redact(in))
+		}
+	}
+	// An SQLite buffer's database is a file: no file read, and no
+	// other output, may be it.
+	db, ok := sqliteFile(o.Path)
+	if !ok {
+		return nil
+	}
+	for _, f := range read.plain {
+		if fspath.Same(db, f) {
+			return refuse(o, "would overwrite the input %s", f)
+		}
+	}
+	for _, p := range before {
+		if p.Path != "" && !trinity.IsURL(p.Path) && fspath.Same(db, p.Path) {
+			return refuse(o, "is in the file of %s; give each output its own file", p.Flag)
+		}
+	}
+	return nil
+}
+
+// checkFileOutput checks the file output o against the files and stores
+// read (inside a store only unless insideOK) and the outputs before it.
+func checkFileOutput(o Output, before []Output, read inputFiles, insideOK bool) error {
+	for _, f := range read.files {
+		if fspath.Same(o.Path, f) {
+			return refuse(o, "would overwrite the input %s", f)
+		}
+	}
+	if !insideOK {
+		for _, t := range read.trees {
+			if t.dir != "" && fspath.Within(t.dir, o.Path) {
+				return refuse(o, "lies inside the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", t.spec)
+			}
+			if t.glob != "" && fspath.Matches(t.glob, o.Path) {
+				return refuse(o, "matches the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", t.spec)
 			}
 		}
-		if !insideOK {
-			for _, t := range trees {
-				if t.dir != "" && fspath.Within(t.dir, o.Path) {
-					return refuse(o, "lies inside the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", t.spec)
-				}
-				if t.glob != "" && fspath.Matches(t.glob, o.Path) {
-					return refuse(o, "matches the input store %s, which would take it for part of the store next time (--allow-inside-input to write it anyway)", t.spec)
-				}
-			}
+	}
+	for _, p := range before {
+		other, ok := p.Path, !trinity.IsURL(p.Path)
+		if !ok {
+			other, ok = sqliteFile(p.Path)
 		}
-		for _, p := range outs[:i] {
-			other, ok := p.Path, !trinity.IsURL(p.Path)
-			if !ok {
-				other, ok = sqliteFile(p.Path)
-			}
-			if p.Path != "" && ok && fspath.Same(o.Path, other) {
-				return refuse(o, "is also the file of %s; give each output its own file", p.Flag)
-			}
+		if p.Path != "" && ok && fspath.Same(o.Path, other) {
+			return refuse(o, "is also the file of %s; give each output its own file", p.Flag)
 		}
 	}
 	return nil

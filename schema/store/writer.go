@@ -25,7 +25,6 @@ type sink interface {
 type WriteOption func(*writeConfig)
 
 type writeConfig struct {
-	format  *Format
 	parquet ParquetOptions
 	inputs  []string
 	ctx     context.Context
@@ -45,9 +44,6 @@ func Together() WriteOption {
 	g := trinity.NewGroup()
 	return func(c *writeConfig) { c.group = g }
 }
-
-// As forces the output format instead of inferring it from the file name.
-func As(f Format) WriteOption { return func(c *writeConfig) { c.format = &f } }
 
 // WithParquet sets the Parquet writer options.
 func WithParquet(o ParquetOptions) WriteOption { return func(c *writeConfig) { c.parquet = o } }
@@ -84,14 +80,9 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 	if err := checkNotInput(cfg.ctx, path, cfg.inputs); err != nil {
 		return nil, err
 	}
-	f := Parquet
-	if cfg.format != nil {
-		f = *cfg.format
-	} else {
-		var err error
-		if f, err = FormatOf(path); err != nil {
-			return nil, err
-		}
+	f, err := FormatOf(path)
+	if err != nil {
+		return nil, err
 	}
 	if f == TrinityBuffer {
 		return createBuffer(cfg.ctx, path, s, cfg.group)

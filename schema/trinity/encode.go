@@ -111,6 +111,28 @@ func jsonValue(a arrow.Array, i int, name string) (any, *fieldError) {
 // fromStore fills r from row i of a store batch.
 func (r *record) fromStore(c *batchCols, i int) *fieldError {
 	r.reset()
+	if e := r.idsFromStore(c, i); e != nil {
+		return e
+	}
+	if e := r.scalarsFromStore(c, i); e != nil {
+		return e
+	}
+	if e := r.jsonFromStore(c, i); e != nil {
+		return e
+	}
+	for k, a := range c.ints {
+		r.ints[k] = listAt[int32](a, i, r.ints[k].v)
+	}
+	for k, a := range c.floats {
+		r.floats[k] = listAt[float32](a, i, r.floats[k].v)
+	}
+	r.mask = listAt[bool](c.mask, i, r.mask.v)
+	return r.routed.fromStore(c.routed, i)
+}
+
+// idsFromStore sets r's EID from row i, with the defaults of the columns
+// the store lacks, checking the ids' types.
+func (r *record) idsFromStore(c *batchCols, i int) *fieldError {
 	r.batch, r.task, r.suffix = scalar(c.batch, i), scalar(c.task, i), scalar(c.suffix, i)
 	r.run, r.step = scalar(c.run, i), scalar(c.step, i)
 	if c.batch == nil {
@@ -133,6 +155,13 @@ func (r *record) fromStore(c *batchCols, i int) *fieldError {
 			return ferr(v.name, "id of type %T", v.v)
 		}
 	}
+	return nil
+}
+
+// scalarsFromStore sets r's reward, prompt length, truncate status, model
+// version and texts from row i, checking that every text (the ids' too) is
+// valid.
+func (r *record) scalarsFromStore(c *batchCols, i int) *fieldError {
 	r.reward = scalar(c.reward, i)
 	pl, ok := scalar(c.promptLength, i).(int64)
 	if !ok {
@@ -155,6 +184,12 @@ func (r *record) fromStore(c *batchCols, i int) *fieldError {
 			}
 		}
 	}
+	return nil
+}
+
+// jsonFromStore sets r's JSON fields from row i's JSON text columns,
+// checking the types of info, metrics and custom_fields.
+func (r *record) jsonFromStore(c *batchCols, i int) *fieldError {
 	for _, f := range []struct {
 		a    arrow.Array
 		name string
@@ -196,14 +231,7 @@ func (r *record) fromStore(c *batchCols, i int) *fieldError {
 		}
 		r.customFields = l
 	}
-	for k, a := range c.ints {
-		r.ints[k] = listAt[int32](a, i, r.ints[k].v)
-	}
-	for k, a := range c.floats {
-		r.floats[k] = listAt[float32](a, i, r.floats[k].v)
-	}
-	r.mask = listAt[bool](c.mask, i, r.mask.v)
-	return r.routed.fromStore(c.routed, i)
+	return nil
 }
 
 // fromStore reads row i of a routed_experts column (a list of lists of
@@ -295,26 +323,71 @@ type tableRow struct {
 // equal to the model_version column in experience tables.
 func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 	var row tableRow
-	dpo := r.ints[fChosen].ok && r.ints[fRejected].ok
-	if k == KindDPO && !dpo {
-		return row, ferr(schema.Chosen, "a dpo table row needs chosen and rejected")
-	}
-	if e := k.check(r); e != nil {
+	if e := r.checkRow(k); e != nil {
 		return row, e
 	}
+	if k == KindExperience {
+		row.cols = r.experienceCols()
+	}
+	blob, err := encodePayload(dst, r.item(k), r.tensors())
+	if err != nil {
+		return row, ferr(ColumnPayload, "%v", err)
+	}
+	row.blob = blob
+	var e *fieldError
+	switch k {
+	case KindSFT:
+		row.messages[0], e = pyJSON(ColMessages, r.messages)
+	case KindDPO:
+		if row.messages[1], e = pyJSON(ColChosenMessages, r.chosenMessages); e == nil {
+			row.messages[2], e = pyJSON(ColRejectedMessages, r.rejectedMessages)
+		}
+	}
+	return row, e
+}
+
+// checkRow checks r can be a row of a table of kind k, and gives a non-DPO
+// row its action mask (construct).
+func (r *record) checkRow(k Kind) *fieldError {
+	dpo := r.ints[fChosen].ok && r.ints[fRejected].ok
+	if k == KindDPO && !dpo {
+		return ferr(schema.Chosen, "a dpo table row needs chosen and rejected")
+	}
+	if e := k.check(r); e != nil {
+		return e
+	}
 	if !r.ints[fTokens].ok {
-		return row, ferr(schema.Tokens, "null: a buffer row needs tokens")
+		return ferr(schema.Tokens, "null: a buffer row needs tokens")
 	}
 	if r.routed.ok && r.routed.shape[0] != len(r.ints[fTokens].v)-1 {
-		return row, ferr(schema.RoutedExperts, "%d rows for %d tokens, want len(tokens)-1", r.routed.shape[0], len(r.ints[fTokens].v))
+		return ferr(schema.RoutedExperts, "%d rows for %d tokens, want len(tokens)-1", r.routed.shape[0], len(r.ints[fTokens].v))
 	}
 	if dpo {
 		if r.mask.ok {
-			return row, ferr(schema.ActionMask, "set on a DPO row: upstream's DPO rows have none")
+			return ferr(schema.ActionMask, "set on a DPO row: upstream's DPO rows have none")
 		}
-	} else if e := r.construct(); e != nil {
-		return row, e
+		return nil
 	}
+	return r.construct()
+}
+
+// experienceCols returns the columns an experience table holds beside the
+// payload.
+func (r *record) experienceCols() tableCols {
+	var c tableCols
+	mv, _ := r.modelVersion.(int64)
+	c.modelVersion = ptr(r.modelVersion != nil, mv)
+	c.taskID, c.msgID = idText(r.task), idText(r.suffix)
+	run, _ := r.run.(int64)
+	c.runID = ptr(r.run != nil, run)
+	rw, _ := r.reward.(float64)
+	c.reward = ptr(r.reward != nil, rw)
+	return c
+}
+
+// item returns the payload's item dict for a table of kind k, its keys in
+// upstream's order.
+func (r *record) item(k Kind) *Dict {
 	// info["model_version"]: upstream's experience writer needs it, and it
 	// is where dpo and sft rows keep the model version.
 	info := r.info
@@ -325,15 +398,6 @@ func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 			info.Vals = append(info.Vals, r.info.Vals...)
 		}
 		info.Set("model_version", r.modelVersion)
-	}
-	if k == KindExperience {
-		mv, _ := r.modelVersion.(int64)
-		row.cols.modelVersion = ptr(r.modelVersion != nil, mv)
-		row.cols.taskID, row.cols.msgID = idText(r.task), idText(r.suffix)
-		run, _ := r.run.(int64)
-		row.cols.runID = ptr(r.run != nil, run)
-		rw, _ := r.reward.(float64)
-		row.cols.reward = ptr(r.reward != nil, rw)
 	}
 	item := &Dict{Keys: make([]any, 0, len(itemKeyOrder)), Vals: make([]any, 0, len(itemKeyOrder))}
 	add := func(k string, v any) {
@@ -358,7 +422,12 @@ func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 	}
 	add("custom_fields", cf)
 	add("multi_modal_input_keys", &List{})
+	return item
+}
 
+// tensors returns the payload's tensors: the token-level fields r has
+// (ints, floats, the action mask, routed experts).
+func (r *record) tensors() []namedTensor {
 	var ts []namedTensor
 	for k, v := range r.ints {
 		if v.ok {
@@ -390,21 +459,7 @@ func (r *record) toRow(k Kind, dst []byte) (tableRow, *fieldError) {
 	if r.routed.ok {
 		ts = append(ts, namedTensor{schema.RoutedExperts, r.routed.tensor()})
 	}
-	blob, err := encodePayload(dst, item, ts)
-	if err != nil {
-		return row, ferr(ColumnPayload, "%v", err)
-	}
-	row.blob = blob
-	var e *fieldError
-	switch k {
-	case KindSFT:
-		row.messages[0], e = pyJSON(ColMessages, r.messages)
-	case KindDPO:
-		if row.messages[1], e = pyJSON(ColChosenMessages, r.chosenMessages); e == nil {
-			row.messages[2], e = pyJSON(ColRejectedMessages, r.rejectedMessages)
-		}
-	}
-	return row, e
+	return ts
 }
 
 // pyJSON renders a JSON column's text as SQLAlchemy stores it (json.dumps;

@@ -99,7 +99,30 @@ func ferr(field, format string, args ...any) *fieldError {
 // info["model_version"] is set to the column's value.
 func (r *record) fromPayload(p payload, cols *tableCols) *fieldError {
 	r.reset()
-	it := p.item
+	if e := r.fromEID(p.item); e != nil {
+		return e
+	}
+	if e := r.fromFields(p.item); e != nil {
+		return e
+	}
+	if e := r.fromTensors(p.tensors); e != nil {
+		return e
+	}
+	if e := r.construct(); e != nil {
+		return e
+	}
+	if m, ok := r.info.getInt("model_version"); ok {
+		r.modelVersion = m
+	}
+	if cols != nil {
+		return r.fromColumns(cols)
+	}
+	return nil
+}
+
+// fromEID sets the record's EID from the item's eid dict, checking each
+// key's type, with the defaults of the keys it lacks.
+func (r *record) fromEID(it *Dict) *fieldError {
 	if v, ok := it.Get("eid"); ok && v != nil {
 		eid, ok := v.(*Dict)
 		if !ok {
@@ -147,6 +170,12 @@ func (r *record) fromPayload(p payload, cols *tableCols) *fieldError {
 	if _, ok := dictGet(it, "eid", "step"); !ok {
 		r.step = int64(0)
 	}
+	return nil
+}
+
+// fromFields sets the item's scalar, text and dict fields, checking their
+// types.
+func (r *record) fromFields(it *Dict) *fieldError {
 	switch v, _ := it.Get("reward"); x := v.(type) {
 	case nil:
 	case float64:
@@ -213,8 +242,13 @@ func (r *record) fromPayload(p payload, cols *tableCols) *fieldError {
 		}
 		r.customFields = l
 	}
+	return nil
+}
+
+// fromTensors sets the token-level fields from the payload's tensors.
+func (r *record) fromTensors(tensors map[string]Tensor) *fieldError {
 	for i, name := range intFieldNames {
-		if t, ok := p.tensors[name]; ok {
+		if t, ok := tensors[name]; ok {
 			v, e := intTensor(name, t, r.ints[i].v)
 			if e != nil {
 				return e
@@ -223,7 +257,7 @@ func (r *record) fromPayload(p payload, cols *tableCols) *fieldError {
 		}
 	}
 	for i, name := range floatFieldNames {
-		if t, ok := p.tensors[name]; ok {
+		if t, ok := tensors[name]; ok {
 			v, e := floatTensor(name, t, r.floats[i].v)
 			if e != nil {
 				return e
@@ -231,57 +265,56 @@ func (r *record) fromPayload(p payload, cols *tableCols) *fieldError {
 			r.floats[i].set(v)
 		}
 	}
-	if t, ok := p.tensors["action_mask"]; ok {
+	if t, ok := tensors["action_mask"]; ok {
 		v, e := maskTensor(t, r.mask.v)
 		if e != nil {
 			return e
 		}
 		r.mask.set(v)
 	}
-	if t, ok := p.tensors[schema.RoutedExperts]; ok {
+	if t, ok := tensors[schema.RoutedExperts]; ok {
 		if e := r.routed.fromTensor(t, r.ints[fTokens]); e != nil {
 			return e
 		}
 	}
-	if e := r.construct(); e != nil {
-		return e
+	return nil
+}
+
+// fromColumns applies an experience table's columns: task, run, suffix,
+// reward and model_version come from them, and info["model_version"] is
+// set to the column's value.
+func (r *record) fromColumns(cols *tableCols) *fieldError {
+	for _, c := range []struct {
+		name string
+		v    *string
+	}{{"task_id", cols.taskID}, {"msg_id", cols.msgID}} {
+		if c.v == nil {
+			continue
+		}
+		if err := validText(*c.v); err != nil {
+			return ferr(c.name, "text %v", err)
+		}
 	}
-	if m, ok := r.info.getInt("model_version"); ok {
-		r.modelVersion = m
+	r.task, r.run, r.suffix, r.reward, r.modelVersion = nil, nil, nil, nil, nil
+	if cols.taskID != nil {
+		r.task = *cols.taskID
 	}
-	if cols != nil {
-		for _, c := range []struct {
-			name string
-			v    *string
-		}{{"task_id", cols.taskID}, {"msg_id", cols.msgID}} {
-			if c.v == nil {
-				continue
-			}
-			if err := validText(*c.v); err != nil {
-				return ferr(c.name, "text %v", err)
-			}
-		}
-		r.task, r.run, r.suffix, r.reward, r.modelVersion = nil, nil, nil, nil, nil
-		if cols.taskID != nil {
-			r.task = *cols.taskID
-		}
-		if cols.runID != nil {
-			r.run = *cols.runID
-		}
-		if cols.msgID != nil {
-			r.suffix = *cols.msgID
-		}
-		if cols.reward != nil {
-			r.reward = *cols.reward
-		}
-		if cols.modelVersion != nil {
-			r.modelVersion = *cols.modelVersion
-		}
-		if r.info == nil {
-			r.info = &Dict{}
-		}
-		r.info.Set("model_version", r.modelVersion)
+	if cols.runID != nil {
+		r.run = *cols.runID
 	}
+	if cols.msgID != nil {
+		r.suffix = *cols.msgID
+	}
+	if cols.reward != nil {
+		r.reward = *cols.reward
+	}
+	if cols.modelVersion != nil {
+		r.modelVersion = *cols.modelVersion
+	}
+	if r.info == nil {
+		r.info = &Dict{}
+	}
+	r.info.Set("model_version", r.modelVersion)
 	return nil
 }
 

@@ -68,23 +68,38 @@ var (
 // ParseURL parses a buffer URL.
 func ParseURL(s string) (Location, error) {
 	loc := Location{URL: s, IfExists: "error", LockWait: DefaultLockWait}
-	bad := func(format string, args ...any) (Location, error) {
-		return Location{}, schema.Errorf(s, -1, "", format, args...)
+	q, err := loc.connection(s)
+	if err == nil {
+		err = loc.setParams(q)
 	}
+	if err != nil {
+		return Location{}, schema.Errorf(s, -1, "", "%v", err)
+	}
+	return loc, nil
+}
+
+// connection sets loc's driver and DSN from the URL s and returns its query
+// parameters.
+func (loc *Location) connection(s string) (url.Values, error) {
 	scheme, rest, _ := strings.Cut(s, "://")
 	scheme, _, _ = strings.Cut(strings.ToLower(scheme), "+")
-	var q url.Values
 	switch scheme {
 	case "sqlite":
 		path, query, _ := strings.Cut(rest, "?")
 		if !strings.HasPrefix(path, "/") || len(path) < 2 {
-			return bad("want sqlite:///relative/path.db or sqlite:////absolute/path.db")
+			return nil, errors.New("want sqlite:///relative/path.db or sqlite:////absolute/path.db")
 		}
-		var err error
-		if q, err = url.ParseQuery(query); err != nil {
-			return bad("bad query: %v", err)
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return nil, fmt.Errorf("bad query: %v", err)
+		}
+		for k := range q {
+			if !params[k] {
+				return nil, fmt.Errorf("unknown parameter %q (known: table, schema_type, if_exists, layout, on_missing_blob, lock_wait)", k)
+			}
 		}
 		loc.Driver, loc.DSN = "sqlite", path[1:]
+		return q, nil
 	case "postgresql", "postgres":
 		u, err := url.Parse("postgresql://" + rest)
 		if err != nil {
@@ -92,9 +107,9 @@ func ParseURL(s string) (Location, error) {
 			if errors.As(err, &ue) {
 				err = ue.Err // url.Error quotes the URL, password and all
 			}
-			return bad("bad URL: %v", err)
+			return nil, fmt.Errorf("bad URL: %v", err)
 		}
-		q = u.Query()
+		q := u.Query()
 		pass := url.Values{}
 		for k, v := range q {
 			if !params[k] {
@@ -105,31 +120,31 @@ func ParseURL(s string) (Location, error) {
 		case t == "":
 			pass.Set("connect_timeout", strconv.Itoa(int(DefaultConnectTimeout/time.Second)))
 		case !isSeconds(t):
-			return bad("connect_timeout=%q: want whole seconds (0: no limit)", t)
+			return nil, fmt.Errorf("connect_timeout=%q: want whole seconds (0: no limit)", t)
 		}
 		u.RawQuery = pass.Encode()
 		loc.Driver, loc.DSN = "pgx", u.String()
+		return q, nil
 	default:
-		return bad("unknown scheme %s:// (a store is a file, a directory, a glob, or a buffer URL: sqlite:///FILE?table=NAME or postgresql://USER@HOST/DB?table=NAME)", scheme)
+		return nil, fmt.Errorf("unknown scheme %s:// (a store is a file, a directory, a glob, or a buffer URL: sqlite:///FILE?table=NAME or postgresql://USER@HOST/DB?table=NAME)", scheme)
 	}
-	for k := range q {
-		if !params[k] && loc.Driver == "sqlite" {
-			return bad("unknown parameter %q (known: table, schema_type, if_exists, layout, on_missing_blob, lock_wait)", k)
-		}
-	}
+}
+
+// setParams sets loc from rftpipe's query parameters (params).
+func (loc *Location) setParams(q url.Values) error {
 	loc.Table = q.Get("table")
 	if loc.Table == "" {
-		return bad("names no table: add ?table=NAME (the buffer's `name` in the Trinity config)")
+		return errors.New("names no table: add ?table=NAME (the buffer's `name` in the Trinity config)")
 	}
 	if !tableName.MatchString(loc.Table) {
-		return bad("table name %q: want letters, digits and underscores", loc.Table)
+		return fmt.Errorf("table name %q: want letters, digits and underscores", loc.Table)
 	}
 	if loc.Driver == "pgx" && len(loc.Table)+len("_blob") > maxIdent {
-		return bad("table name %q: %d bytes, but PostgreSQL keeps names of at most %d bytes and its 0.6 blob table %s_blob would be cut short", loc.Table, len(loc.Table), maxIdent, loc.Table)
+		return fmt.Errorf("table name %q: %d bytes, but PostgreSQL keeps names of at most %d bytes and its 0.6 blob table %s_blob would be cut short", loc.Table, len(loc.Table), maxIdent, loc.Table)
 	}
 	if t := q.Get("lock_wait"); t != "" {
 		if !isSeconds(t) {
-			return bad("lock_wait=%q: want whole seconds", t)
+			return fmt.Errorf("lock_wait=%q: want whole seconds", t)
 		}
 		n, _ := strconv.Atoi(t)
 		loc.LockWait = time.Duration(n) * time.Second
@@ -137,13 +152,13 @@ func ParseURL(s string) (Location, error) {
 	if st := q.Get("schema_type"); st != "" {
 		k, err := ParseKind(st)
 		if err != nil {
-			return bad("%v", err)
+			return err
 		}
 		loc.Kind = k
 	}
 	if m := q.Get("if_exists"); m != "" {
 		if m != "error" && m != "append" && m != "replace" {
-			return bad("if_exists=%q: want error, append or replace", m)
+			return fmt.Errorf("if_exists=%q: want error, append or replace", m)
 		}
 		loc.IfExists = m
 	}
@@ -151,16 +166,16 @@ func ParseURL(s string) (Location, error) {
 	case "", Layout05, Layout06:
 		loc.Layout = l
 	default:
-		return bad("layout=%q: want 0.5 or 0.6", l)
+		return fmt.Errorf("layout=%q: want 0.5 or 0.6", l)
 	}
 	switch m := q.Get("on_missing_blob"); m {
 	case "", "error":
 	case "skip":
 		loc.SkipMissingBlobs = true
 	default:
-		return bad("on_missing_blob=%q: want error or skip", m)
+		return fmt.Errorf("on_missing_blob=%q: want error or skip", m)
 	}
-	return loc, nil
+	return nil
 }
 
 // Identity names the buffer table independently of how the URL spells it

@@ -39,9 +39,22 @@ func (b *builder) summary(name string, vars map[string]string, expr, where strin
 	return b.values(q, n)
 }
 
-// numbers fills the key-number table.
+// numbers fills the key-number table, one group of numbers after another;
+// a group whose columns the store lacks is left out.
 func (b *builder) numbers(p *page) error {
-	// The store.
+	groups := []func(*page) error{b.storeNumbers, b.rewardNumbers, b.groupNumbers, b.responseNumbers,
+		b.advantageNumbers, b.duplicationNumbers, b.dropNumbers}
+	for _, group := range groups {
+		if err := group(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeNumbers adds the store's size: its rows, and the batches, tasks,
+// runs, steps and model versions of the columns it has.
+func (b *builder) storeNumbers(p *page) error {
 	exprs := []string{"count(*)"}
 	labels := []string{"experiences (rows)"}
 	add := func(cols []string, expr, label string) {
@@ -66,114 +79,158 @@ func (b *builder) numbers(p *page) error {
 		g.add(l, text(vals[i]), "")
 	}
 	p.Numbers = append(p.Numbers, g)
+	return nil
+}
 
-	if b.has(schema.Reward) {
-		v, err := b.values(`SELECT count(*) FILTER (WHERE isfinite(reward)), avg(reward) FILTER (WHERE isfinite(reward)),
-			stddev_samp(reward) FILTER (WHERE isfinite(reward)), min(reward) FILTER (WHERE isfinite(reward)),
-			max(reward) FILTER (WHERE isfinite(reward)), count(*) FILTER (WHERE reward IS NULL OR NOT isfinite(reward))
-			FROM experiences`, 6)
+// rewardNumbers adds the statistics of the finite rewards and, where runs
+// and steps are known, mean@k and pass@k.
+func (b *builder) rewardNumbers(p *page) error {
+	if !b.has(schema.Reward) {
+		return nil
+	}
+	v, err := b.values(`SELECT count(*) FILTER (WHERE isfinite(reward)), avg(reward) FILTER (WHERE isfinite(reward)),
+		stddev_samp(reward) FILTER (WHERE isfinite(reward)), min(reward) FILTER (WHERE isfinite(reward)),
+		max(reward) FILTER (WHERE isfinite(reward)), count(*) FILTER (WHERE reward IS NULL OR NOT isfinite(reward))
+		FROM experiences`, 6)
+	if err != nil {
+		return err
+	}
+	g := numberGroup{Title: "Rewards"}
+	g.add("reward mean ± std", fmt.Sprintf("%s ± %s", fnum(num(v[1])), fnum(num(v[2]))), fmt.Sprintf("over %s finite rewards", fint(num(v[0]))))
+	g.add("reward min / max", fmt.Sprintf("%s / %s", fnum(num(v[3])), fnum(num(v[4]))), "")
+	g.add("null, NaN or infinite rewards", fint(num(v[5])), "left out of every reward statistic")
+	if b.has(schema.Batch, schema.Task, schema.Run, schema.Step) {
+		if err := b.passAtK(&g); err != nil {
+			return err
+		}
+	}
+	p.Numbers = append(p.Numbers, g)
+	return nil
+}
+
+// passAtK adds mean@k and pass@k over tasks (analysis pass_at_k) to g.
+func (b *builder) passAtK(g *numberGroup) error {
+	s, err := b.summary("pass_at_k", nil, "avg(mean_at_k), avg(pass_at_k), min(k), max(k)", "", 4)
+	if err != nil {
+		return err
+	}
+	k := text(s[2])
+	if s[2] != s[3] {
+		k = text(s[2]) + "–" + text(s[3])
+	}
+	g.add("mean@k over tasks", fnum(num(s[0])), "k = runs per task ("+k+"); the last step's reward scores a run")
+	g.add("pass@k over tasks", fnum(num(s[1])), "a run passes with reward ≥ 1 (analysis pass_at_k)")
+	return nil
+}
+
+// groupNumbers adds the GRPO groups and those std_threshold drops
+// (analysis group_filter), and keeps the analysis' row for the plots.
+func (b *builder) groupNumbers(p *page) error {
+	if !b.has(schema.Batch, schema.Task, schema.Reward) {
+		return nil
+	}
+	rows, err := b.analysis("group_filter", map[string]string{"std_threshold": strconv.FormatFloat(b.o.StdThreshold, 'g', -1, 64)})
+	if err != nil {
+		return err
+	}
+	r := rows[0]
+	b.groups = r
+	g := numberGroup{Title: "Groups (GRPO)"}
+	g.add("groups", fint(num(r["groups"])), "")
+	g.add("singleton groups", fint(num(r["singleton_groups"])), "any std_threshold drops them")
+	g.add("zero-variance groups", fmt.Sprintf("%s (%s)", fint(num(r["zero_variance_groups"])), fpct(num(r["zero_variance_share"]))), "all rewards equal: zero advantage")
+	g.add(fmt.Sprintf("dropped at std_threshold = %g", b.o.StdThreshold),
+		fmt.Sprintf("%s groups (%s), %s rows (%s)", fint(num(r["dropped_groups"])), fpct(num(r["dropped_group_share"])),
+			fint(num(r["dropped_rows"])), fpct(num(r["dropped_row_share"]))), "std ≤ threshold or singleton (analysis group_filter)")
+	p.Numbers = append(p.Numbers, g)
+	return nil
+}
+
+// responseNumbers adds the response lengths' statistics and, where
+// truncate_status is known, the truncated shares (keeping the response
+// one for the plots).
+func (b *builder) responseNumbers(p *page) error {
+	if !b.has("response_length") {
+		return nil
+	}
+	v, err := b.values(`SELECT avg(response_length), min(response_length), quantile_disc(response_length, 0.5),
+		quantile_disc(response_length, 0.95), max(response_length) FROM experiences`, 5)
+	if err != nil {
+		return err
+	}
+	g := numberGroup{Title: "Responses"}
+	g.add("response length mean", fnum(num(v[0]))+" tokens", "measured as len("+b.lenSrc+")")
+	g.add("min / p50 / p95 / max", fmt.Sprintf("%s / %s / %s / %s tokens", text(v[1]), text(v[2]), text(v[3]), text(v[4])), "")
+	if b.has(schema.TruncateStatus) {
+		t, err := b.values(`SELECT count(*) FILTER (WHERE truncate_status = 'response_truncated') / count(*),
+			count(*) FILTER (WHERE truncate_status = 'prompt_truncated') / count(*) FROM experiences`, 2)
 		if err != nil {
 			return err
 		}
-		g := numberGroup{Title: "Rewards"}
-		g.add("reward mean ± std", fmt.Sprintf("%s ± %s", fnum(num(v[1])), fnum(num(v[2]))), fmt.Sprintf("over %s finite rewards", fint(num(v[0]))))
-		g.add("reward min / max", fmt.Sprintf("%s / %s", fnum(num(v[3])), fnum(num(v[4]))), "")
-		g.add("null, NaN or infinite rewards", fint(num(v[5])), "left out of every reward statistic")
-		if b.has(schema.Batch, schema.Task, schema.Run, schema.Step) {
-			s, err := b.summary("pass_at_k", nil, "avg(mean_at_k), avg(pass_at_k), min(k), max(k)", "", 4)
-			if err != nil {
-				return err
-			}
-			k := text(s[2])
-			if s[2] != s[3] {
-				k = text(s[2]) + "–" + text(s[3])
-			}
-			g.add("mean@k over tasks", fnum(num(s[0])), "k = runs per task ("+k+"); the last step's reward scores a run")
-			g.add("pass@k over tasks", fnum(num(s[1])), "a run passes with reward ≥ 1 (analysis pass_at_k)")
-		}
-		p.Numbers = append(p.Numbers, g)
+		b.truncated = num(t[0])
+		g.add("response truncated", fpct(num(t[0])), "truncate_status = response_truncated")
+		g.add("prompt truncated", fpct(num(t[1])), "truncate_status = prompt_truncated")
 	}
+	p.Numbers = append(p.Numbers, g)
+	return nil
+}
 
-	if b.has(schema.Batch, schema.Task, schema.Reward) {
-		rows, err := b.analysis("group_filter", map[string]string{"std_threshold": strconv.FormatFloat(b.o.StdThreshold, 'g', -1, 64)})
-		if err != nil {
-			return err
-		}
-		r := rows[0]
-		b.groups = r
-		g := numberGroup{Title: "Groups (GRPO)"}
-		g.add("groups", fint(num(r["groups"])), "")
-		g.add("singleton groups", fint(num(r["singleton_groups"])), "any std_threshold drops them")
-		g.add("zero-variance groups", fmt.Sprintf("%s (%s)", fint(num(r["zero_variance_groups"])), fpct(num(r["zero_variance_share"]))), "all rewards equal: zero advantage")
-		g.add(fmt.Sprintf("dropped at std_threshold = %g", b.o.StdThreshold),
-			fmt.Sprintf("%s groups (%s), %s rows (%s)", fint(num(r["dropped_groups"])), fpct(num(r["dropped_group_share"])),
-				fint(num(r["dropped_rows"])), fpct(num(r["dropped_row_share"]))), "std ≤ threshold or singleton (analysis group_filter)")
-		p.Numbers = append(p.Numbers, g)
+// advantageNumbers adds the per-row advantages' statistics.
+func (b *builder) advantageNumbers(p *page) error {
+	if !b.has("advantage") {
+		return nil
 	}
+	v, err := b.values(`SELECT count(advantage), avg(advantage), stddev_samp(advantage), min(advantage), max(advantage),
+		count(*) FILTER (WHERE advantage = 0) / count(advantage) FROM experiences`, 6)
+	if err != nil {
+		return err
+	}
+	g := numberGroup{Title: "Advantages"}
+	g.add("rows with advantages", fint(num(v[0])), "per row: the mean over its action-mask tokens")
+	g.add("advantage mean ± std", fmt.Sprintf("%s ± %s", fnum(num(v[1])), fnum(num(v[2]))), "")
+	g.add("advantage min / max", fmt.Sprintf("%s / %s", fnum(num(v[3])), fnum(num(v[4]))), "")
+	g.add("zero advantage", fpct(num(v[5])), "no learning signal")
+	p.Numbers = append(p.Numbers, g)
+	return nil
+}
 
-	if b.has("response_length") {
-		v, err := b.values(`SELECT avg(response_length), min(response_length), quantile_disc(response_length, 0.5),
-			quantile_disc(response_length, 0.95), max(response_length) FROM experiences`, 5)
-		if err != nil {
-			return err
-		}
-		g := numberGroup{Title: "Responses"}
-		g.add("response length mean", fnum(num(v[0]))+" tokens", "measured as len("+b.lenSrc+")")
-		g.add("min / p50 / p95 / max", fmt.Sprintf("%s / %s / %s / %s tokens", text(v[1]), text(v[2]), text(v[3]), text(v[4])), "")
-		if b.has(schema.TruncateStatus) {
-			t, err := b.values(`SELECT count(*) FILTER (WHERE truncate_status = 'response_truncated') / count(*),
-				count(*) FILTER (WHERE truncate_status = 'prompt_truncated') / count(*) FROM experiences`, 2)
-			if err != nil {
-				return err
-			}
-			b.truncated = num(t[0])
-			g.add("response truncated", fpct(num(t[0])), "truncate_status = response_truncated")
-			g.add("prompt truncated", fpct(num(t[1])), "truncate_status = prompt_truncated")
-		}
-		p.Numbers = append(p.Numbers, g)
+// duplicationNumbers adds the duplicated rows and the groups holding them
+// (analysis duplicates), and keeps the latter for the plots.
+func (b *builder) duplicationNumbers(p *page) error {
+	if !b.has(schema.Batch, schema.Task, schema.DuplicateOf) {
+		return nil
 	}
+	v, err := b.summary("duplicates", nil, "duplicated_rows, duplicated_share, duplicated_groups, groups", "batch = 'all'", 4)
+	if err != nil {
+		return err
+	}
+	b.dupGroups = int64(num(v[2]))
+	g := numberGroup{Title: "Duplication"}
+	g.add("duplicated rows", fmt.Sprintf("%s (%s)", fint(num(v[0])), fpct(num(v[1]))), "duplicate_of set (analysis duplicates)")
+	g.add("groups holding duplicated rows", fmt.Sprintf("%s of %s", fint(num(v[2])), fint(num(v[3]))), "")
+	p.Numbers = append(p.Numbers, g)
+	return nil
+}
 
-	if b.has("advantage") {
-		v, err := b.values(`SELECT count(advantage), avg(advantage), stddev_samp(advantage), min(advantage), max(advantage),
-			count(*) FILTER (WHERE advantage = 0) / count(advantage) FROM experiences`, 6)
-		if err != nil {
-			return err
-		}
-		g := numberGroup{Title: "Advantages"}
-		g.add("rows with advantages", fint(num(v[0])), "per row: the mean over its action-mask tokens")
-		g.add("advantage mean ± std", fmt.Sprintf("%s ± %s", fnum(num(v[1])), fnum(num(v[2]))), "")
-		g.add("advantage min / max", fmt.Sprintf("%s / %s", fnum(num(v[3])), fnum(num(v[4]))), "")
-		g.add("zero advantage", fpct(num(v[5])), "no learning signal")
-		p.Numbers = append(p.Numbers, g)
+// dropNumbers adds, for a run's rejected-rows store, the dropped rows per
+// reason and stage (analysis drop_reasons).
+func (b *builder) dropNumbers(p *page) error {
+	if !b.has(schema.Batch, schema.Task, schema.Reward, dropReason, droppedBy) {
+		return nil
 	}
-
-	if b.has(schema.Batch, schema.Task, schema.DuplicateOf) {
-		v, err := b.summary("duplicates", nil, "duplicated_rows, duplicated_share, duplicated_groups, groups", "batch = 'all'", 4)
-		if err != nil {
-			return err
-		}
-		b.dupGroups = int64(num(v[2]))
-		g := numberGroup{Title: "Duplication"}
-		g.add("duplicated rows", fmt.Sprintf("%s (%s)", fint(num(v[0])), fpct(num(v[1]))), "duplicate_of set (analysis duplicates)")
-		g.add("groups holding duplicated rows", fmt.Sprintf("%s of %s", fint(num(v[2])), fint(num(v[3]))), "")
-		p.Numbers = append(p.Numbers, g)
+	rows, err := b.analysis("drop_reasons", nil)
+	if err != nil {
+		return err
 	}
-
-	if b.has(schema.Batch, schema.Task, schema.Reward, dropReason, droppedBy) {
-		rows, err := b.analysis("drop_reasons", nil)
-		if err != nil {
-			return err
+	g := numberGroup{Title: "Dropped rows (a run's --rejected store)"}
+	for _, r := range rows {
+		if fmt.Sprint(r["batch"]) != "all" {
+			continue
 		}
-		g := numberGroup{Title: "Dropped rows (a run's --rejected store)"}
-		for _, r := range rows {
-			if fmt.Sprint(r["batch"]) != "all" {
-				continue
-			}
-			g.add(fmt.Sprintf("%v (%v)", r["drop_reason"], r["dropped_by"]), fint(num(r["rows"])),
-				fmt.Sprintf("reward mean %s, min %s, max %s (analysis drop_reasons)", fnum(num(r["reward_mean"])), fnum(num(r["reward_min"])), fnum(num(r["reward_max"]))))
-		}
-		p.Numbers = append(p.Numbers, g)
+		g.add(fmt.Sprintf("%v (%v)", r["drop_reason"], r["dropped_by"]), fint(num(r["rows"])),
+			fmt.Sprintf("reward mean %s, min %s, max %s (analysis drop_reasons)", fnum(num(r["reward_mean"])), fnum(num(r["reward_min"])), fnum(num(r["reward_max"]))))
 	}
+	p.Numbers = append(p.Numbers, g)
 	return nil
 }
 

@@ -184,7 +184,21 @@ func (f *CoD) iterative(in *Input) (*Plan, error) {
 	}
 	p := &Plan{Keep: make([]bool, n), Reason: make([]uint8, n), Score: make([]float32, n), Return: make([]float32, n)}
 	p.Metrics = agg.Metrics{"experience_count": float64(n)}
-	retNorm := make([]float64, n)
+	retNorm, score, err := f.baselined(in, p)
+	if err != nil {
+		return nil, err
+	}
+	f.reweight(in, p, f.reweightGroups(in), score, retNorm)
+	return p, nil
+}
+
+// baselined drops the judge-flagged rows from p and returns, per kept row,
+// its rewards-to-go statistic (returnsNorm) and its score: that statistic
+// less the mean over the runs of its key (task, type and index; each run
+// counted once, by its first row).
+func (f *CoD) baselined(in *Input, p *Plan) (retNorm, score []float64, err error) {
+	n := in.N()
+	retNorm = make([]float64, n)
 	keys := map[string]int{}
 	keyOf := make([]int, n)
 	// Per key, the returns_norm of each run (the run's first row), in
@@ -202,20 +216,9 @@ func (f *CoD) iterative(in *Input) (*Plan, error) {
 			continue
 		}
 		p.Keep[r] = true
-		var g []float64
-		switch c.Type {
-		case "solve_task":
-			if c.Idx < 0 || c.Idx > int64(len(c.TaskRewards)) {
-				return nil, errorf(fn, "row %d: task_idx %d out of range of task_rewards (%d)", r, c.Idx, len(c.TaskRewards))
-			}
-			g = c.TaskRewards[c.Idx:]
-		case "gen_hint":
-			if c.Idx < -1 || c.Idx+1 > int64(len(c.TaskRewards)) {
-				return nil, errorf(fn, "row %d: hint_idx %d out of range of task_rewards (%d)", r, c.Idx, len(c.TaskRewards))
-			}
-			g = append([]float64{in.Reward[r]}, c.TaskRewards[c.Idx+1:]...)
-		default:
-			return nil, errorf(fn, "Invalid exp_type %s, something went wrong.", c.Type)
+		g, err := turnRewards(r, c, in.Reward[r])
+		if err != nil {
+			return nil, nil, err
 		}
 		retNorm[r] = f.returnsNorm(g)
 		key := c.Task + "_" + c.Type + "_" + strconv.FormatInt(c.Idx, 10)
@@ -236,27 +239,58 @@ func (f *CoD) iterative(in *Input) (*Plan, error) {
 	for k, rec := range record {
 		baseline[k] = float64(float32(prec32.mean(rec.v)))
 	}
-	score := make([]float64, n)
+	score = make([]float64, n)
 	for r := range score {
 		if p.Keep[r] {
 			score[r] = retNorm[r] - baseline[keyOf[r]]
 		}
 	}
+	return retNorm, score, nil
+}
 
-	// The re-weighting groups, in output order.
-	var groups Groups
+// turnRewards returns the rewards from row r's turn on: a solve_task row's
+// task rewards from its task index, a gen_hint row's own reward followed
+// by the task rewards after its hint index.
+func turnRewards(r int, c *CoDInfo, reward float64) ([]float64, error) {
+	const fn = "cod"
+	switch c.Type {
+	case "solve_task":
+		if c.Idx < 0 || c.Idx > int64(len(c.TaskRewards)) {
+			return nil, errorf(fn, "row %d: task_idx %d out of range of task_rewards (%d)", r, c.Idx, len(c.TaskRewards))
+		}
+		return c.TaskRewards[c.Idx:], nil
+	case "gen_hint":
+		if c.Idx < -1 || c.Idx+1 > int64(len(c.TaskRewards)) {
+			return nil, errorf(fn, "row %d: hint_idx %d out of range of task_rewards (%d)", r, c.Idx, len(c.TaskRewards))
+		}
+		return append([]float64{reward}, c.TaskRewards[c.Idx+1:]...), nil
+	default:
+		return nil, errorf(fn, "Invalid exp_type %s, something went wrong.", c.Type)
+	}
+}
+
+// reweightGroups returns the re-weighting groups (Level), in output order.
+func (f *CoD) reweightGroups(in *Input) Groups {
+	n := in.N()
 	switch f.Level {
 	case "task":
-		groups = in.Tasks
+		return in.Tasks
 	case "taskset":
 		ids := make([]string, n)
 		for r := range ids {
 			ids[r] = in.CoD[r].TasksetID
 		}
-		groups = GroupBy(ids)
+		return GroupBy(ids)
 	default:
-		groups = inputOrderPlan(n, false).Groups
+		return inputOrderPlan(n, false).Groups
 	}
+}
+
+// reweight sets p's scores and returns group by group: each kept row's
+// score re-weighted by the group's temperature and shifted up by a
+// negative length-weighted mean (Shift); p's groups are the kept rows of
+// groups, in order.
+func (f *CoD) reweight(in *Input, p *Plan, groups Groups, score, retNorm []float64) {
 	var order []int32
 	off := []int32{0}
 	temps, nTemps := 0.0, 0
@@ -300,7 +334,6 @@ func (f *CoD) iterative(in *Input) (*Plan, error) {
 	if nTemps > 0 {
 		p.Metrics["active_weight_temp_mean"] = temps / float64(nTemps)
 	}
-	return p, nil
 }
 
 // returnsNorm is the causal rewards-to-go statistic of the rewards g.

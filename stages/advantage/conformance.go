@@ -331,20 +331,7 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 		if err != nil {
 			return err
 		}
-		var want struct {
-			Outputs       []GoldenRow            `json:"outputs"`
-			OutputsPrefix []GoldenRow            `json:"outputs_prefix"`
-			Metrics       json.RawMessage        `json:"metrics"`
-			InputCount    *int                   `json:"input_count"`
-			OutputCount   *int                   `json:"output_count"`
-			FilteredCount *int                   `json:"filtered_count"`
-			DupCount      *int                   `json:"duplicated_group_count"`
-			DupCandidates []string               `json:"duplicate_candidates"`
-			OutMin        *int                   `json:"output_count_min"`
-			OutMax        *int                   `json:"output_count_max"`
-			DroppedBy     map[string]int         `json:"dropped_count_by_group"`
-			Error         *struct{ Type string } `json:"error"`
-		}
+		var want goldenWant
 		if err := json.Unmarshal(c.Expected, &want); err != nil {
 			return fmt.Errorf("%s: expected: %w", c.Name, err)
 		}
@@ -352,69 +339,112 @@ func ConformanceRunner(reg *Registry) conformance.Runner {
 		var metrics agg.Metrics
 		var plan *Plan
 		if spec.New.Side() == TrainerSide {
-			fn, err := Trainer(reg, c.Fn, args)
-			if err != nil {
-				return err
-			}
-			res, err := fn.Compute(goldenBatch(exps))
-			if err != nil {
-				return err
-			}
-			got, metrics = resultRows(res, exps, c.Fn == "clipb" || c.Fn == "clipv"), res.Metrics
+			got, metrics, err = runTrainerCase(reg, c, args, exps)
 		} else {
-			fn, err := Pipeline(reg, c.Fn, args)
-			if err != nil {
-				return err
+			got, plan, err = runPipelineCase(reg, c, chk, args, exps)
+			if plan != nil {
+				metrics = plan.Metrics
 			}
-			in := GoldenInput(exps, 0)
-			if err := GoldenNeeds(in, exps, NeedsOf(fn)); err != nil {
-				return err
-			}
-			if plan, err = fn.Plan(in); err != nil {
-				return err
-			}
-			for r, k := range plan.Keep {
-				if why := plan.DropReason(r); plan.Reason != nil && k == (why != "") {
-					chk.Failf(fmt.Sprintf("drop_reason[%d]", r), strconv.Quote(why), fmt.Sprintf("kept=%v", k))
-				}
-			}
-			if g, ok := fn.(*GDPO); ok {
-				if err := checkGDPO(chk, c, g, in, plan); err != nil {
-					return err
-				}
-			}
-			if got, err = PlanRows(plan, plan.Output(), exps); err != nil {
-				return err
-			}
-			metrics = plan.Metrics
+		}
+		if err != nil {
+			return err
 		}
 		if want.Error != nil {
 			return nil // the reference raised and we did not: RunFile reports it
 		}
-		if want.Metrics != nil {
-			if err := chk.MetricsJSON("metrics", metrics, want.Metrics); err != nil {
-				return err
-			}
-		}
-		if want.InputCount != nil {
-			chk.Int("input_count", len(exps), *want.InputCount)
-		}
-		if want.OutputCount != nil {
-			chk.Int("output_count", len(got), *want.OutputCount)
-		}
-		if want.FilteredCount != nil && plan != nil {
-			chk.Int("filtered_count", plan.Filtered, *want.FilteredCount)
-		}
-		switch {
-		case c.Random && want.OutputsPrefix != nil:
-			checkDuplicates(chk, plan, exps, got, &want.OutputsPrefix, want.DupCount, want.DupCandidates, want.OutMin, want.OutMax)
-		case c.Random && want.DroppedBy != nil:
-			checkBalanceDrop(chk, got, want.Outputs, want.DroppedBy)
-		default:
-			CheckRows(chk, "outputs", got, want.Outputs)
-		}
-		return nil
+		return want.check(chk, c, exps, got, metrics, plan)
 	}
+}
+
+// goldenWant is what an advantage case expects.
+type goldenWant struct {
+	Outputs       []GoldenRow            `json:"outputs"`
+	OutputsPrefix []GoldenRow            `json:"outputs_prefix"`
+	Metrics       json.RawMessage        `json:"metrics"`
+	InputCount    *int                   `json:"input_count"`
+	OutputCount   *int                   `json:"output_count"`
+	FilteredCount *int                   `json:"filtered_count"`
+	DupCount      *int                   `json:"duplicated_group_count"`
+	DupCandidates []string               `json:"duplicate_candidates"`
+	OutMin        *int                   `json:"output_count_min"`
+	OutMax        *int                   `json:"output_count_max"`
+	DroppedBy     map[string]int         `json:"dropped_count_by_group"`
+	Error         *struct{ Type string } `json:"error"`
+}
+
+// runTrainerCase runs the case's trainer-side fn over its experiences as
+// one batch and returns its rows and metrics.
+func runTrainerCase(reg *Registry, c *conformance.Case, args map[string]any, exps []GoldenExperience) ([]GotRow, agg.Metrics, error) {
+	fn, err := Trainer(reg, c.Fn, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := fn.Compute(goldenBatch(exps))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resultRows(res, exps, c.Fn == "clipb" || c.Fn == "clipv"), res.Metrics, nil
+}
+
+// runPipelineCase plans the case's pipeline-side fn over its experiences,
+// checks each row's drop reason agrees with its keep (and gdpo's per-row
+// values), and returns the output rows and the plan.
+func runPipelineCase(reg *Registry, c *conformance.Case, chk *conformance.Checker, args map[string]any, exps []GoldenExperience) ([]GotRow, *Plan, error) {
+	fn, err := Pipeline(reg, c.Fn, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	in := GoldenInput(exps, 0)
+	if err := GoldenNeeds(in, exps, NeedsOf(fn)); err != nil {
+		return nil, nil, err
+	}
+	plan, err := fn.Plan(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	for r, k := range plan.Keep {
+		if why := plan.DropReason(r); plan.Reason != nil && k == (why != "") {
+			chk.Failf(fmt.Sprintf("drop_reason[%d]", r), strconv.Quote(why), fmt.Sprintf("kept=%v", k))
+		}
+	}
+	if g, ok := fn.(*GDPO); ok {
+		if err := checkGDPO(chk, c, g, in, plan); err != nil {
+			return nil, nil, err
+		}
+	}
+	got, err := PlanRows(plan, plan.Output(), exps)
+	if err != nil {
+		return nil, nil, err
+	}
+	return got, plan, nil
+}
+
+// check checks a case's results against what it expects: metrics, counts
+// and output rows (for a seeded case, its duplicates or balanced drops).
+func (want *goldenWant) check(chk *conformance.Checker, c *conformance.Case, exps []GoldenExperience, got []GotRow, metrics agg.Metrics, plan *Plan) error {
+	if want.Metrics != nil {
+		if err := chk.MetricsJSON("metrics", metrics, want.Metrics); err != nil {
+			return err
+		}
+	}
+	if want.InputCount != nil {
+		chk.Int("input_count", len(exps), *want.InputCount)
+	}
+	if want.OutputCount != nil {
+		chk.Int("output_count", len(got), *want.OutputCount)
+	}
+	if want.FilteredCount != nil && plan != nil {
+		chk.Int("filtered_count", plan.Filtered, *want.FilteredCount)
+	}
+	switch {
+	case c.Random && want.OutputsPrefix != nil:
+		checkDuplicates(chk, plan, exps, got, &want.OutputsPrefix, want.DupCount, want.DupCandidates, want.OutMin, want.OutMax)
+	case c.Random && want.DroppedBy != nil:
+		checkBalanceDrop(chk, got, want.Outputs, want.DroppedBy)
+	default:
+		CheckRows(chk, "outputs", got, want.Outputs)
+	}
+	return nil
 }
 
 // checkGDPO checks gdpo's per-row values: sequence_advantages (the plan's

@@ -102,11 +102,40 @@ func (f *GiGPO) Plan(in *Input) (*Plan, error) {
 		return nil, err
 	}
 	runs := sortRunsByStep(in.Runs, in.Step)
+	togo, ret := f.returns(in, runs)
+	ae, means, dens := f.episodeAdvantages(taskRuns, ret)
+	as, anchors, gt1, err := f.stepAdvantages(in, togo)
+	if err != nil {
+		return nil, errorf(fn, "anchors: %v", err)
+	}
 
-	// Per run: the step rewards, the return-to-go of each row and the
-	// undiscounted episode return.
-	togo := make([]float64, n)
-	ret := make([]float64, runs.Len())
+	runOf := runs.IDOf(n)
+	sumE, sumS := 0.0, 0.0
+	for row := 0; row < n; row++ {
+		e := ae[runOf[row]]
+		p.Score[row] = float32(e + f.Omega*as[row])
+		sumE += math.Abs(e)
+		sumS += math.Abs(as[row])
+	}
+	p.Metrics.Summarize("gigpo", "episode_reward_mean", means)
+	p.Metrics.Summarize("gigpo", "episode_reward_std", dens)
+	p.Metrics["gigpo/anchor_groups_total"] = float64(anchors)
+	p.Metrics["gigpo/anchor_groups_size_gt1"] = float64(gt1)
+	p.Metrics["gigpo/anchor_group_hit_ratio"] = 0
+	if anchors > 0 {
+		p.Metrics["gigpo/anchor_group_hit_ratio"] = float64(gt1) / float64(anchors)
+	}
+	p.Metrics["gigpo/mean_abs_A_E"] = sumE / float64(n)
+	p.Metrics["gigpo/mean_abs_A_S"] = sumS / float64(n)
+	p.Metrics["experience_count"] = float64(n)
+	return p, nil
+}
+
+// returns computes, per run (rows sorted by step), the discounted
+// return-to-go of each row and the undiscounted episode return.
+func (f *GiGPO) returns(in *Input, runs Groups) (togo, ret []float64) {
+	togo = make([]float64, in.N())
+	ret = make([]float64, runs.Len())
 	for r := 0; r < runs.Len(); r++ {
 		rows := runs.Group(r)
 		dense := false
@@ -136,10 +165,14 @@ func (f *GiGPO) Plan(in *Input) (*Plan, error) {
 		}
 		ret[r] = sum
 	}
+	return togo, ret
+}
 
-	// Episode advantages, task by task.
-	ae := make([]float64, runs.Len())
-	var means, dens, vbuf, sbuf []float64
+// episodeAdvantages normalises the runs' episode returns task by task: the
+// episode advantage of each run, and each task's mean and denominator.
+func (f *GiGPO) episodeAdvantages(taskRuns Groups, ret []float64) (ae, means, dens []float64) {
+	ae = make([]float64, len(ret))
+	var vbuf, sbuf []float64
 	for t := 0; t < taskRuns.Len(); t++ {
 		tr := taskRuns.Group(t)
 		vbuf, sbuf = vbuf[:0], sbuf[:0]
@@ -152,9 +185,16 @@ func (f *GiGPO) Plan(in *Input) (*Plan, error) {
 		}
 		means, dens = append(means, mean), append(dens, den)
 	}
+	return ae, means, dens
+}
 
-	// Step advantages over the anchor groups of the whole input.
-	as := make([]float64, n)
+// stepAdvantages normalises the rows' returns-to-go within the anchor
+// groups of the whole input (a row without an anchor, or alone in its
+// group, gets 0). It returns the step advantage of each row, the number of
+// anchor groups and of those with more than one row.
+func (f *GiGPO) stepAdvantages(in *Input, togo []float64) (as []float64, anchors, gt1 int, err error) {
+	n := in.N()
+	as = make([]float64, n)
 	nAnchors := int32(0)
 	for _, a := range in.Anchor {
 		nAnchors = max(nAnchors, a+1)
@@ -166,13 +206,13 @@ func (f *GiGPO) Plan(in *Input) (*Plan, error) {
 			anchorIDs, anchorRows = append(anchorIDs, a), append(anchorRows, int32(row))
 		}
 	}
-	anchors, err := GroupByIDs(anchorIDs, int(nAnchors))
+	groups, err := GroupByIDs(anchorIDs, int(nAnchors))
 	if err != nil {
-		return nil, errorf(fn, "anchors: %v", err)
+		return nil, 0, 0, err
 	}
-	gt1 := 0
-	for a := 0; a < anchors.Len(); a++ {
-		members := anchors.Group(a)
+	var vbuf, sbuf []float64
+	for a := 0; a < groups.Len(); a++ {
+		members := groups.Group(a)
 		if len(members) < 2 {
 			continue
 		}
@@ -186,28 +226,7 @@ func (f *GiGPO) Plan(in *Input) (*Plan, error) {
 			as[anchorRows[m]] = sbuf[k]
 		}
 	}
-
-	runOf := runs.IDOf(n)
-	sumE, sumS := 0.0, 0.0
-	for row := 0; row < n; row++ {
-		e := ae[runOf[row]]
-		p.Score[row] = float32(e + f.Omega*as[row])
-		sumE += math.Abs(e)
-		sumS += math.Abs(as[row])
-	}
-	p.Metrics.Summarize("gigpo", "episode_reward_mean", means)
-	p.Metrics.Summarize("gigpo", "episode_reward_std", dens)
-	total := anchors.Len()
-	p.Metrics["gigpo/anchor_groups_total"] = float64(total)
-	p.Metrics["gigpo/anchor_groups_size_gt1"] = float64(gt1)
-	p.Metrics["gigpo/anchor_group_hit_ratio"] = 0
-	if total > 0 {
-		p.Metrics["gigpo/anchor_group_hit_ratio"] = float64(gt1) / float64(total)
-	}
-	p.Metrics["gigpo/mean_abs_A_E"] = sumE / float64(n)
-	p.Metrics["gigpo/mean_abs_A_S"] = sumS / float64(n)
-	p.Metrics["experience_count"] = float64(n)
-	return p, nil
+	return as, groups.Len(), gt1, nil
 }
 
 // inputOrderPlan returns a plan that keeps every one of n rows, in input

@@ -75,22 +75,14 @@ func (f *StepWiseGRPO) Plan(in *Input) (*Plan, error) {
 	// The runs of each task, in first-appearance order: a run belongs to the
 	// task of its first row, and global first appearance restricted to one
 	// task is first appearance inside it.
-	taskOf := in.Tasks.IDOf(in.N())
-	runTask := make([]int32, runs.Len())
-	last := make([]float64, runs.Len())
-	for r := range runTask {
-		rows := runs.Group(r)
-		runTask[r] = taskOf[rows[0]]
-		last[r] = in.Reward[rows[len(rows)-1]]
-		for _, row := range rows {
-			if taskOf[row] != runTask[r] {
-				return nil, errorf(fn, "run %d spans two task groups (rows %d and %d)", r, rows[0], row)
-			}
-		}
-	}
-	taskRuns, err := GroupByIDs(runTask, in.Tasks.Len())
+	taskRuns, err := runsOfTasks(fn, in, runs)
 	if err != nil {
-		return nil, errorf(fn, "runs do not nest in tasks: %v", err)
+		return nil, err
+	}
+	last := make([]float64, runs.Len())
+	for r := range last {
+		rows := runs.Group(r)
+		last[r] = in.Reward[rows[len(rows)-1]]
 	}
 
 	runScore := make([]float64, runs.Len())
@@ -101,9 +93,22 @@ func (f *StepWiseGRPO) Plan(in *Input) (*Plan, error) {
 		return nil, err
 	}
 
-	// Broadcast the run scores to the rows; order each task run by run.
-	off := make([]int32, 1, in.Tasks.Len()+1)
-	order := make([]int32, 0, in.N())
+	f.broadcast(p, runs, taskRuns, runScore, runKeep)
+	p.Metrics = gat.Metrics("group_advantages")
+	p.Metrics["experience_count"] = float64(in.N() - p.Filtered)
+	p.Metrics["filtered_count"] = float64(p.Filtered)
+	p.Metrics["skipped_group_ratio"] = float64(out.dropped) / float64(in.Tasks.Len())
+	p.Weights = gat.Weights("group_advantages")
+	p.Weights["skipped_group_ratio"] = float64(in.Tasks.Len())
+	return p, nil
+}
+
+// broadcast gives each row its run's score (divided by the run's rows with
+// StepNorm), or its run's drop reason, and sets p's groups: per task, its
+// runs' rows run by run.
+func (f *StepWiseGRPO) broadcast(p *Plan, runs, taskRuns Groups, runScore []float64, runKeep []bool) {
+	off := make([]int32, 1, taskRuns.Len()+1)
+	order := make([]int32, 0, len(runs.Rows))
 	for t := 0; t < taskRuns.Len(); t++ {
 		for _, r := range taskRuns.Group(t) {
 			rows := runs.Group(int(r))
@@ -131,13 +136,6 @@ func (f *StepWiseGRPO) Plan(in *Input) (*Plan, error) {
 		off = append(off, int32(len(order)))
 	}
 	p.Groups = Groups{Off: off, Rows: order}
-	p.Metrics = gat.Metrics("group_advantages")
-	p.Metrics["experience_count"] = float64(in.N() - p.Filtered)
-	p.Metrics["filtered_count"] = float64(p.Filtered)
-	p.Metrics["skipped_group_ratio"] = float64(out.dropped) / float64(in.Tasks.Len())
-	p.Weights = gat.Weights("group_advantages")
-	p.Weights["skipped_group_ratio"] = float64(in.Tasks.Len())
-	return p, nil
 }
 
 // sortRunsByStep returns runs with the rows of each run stably sorted by step.

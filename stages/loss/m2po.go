@@ -36,12 +36,48 @@ func M2POMask(b *tokens.Batch, threshold float64) (keep []bool, st M2POStats, er
 	}
 	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
 	keep = make([]bool, len(lp))
-	// Pass 1 over the cores: each span's valid and trust-region counts and
-	// second-moment sum (the valid tokens kept). Only when tokens are to be
-	// dropped does pass 2 write each span's trust-region tokens at its
-	// offset, so that idx and v hold them in store order.
+	c, err := countTrust(lp, old, m, adv, keep)
+	if err != nil {
+		return nil, st, err
+	}
+	valid, n, sum := c.totals()
+	st.M2Before = mean32(sum, n)
+	kept := n
+	if n > 0 && st.M2Before > threshold {
+		idx, v := c.trustTokens(lp, old, m, adv, n)
+		var rest float64
+		kept, rest = dropAbove(idx, v, threshold, keep)
+		st.M2After = mean32(rest, kept)
+	} else {
+		st.M2After = st.M2Before
+	}
+	if valid > 0 {
+		st.MaskedFraction = float64(n-kept) / float64(valid)
+		st.TrustRegionFraction = float64(n) / float64(valid)
+	}
+	return keep, st, nil
+}
+
+// mean32 is s/n rounded to float32, 0 when n is 0.
+func mean32(s float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(float32(s / float64(n)))
+}
+
+// trustCounts are, per span of parallel.SpanSize tokens, the valid and
+// trust-region tokens and the trust-region tokens' second-moment sum.
+type trustCounts struct {
+	nValid, nTrust []int
+	sums           []float64
+}
+
+// countTrust is the first pass over the cores: it counts each span's
+// tokens (trustCounts) and sets keep on the valid ones.
+func countTrust(lp, old, m, adv []float64, keep []bool) (trustCounts, error) {
 	spans := (len(lp) + parallel.SpanSize - 1) / parallel.SpanSize
-	nValid, nTrust, sums := make([]int, spans), make([]int, spans), make([]float64, spans)
+	c := trustCounts{nValid: make([]int, spans), nTrust: make([]int, spans), sums: make([]float64, spans)}
 	var bad atomic.Bool
 	parallel.For(spans, func(k int) {
 		lo, hi := k*parallel.SpanSize, min((k+1)*parallel.SpanSize, len(lp))
@@ -62,70 +98,73 @@ func M2POMask(b *tokens.Batch, threshold float64) (keep []bool, st M2POStats, er
 				sum += float64(math.Float32frombits(bits))
 			}
 		}
-		nValid[k], nTrust[k], sums[k] = valid, n, sum
+		c.nValid[k], c.nTrust[k], c.sums[k] = valid, n, sum
 	})
 	if bad.Load() {
-		return nil, st, errNonFiniteRatio()
+		return c, errNonFiniteRatio()
 	}
-	valid, n, sum := 0, 0, 0.0
-	off := make([]int, spans)
-	for k := range spans {
-		off[k] = n
-		valid += nValid[k]
-		n += nTrust[k]
-		sum += sums[k]
+	return c, nil
+}
+
+// totals sums the spans' counts, in span order.
+func (c trustCounts) totals() (valid, trust int, sum float64) {
+	for k := range c.nValid {
+		valid += c.nValid[k]
+		trust += c.nTrust[k]
+		sum += c.sums[k]
 	}
-	mean32 := func(s float64, n int) float64 {
-		if n == 0 {
-			return 0
-		}
-		return float64(float32(s / float64(n)))
+	return valid, trust, sum
+}
+
+// trustTokens is the second pass over the cores, run only when tokens are
+// to be dropped: it returns the n trust-region tokens and their second
+// moments' bits in store order, each span writing at its offset.
+func (c trustCounts) trustTokens(lp, old, m, adv []float64, n int) (idx []int, v []uint32) {
+	off := make([]int, len(c.nTrust))
+	at := 0
+	for k, nk := range c.nTrust {
+		off[k] = at
+		at += nk
 	}
-	st.M2Before = mean32(sum, n)
-	kept := n
-	if n > 0 && st.M2Before > threshold {
-		idx, v := make([]int, n), make([]uint32, n)
-		parallel.For(spans, func(k int) {
-			lo, hi := k*parallel.SpanSize, min((k+1)*parallel.SpanSize, len(lp))
-			j := off[k]
-			for t := lo; t < hi; t++ {
-				if m[t] == 0 {
-					continue
-				}
-				if bits, ok := trustBits(lp[t]-old[t], adv[t]); ok {
-					idx[j], v[j] = t, bits
-					j++
-				}
+	idx, v = make([]int, n), make([]uint32, n)
+	parallel.For(len(off), func(k int) {
+		lo, hi := k*parallel.SpanSize, min((k+1)*parallel.SpanSize, len(lp))
+		j := off[k]
+		for t := lo; t < hi; t++ {
+			if m[t] == 0 {
+				continue
 			}
-		})
-		// Second moments are float32 values >= 0, ordered as their bits:
-		// a stable radix sort is upstream's stable ascending sort.
-		idx, v = radixSort(idx, v)
-		var cum float32
-		kept = 0
-		for k, x := range v {
-			cum += math.Float32frombits(x)
-			if float64(cum/float32(k+1)) <= threshold {
-				kept = k + 1
+			if bits, ok := trustBits(lp[t]-old[t], adv[t]); ok {
+				idx[j], v[j] = t, bits
+				j++
 			}
 		}
-		var rest float64
-		for k, x := range v {
-			if k >= kept {
-				keep[idx[k]] = false
-			} else {
-				rest += float64(math.Float32frombits(x))
-			}
+	})
+	return idx, v
+}
+
+// dropAbove keeps the longest prefix of the trust-region tokens, in
+// ascending order of second moment, whose mean is at most threshold, and
+// clears keep for the others. It returns the tokens kept and their sum.
+func dropAbove(idx []int, v []uint32, threshold float64, keep []bool) (kept int, sum float64) {
+	// Second moments are float32 values >= 0, ordered as their bits:
+	// a stable radix sort is upstream's stable ascending sort.
+	idx, v = radixSort(idx, v)
+	var cum float32
+	for k, x := range v {
+		cum += math.Float32frombits(x)
+		if float64(cum/float32(k+1)) <= threshold {
+			kept = k + 1
 		}
-		st.M2After = mean32(rest, kept)
-	} else {
-		st.M2After = st.M2Before
 	}
-	if valid > 0 {
-		st.MaskedFraction = float64(n-kept) / float64(valid)
-		st.TrustRegionFraction = float64(n) / float64(valid)
+	for k, x := range v {
+		if k >= kept {
+			keep[idx[k]] = false
+		} else {
+			sum += float64(math.Float32frombits(x))
+		}
 	}
-	return keep, st, nil
+	return kept, sum
 }
 
 // radixSort sorts the keys v (with their indices idx) ascending, stably:
