@@ -17,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
-	"github.com/rftpipe/rftpipe/stages/args"
 )
 
 //go:embed analysis/*.sql
@@ -31,7 +30,7 @@ var analysisFiles embed.FS
 //	-- requires: col, col         columns of "experiences" the query reads
 //	-- var: name = LITERAL: doc   a DuckDB variable (getvariable('name')) and its default
 //	-- var: name = LITERAL in RANGE: doc
-//	                              a numeric one and its valid range (args.Range)
+//	                              a numeric one and its valid range (schema.Range)
 //	-- var: name = LITERAL integer in RANGE: doc
 //	                              an integer one (a fraction is refused, not rounded)
 type Analysis struct {
@@ -48,7 +47,7 @@ type Var struct {
 	Default string // a SQL literal, e.g. 0.0, 32, NULL or 'x'
 	// Range, when set, makes the variable a number in that interval (or
 	// NULL, where the default is NULL); CheckVars enforces it.
-	Range args.Range
+	Range schema.Range
 	// Integer makes the number an integer.
 	Integer bool
 	Doc     string
@@ -126,7 +125,7 @@ func parseAnalysis(name, text string) (Analysis, error) {
 			if m == nil {
 				return a, fmt.Errorf("analysis %s: bad header line %q: want \"-- var: name = LITERAL: doc\"", name, line)
 			}
-			v := Var{Name: m[1], Default: m[2], Integer: m[3] != "", Range: args.Range(m[4]), Doc: m[5]}
+			v := Var{Name: m[1], Default: m[2], Integer: m[3] != "", Range: schema.Range(m[4]), Doc: m[5]}
 			if err := v.Range.Valid(); err != nil {
 				return a, fmt.Errorf("analysis %s: variable %s: %v", name, v.Name, err)
 			}
@@ -170,7 +169,7 @@ func (a Analysis) Check(columns []string) error {
 func (a Analysis) CheckVars(values map[string]string) error {
 	for n, raw := range values {
 		v, ok := a.Var(n)
-		if !ok || (v.Range == args.Finite && !isNumber(v.Default)) {
+		if !ok || (v.Range == schema.Finite && !isNumber(v.Default)) {
 			continue // not a number variable
 		}
 		if strings.EqualFold(raw, "null") && strings.EqualFold(v.Default, "NULL") {

@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 )
 
@@ -39,21 +38,21 @@ func progressFlag() cli.Flag {
 // A default outside the range means "not set": the help says so, in the
 // flag's DefaultText or as "unset", never as the number.
 
-func floatFlag(f *cli.Float64Flag, r builder.Range) *cli.Float64Flag {
+func floatFlag(f *cli.Float64Flag, r schema.Range) *cli.Float64Flag {
 	f.Usage += " (range " + r.String() + ")"
 	f.DefaultText = unsetText(r, f.Value, f.DefaultText)
 	f.Action = func(_ *cli.Context, v float64) error { return flagRange(f.Name, r, v, v) }
 	return f
 }
 
-func intFlag(f *cli.IntFlag, r builder.Range) *cli.IntFlag {
+func intFlag(f *cli.IntFlag, r schema.Range) *cli.IntFlag {
 	f.Usage += " (range " + r.String() + ")"
 	f.DefaultText = unsetText(r, float64(f.Value), f.DefaultText)
 	f.Action = func(_ *cli.Context, v int) error { return flagRange(f.Name, r, float64(v), v) }
 	return f
 }
 
-func int64Flag(f *cli.Int64Flag, r builder.Range) *cli.Int64Flag {
+func int64Flag(f *cli.Int64Flag, r schema.Range) *cli.Int64Flag {
 	f.Usage += " (range " + r.String() + ")"
 	f.DefaultText = unsetText(r, float64(f.Value), f.DefaultText)
 	f.Action = func(_ *cli.Context, v int64) error { return flagRange(f.Name, r, float64(v), v) }
@@ -62,7 +61,7 @@ func int64Flag(f *cli.Int64Flag, r builder.Range) *cli.Int64Flag {
 
 // unsetText returns the help's default text of a flag whose default is
 // def: text as given, else "unset" when def lies outside the range.
-func unsetText(r builder.Range, def float64, text string) string {
+func unsetText(r schema.Range, def float64, text string) string {
 	if text == "" && !r.Contains(def) {
 		return "unset"
 	}
@@ -70,7 +69,7 @@ func unsetText(r builder.Range, def float64, text string) string {
 }
 
 // flagRange checks --name's value x (given as v) against r.
-func flagRange(name string, r builder.Range, x float64, v any) error {
+func flagRange(name string, r schema.Range, x float64, v any) error {
 	if r.Contains(x) {
 		return nil
 	}

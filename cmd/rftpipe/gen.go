@@ -8,7 +8,6 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 
 	"github.com/rftpipe/rftpipe/schema/store"
@@ -17,8 +16,8 @@ import (
 
 // The valid ranges of gen's counts and lengths (synth checks them again).
 var (
-	countRange = builder.Range(fmt.Sprintf("[1,%d]", synth.MaxCount))
-	lenRange   = builder.Range(fmt.Sprintf("[1,%d]", synth.MaxLen))
+	countRange = schema.Range(fmt.Sprintf("[1,%d]", synth.MaxCount))
+	lenRange   = schema.Range(fmt.Sprintf("[1,%d]", synth.MaxLen))
 )
 
 func genCommand() *cli.Command {

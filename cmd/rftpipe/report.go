@@ -7,7 +7,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rftpipe/rftpipe/pipeline/builder"
 	"github.com/rftpipe/rftpipe/schema"
 
 	"github.com/rftpipe/rftpipe/schema/store"
@@ -24,7 +23,7 @@ func reportCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "the experience `STORE` (file, directory, glob or Trinity buffer URL: sqlite:///F.db?table=T, postgresql://HOST/DB?table=T), if not given as the argument"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "the HTML `FILE` to write (atomically)"},
-			floatFlag(&cli.Float64Flag{Name: "std-threshold", Value: 0, Usage: "GRPO std_threshold to mark: groups with reward std <= it are dropped"}, builder.Finite),
+			floatFlag(&cli.Float64Flag{Name: "std-threshold", Value: 0, Usage: "GRPO std_threshold to mark: groups with reward std <= it are dropped"}, schema.Finite),
 			intFlag(&cli.IntFlag{Name: "bins", Value: 40, Usage: "bins per histogram"}, "[1,1000]"),
 			threadsFlag(),
 			memoryLimitFlag(),

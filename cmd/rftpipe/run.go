@@ -33,7 +33,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "on-invalid-reward", Value: "error", Usage: "null/NaN/Inf rewards: error | drop"},
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
 			&cli.BoolFlag{Name: "allow-inside-input", Usage: "write outputs inside the input store's directory or matching its glob (refused by default: the next read would take them for part of the store)"},
-			int64Flag(&cli.Int64Flag{Name: "step", Usage: "the trainer step about to run: with sample_strategy staleness_control, rows with model_version < step - max_staleness are not read", DefaultText: "every row read"}, builder.AtLeast1),
+			int64Flag(&cli.Int64Flag{Name: "step", Usage: "the trainer step about to run: with sample_strategy staleness_control, rows with model_version < step - max_staleness are not read", DefaultText: "every row read"}, schema.AtLeast1),
 			progressFlag(),
 		}, append(append(monitorFlags(), algorithmFlags()...), shardFlags(false)...)...),
 		Action: func(c *cli.Context) error {

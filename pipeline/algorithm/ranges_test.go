@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/args"
 )
@@ -20,7 +21,7 @@ func TestArgumentRanges(t *testing.T) {
 				t.Errorf("%s: %s: %v", where, p.Name, err)
 			}
 			numeric := p.Kind == args.Float || p.Kind == args.Int
-			if !numeric && p.Range != args.Finite {
+			if !numeric && p.Range != schema.Finite {
 				t.Errorf("%s: %s: a %s argument has range %s", where, p.Name, p.Kind, p.Range)
 			}
 			for _, v := range []any{p.Ctor, p.Default} {

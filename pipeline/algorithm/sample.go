@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"sync"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/registry"
 )
@@ -23,7 +24,7 @@ var SampleStrategies = sync.OnceValue(func() *registry.Registry[struct{}] {
 				Doc: "oldest model version accepted, relative to the trainer step (default: no limit)"}}},
 		{Name: "mix", Doc: "usual rows plus ceil(expert_data_ratio·N) expert (SFT) rows; adds expert_mask and step",
 			Params: args.Schema{
-				{Name: "expert_data_ratio", Kind: args.Float, Range: args.Unit, Ctor: 0.5, Default: 0.5, InDefaults: true,
+				{Name: "expert_data_ratio", Kind: args.Float, Range: schema.Unit, Ctor: 0.5, Default: 0.5, InDefaults: true,
 					Doc: "fraction of the batch read from the expert buffer"},
 				{Name: "sft_dataset_name", Kind: args.String, Ctor: "sft_dataset", Default: "sft_dataset", InDefaults: true,
 					Doc: "auxiliary buffer holding the expert data"},

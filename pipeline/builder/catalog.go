@@ -7,9 +7,9 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/algorithm"
 	"github.com/rftpipe/rftpipe/pipeline/golden"
 	"github.com/rftpipe/rftpipe/pipeline/shard"
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/addstrategy"
 	"github.com/rftpipe/rftpipe/stages/advantage"
-	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/entropy"
 	"github.com/rftpipe/rftpipe/stages/kl"
 	"github.com/rftpipe/rftpipe/stages/loss"
@@ -148,19 +148,8 @@ func Algorithm(name string) (AlgorithmDoc, error) {
 	return d, nil
 }
 
-// Range is the valid interval of a numeric flag or argument, e.g. "[0,inf)"
-// (see args.Range); commands check their numeric flags against one.
-type Range = args.Range
-
-// Ranges of the numeric flags commands share.
-const (
-	Finite   = args.Finite
-	NonNeg   = args.NonNeg
-	AtLeast1 = args.AtLeast1
-)
-
 // The valid ranges of --shards and --shard.
 var (
-	ShardsRange = Range(fmt.Sprintf("[1,%d]", shard.MaxShards))
-	ShardRange  = Range(fmt.Sprintf("[0,%d]", shard.MaxShards-1))
+	ShardsRange = schema.Range(fmt.Sprintf("[1,%d]", shard.MaxShards))
+	ShardRange  = schema.Range(fmt.Sprintf("[0,%d]", shard.MaxShards-1))
 )

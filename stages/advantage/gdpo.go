@@ -3,6 +3,7 @@ package advantage
 import (
 	"math"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 )
@@ -31,7 +32,7 @@ func gdpoSpec() Spec {
 		Params: args.Schema{
 			{Name: "multi_objective_aggregation", Kind: args.String, Ctor: "normalize_then_sum", Default: "normalize_then_sum",
 				InDefaults: true, Choices: []string{"normalize_then_sum"}, Doc: "how the components are combined (TRL's name)"},
-			param("num_generations", args.Int, nil, "rows per task group (G); null: the task groups as they are").In(args.AtLeast1),
+			param("num_generations", args.Int, nil, "rows per task group (G); null: the task groups as they are").In(schema.AtLeast1),
 			param("reward_weights", args.Floats, nil, "one weight per reward component; null: all ones"),
 		},
 		New: PipelineCtor(func(a args.Values) (PipelineFn, error) {

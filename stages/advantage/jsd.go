@@ -3,6 +3,7 @@ package advantage
 import (
 	"math"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/args"
 )
 
@@ -19,10 +20,10 @@ func jsdSpec() Spec {
 		Name: "jsd",
 		Doc:  "Jensen-Shannon distillation advantage from teacher log-probs",
 		Params: args.Schema{
-			param("lambda_coef", args.Float, 0.5, "mixture weight β (0: s − t, 1: t − s)").In(args.Unit),
+			param("lambda_coef", args.Float, 0.5, "mixture weight β (0: s − t, 1: t − s)").In(schema.Unit),
 			param("kl_coef", args.Float, 1.0, "scale of the advantage"),
-			param("temperature", args.Float, 1.0, "divides both log-probs").In(args.NonZero),
-			param("chunk_size", args.Int, nil, "upstream memory chunking, 0 as null; no effect on values").In(args.NonNeg),
+			param("temperature", args.Float, 1.0, "divides both log-probs").In(schema.NonZero),
+			param("chunk_size", args.Int, nil, "upstream memory chunking, 0 as null; no effect on values").In(schema.NonNeg),
 		},
 		New: TrainerCtor(func(a args.Values) (TrainerFn, error) {
 			return &JSD{Lambda: a.Float("lambda_coef"), KLCoef: a.Float("kl_coef"), Temperature: a.Float("temperature")}, nil

@@ -55,13 +55,13 @@ type Param struct {
 	// Range is the valid interval of a Float or Int argument, or of each
 	// element of a Floats one (the empty Range: every finite number),
 	// checked by Resolve.
-	Range Range
+	Range schema.Range
 	// Doc is a one-line description for help texts.
 	Doc string
 }
 
 // In returns p with its valid range set to r.
-func (p Param) In(r Range) Param {
+func (p Param) In(r schema.Range) Param {
 	p.Range = r
 	return p
 }

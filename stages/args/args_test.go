@@ -12,7 +12,7 @@ import (
 var testSchema = Schema{
 	{Name: "clip", Kind: Float, Nullable: true, Default: 0.2, InDefaults: true, Range: "[0,1)"},
 	{Name: "c", Kind: Float, Ctor: 3.0, Default: 3.0, InDefaults: true},
-	{Name: "n", Kind: Int, Ctor: int64(1), Range: AtLeast1},
+	{Name: "n", Kind: Int, Ctor: int64(1), Range: schema.AtLeast1},
 	{Name: "on", Kind: Bool, Ctor: false},
 	{Name: "mode", Kind: String, Ctor: "a", Default: "b", InDefaults: true, Choices: []string{"a", "b"}},
 	{Name: "need", Kind: Float, Default: 0.0, InDefaults: true},

@@ -589,10 +589,10 @@ func clipCovDef() *Def {
 	return &Def{
 		Name: "clip_cov",
 		Params: covParams(append(actorClipParams(),
-			actorParam("clip_cov_ratio", 0.0002, args.Positive, "share of the valid tokens clipped: K = max(int(ratio·N), 1)"),
-			actorParam("clip_cov_lb", 1.0, args.Finite, "candidates have covariance > clip_cov_lb"),
-			actorParam("clip_cov_ub", 5.0, args.Finite, "candidates have covariance < clip_cov_ub"),
-			args.Param{Name: "seed", Kind: args.Int, Ctor: int64(0), Range: args.NonNeg,
+			actorParam("clip_cov_ratio", 0.0002, schema.Positive, "share of the valid tokens clipped: K = max(int(ratio·N), 1)"),
+			actorParam("clip_cov_lb", 1.0, schema.Finite, "candidates have covariance > clip_cov_lb"),
+			actorParam("clip_cov_ub", 5.0, schema.Finite, "candidates have covariance < clip_cov_ub"),
+			args.Param{Name: "seed", Kind: args.Int, Ctor: int64(0), Range: schema.NonNeg,
 				Doc: "seed of the random choice among the candidates (verl: torch's global generator)"},
 		)...),
 		Inputs:   []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
@@ -620,8 +620,8 @@ func klCovDef() *Def {
 	return &Def{
 		Name: "kl_cov",
 		Params: covParams(
-			actorParam("kl_cov_ratio", 0.0002, args.Positive, "share of the valid tokens penalised: k = max(1, int(n·ratio)), the largest covariances"),
-			actorParam("ppo_kl_coef", 0.1, args.Finite, "coefficient κ of the penalty κ·|lp − old| on the chosen tokens"),
+			actorParam("kl_cov_ratio", 0.0002, schema.Positive, "share of the valid tokens penalised: k = max(1, int(n·ratio)), the largest covariances"),
+			actorParam("ppo_kl_coef", 0.1, schema.Finite, "coefficient κ of the penalty κ·|lp − old| on the chosen tokens"),
 		),
 		Inputs:   []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
 		Weighted: true,

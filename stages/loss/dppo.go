@@ -3,6 +3,7 @@ package loss
 import (
 	"math"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/internal/fastexp"
@@ -139,7 +140,7 @@ func dppoDef(name string, kl bool) *Def {
 	return &Def{
 		Name: name,
 		Params: append(append(actorClipParams(),
-			actorParam("clip_ratio_c", 3.0, args.Finite, "truncation c of the ratio, τ = min(r, c) (verl's ActorConfig default 3; the DPPO paper: 10000, none)"),
+			actorParam("clip_ratio_c", 3.0, schema.Finite, "truncation c of the ratio, τ = min(r, c) (verl's ActorConfig default 3; the DPPO paper: 10000, none)"),
 			aggParam("token-mean")), globalParams...),
 		Inputs:   []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},
 		Weighted: true,

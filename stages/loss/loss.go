@@ -193,7 +193,7 @@ func (s single) plan(*tokens.Batch) (*Plan, error) {
 // notMinusOne is the range of a coefficient upstream divides by as 1 + x:
 // a Python float division by 0 raises (sppo), a tensor's makes every
 // output non-finite (opmd).
-const notMinusOne args.Range = "(-inf,-1)∪(-1,inf)"
+const notMinusOne schema.Range = "(-inf,-1)∪(-1,inf)"
 
 // aggParam is the loss_agg_mode argument with the given defaults.
 func aggParam(def string) args.Param {
@@ -208,13 +208,13 @@ func aggParam(def string) args.Param {
 // values for the others; with none set the loss aggregates as Trinity's
 // aggregate_loss.
 var globalParams = args.Schema{
-	{Name: "dp_size", Kind: args.Int, Range: args.AtLeast1, Nullable: true,
+	{Name: "dp_size", Kind: args.Int, Range: schema.AtLeast1, Nullable: true,
 		Doc: "verl aggregation: data-parallel world size D (the loss is multiplied by D)"},
-	{Name: "batch_num_tokens", Kind: args.Float, Range: args.Positive, Nullable: true,
+	{Name: "batch_num_tokens", Kind: args.Float, Range: schema.Positive, Nullable: true,
 		Doc: "verl aggregation: token-mean denominator, the mask count of the whole mini-batch over all ranks"},
-	{Name: "global_batch_size", Kind: args.Float, Range: args.Positive, Nullable: true,
+	{Name: "global_batch_size", Kind: args.Float, Range: schema.Positive, Nullable: true,
 		Doc: "verl aggregation: seq-mean denominator, sequences per optimiser step over all ranks"},
-	{Name: "loss_scale_factor", Kind: args.Float, Range: args.Positive, Nullable: true,
+	{Name: "loss_scale_factor", Kind: args.Float, Range: schema.Positive, Nullable: true,
 		Doc: "verl aggregation: seq-mean-token-sum-norm divisor (default: the batch's padded width)"},
 }
 
@@ -251,7 +251,7 @@ func actorClipParams() args.Schema {
 
 // actorParam is a float argument of a verl-only loss under verl's config
 // name, with verl's default.
-func actorParam(name string, def float64, r args.Range, doc string) args.Param {
+func actorParam(name string, def float64, r schema.Range, doc string) args.Param {
 	return args.Param{Name: name, Kind: args.Float, Ctor: def, Default: def, InDefaults: true, Range: r, Doc: doc}
 }
 

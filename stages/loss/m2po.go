@@ -287,14 +287,14 @@ func m2poDef() *Def {
 		Name: "m2po",
 		Params: args.Schema{
 			{Name: "m2_threshold", Kind: args.Float, Ctor: 0.04, Default: 0.04, InDefaults: true,
-				Doc: "bound on the mean second moment lr² of the kept trust-region tokens, >= 0", Range: args.NonNeg},
+				Doc: "bound on the mean second moment lr² of the kept trust-region tokens, >= 0", Range: schema.NonNeg},
 			aggParam("token-mean"),
 			{Name: "log_ratio_clip", Kind: args.Float, Ctor: 20.0, Default: 20.0, InDefaults: true,
-				Doc: "straight-through clamp of the log-ratio before exp, > 0", Range: args.Positive},
+				Doc: "straight-through clamp of the log-ratio before exp, > 0", Range: schema.Positive},
 			// The loss call's keyword arguments, as upstream checks them.
-			{Name: "batch_num_tokens", Kind: args.Float, Range: args.NonNeg, Nullable: true,
+			{Name: "batch_num_tokens", Kind: args.Float, Range: schema.NonNeg, Nullable: true,
 				Doc: "the engine's token count of the mini-batch: the denominator max(batch_num_tokens, 1e-8), times dp_size (null: the masked mean)"},
-			{Name: "dp_size", Kind: args.Int, Range: args.AtLeast1, Nullable: true,
+			{Name: "dp_size", Kind: args.Int, Range: schema.AtLeast1, Nullable: true,
 				Doc: "data-parallel world size, a factor with batch_num_tokens (null: 1)"},
 		},
 		Inputs:  []string{tokens.OldLogProb, tokens.ActionMask, tokens.Advantages},

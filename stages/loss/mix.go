@@ -3,6 +3,7 @@ package loss
 import (
 	"math"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/tokens"
@@ -192,7 +193,7 @@ func mixDef() *Def {
 
 func mixChordDef() *Def {
 	i := func(name, doc string) args.Param {
-		return args.Param{Name: name, Kind: args.Int, Ctor: int64(0), Default: int64(0), InDefaults: true, Range: args.NonNeg, Doc: doc}
+		return args.Param{Name: name, Kind: args.Int, Ctor: int64(0), Default: int64(0), InDefaults: true, Range: schema.NonNeg, Doc: doc}
 	}
 	f := func(name, doc string) args.Param {
 		return args.Param{Name: name, Kind: args.Float, Ctor: 0.1, Default: 0.1, InDefaults: true, Doc: doc}

@@ -1,6 +1,7 @@
 package loss
 
 import (
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/internal/torch"
@@ -123,14 +124,14 @@ func recDef() *Def {
 		// Constructor and default_args() differ for the primed epsilons.
 		Params: args.Schema{
 			f("epsilon_low", 0.2, 0.2, "ratio lower bound 1 - epsilon_low, 0 < epsilon_low <= 1").In("(0,1]"),
-			f("epsilon_high", 0.2, 0.2, "ratio upper bound 1 + epsilon_high, > 0").In(args.Positive),
+			f("epsilon_high", 0.2, 0.2, "ratio upper bound 1 + epsilon_high, > 0").In(schema.Positive),
 			f("epsilon_low_prime", 0.4, 0.6, "ring mode: A >= 0 tokens with ratio <= 1 - epsilon_low_prime are kept, 0 < x <= 1").In("(0,1]"),
-			f("epsilon_high_prime", 0.4, 2, "ring mode: A <= 0 tokens with ratio >= 1 + epsilon_high_prime are kept, > 0").In(args.Positive),
+			f("epsilon_high_prime", 0.4, 2, "ring mode: A <= 0 tokens with ratio >= 1 + epsilon_high_prime are kept, > 0").In(schema.Positive),
 			s("clip_mode", recClipModes, "which tokens are kept"),
 			s("weight", recWeights, "advantage weighting"),
 			s("regularizer", recRegularizers, "regularizer added to every token"),
-			f("regularizer_coef", 0, 0, "regularizer coefficient, >= 0").In(args.NonNeg),
-			f("temp", 1, 1, "temperature of weight=advantage, > 0").In(args.Positive),
+			f("regularizer_coef", 0, 0, "regularizer coefficient, >= 0").In(schema.NonNeg),
+			f("temp", 1, 1, "temperature of weight=advantage, > 0").In(schema.Positive),
 			// 0.6 line: the mode is honoured (Q-16 fixed upstream), except
 			// for gspo-one-side; null is refused here, not at call time.
 			aggParam("token-mean"),

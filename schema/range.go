@@ -1,12 +1,10 @@
-package args
+package schema
 
 import (
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/rftpipe/rftpipe/schema"
 )
 
 // Range is the valid interval of a numeric argument or flag in interval
@@ -123,5 +121,5 @@ func (r Range) Check(what string, x float64) error {
 	if r.Contains(x) {
 		return nil
 	}
-	return schema.BadInputf("%s: %v is outside its valid range %s", what, x, r)
+	return BadInputf("%s: %v is outside its valid range %s", what, x, r)
 }
