@@ -169,9 +169,9 @@ func fail(u URL, op string, err error) error {
 	code, status := errorCode(err)
 	switch {
 	case code == "NoSuchBucket":
-		return &schema.InputError{File: u.String(), Row: -1, Msg: "no such bucket " + u.Bucket, Err: ErrNotFound}
+		return notFound{schema.Errorf(u.String(), -1, "", "no such bucket %s", u.Bucket)}
 	case code == "NoSuchKey" || code == "NoSuchUpload" || code == "NotFound" || status == http.StatusNotFound:
-		return &schema.InputError{File: u.String(), Row: -1, Msg: "no such object", Err: ErrNotFound}
+		return notFound{schema.Errorf(u.String(), -1, "", "no such object")}
 	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "ExpiredToken" ||
 		code == "InvalidToken" || code == "TokenRefreshRequired":
 		return schema.Errorf(u.String(), -1, "", "%s: the storage refused the credentials (%s); check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN", op, code)
@@ -189,6 +189,12 @@ func fail(u URL, op string, err error) error {
 	}
 	return fmt.Errorf("%s: %s: connection failed: %s", u, op, transportError(err))
 }
+
+// notFound is a refusal that is ErrNotFound too.
+type notFound struct{ error }
+
+func (e notFound) Unwrap() error        { return e.error }
+func (e notFound) Is(target error) bool { return target == ErrNotFound }
 
 // errorCode returns the S3 error code and HTTP status of err (zero when
 // the request got no answer).

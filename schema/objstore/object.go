@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -42,6 +43,15 @@ type Info struct {
 // none).
 func (c *Client) Stat(ctx context.Context, u URL) (Info, error) {
 	out, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &u.Bucket, Key: &u.Key})
+	if _, status := errorCode(err); status == http.StatusForbidden || status == http.StatusNotFound {
+		// A HEAD answer has no body to say why (a missing bucket or key,
+		// credentials refused or a key denied): a GET's says.
+		if got, gerr := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: &u.Bucket, Key: &u.Key}); gerr == nil {
+			got.Body.Close()
+		} else {
+			err = gerr
+		}
+	}
 	if err != nil {
 		return Info{}, fail(u, "stat", err)
 	}
