@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/apache/arrow/go/v17/parquet/compress"
 	"github.com/apache/arrow/go/v17/parquet/file"
@@ -12,9 +11,9 @@ import (
 // footerOf reads the footer of a Parquet file and checks its row counts
 // (checkRowGroups). A footer that makes the decoder panic is bad input too.
 func footerOf(path string) (md *metadata.FileMetaData, err error) {
-	fh, err := os.Open(path)
+	fh, _, err := openHandle(objectContext, path)
 	if err != nil {
-		return nil, fileError(path, err, "cannot open")
+		return nil, err
 	}
 	defer fh.Close()
 	defer func() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/fspath"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
@@ -63,7 +64,7 @@ func CheckOutputs(ctx context.Context, inputs []string, outs []Output, insideOK 
 			}
 			continue
 		}
-		if st, err := os.Stat(in); err == nil && st.IsDir() {
+		if st, err := os.Stat(in); err == nil && st.IsDir() || objstore.IsURL(in) && isObjectDir(in) {
 			trees = append(trees, tree{spec: in, dir: in})
 		} else if hasMeta(in) {
 			trees = append(trees, tree{spec: in, glob: in})

@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -362,15 +361,6 @@ func restColumns(path string, fr *pqarrow.FileReader, full *arrow.Schema, leaves
 		fields = append(fields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true, Metadata: f.Metadata})
 	}
 	return rest, arrow.NewSchema(fields, nil), nil
-}
-
-// fileSize returns the size of an open file.
-func fileSize(fh *os.File) (int64, error) {
-	st, err := fh.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return st.Size(), nil
 }
 
 func releaseAll(cols []arrow.Array) {
