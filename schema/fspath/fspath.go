@@ -26,6 +26,15 @@ func objects(a, b string) (ua, ub objstore.URL, obj, ok bool) {
 	return ua, ub, true, errA == nil && errB == nil
 }
 
+// Join joins elements to the path dir, as filepath.Join does, or below
+// the key of an object URL (s3://BUCKET/KEY/ELEM…).
+func Join(dir string, elem ...string) string {
+	if u, err := objstore.Parse(dir); err == nil {
+		return u.Join(elem...).String()
+	}
+	return filepath.Join(append([]string{dir}, elem...)...)
+}
+
 // Resolve returns path absolute, with the symbolic links of its longest
 // existing prefix resolved (filepath.EvalSymlinks of the nearest existing
 // parent, the rest joined as spelled).

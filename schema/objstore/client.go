@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -151,7 +152,7 @@ func Default(ctx context.Context) (*Client, error) {
 var ErrExists = errors.New("object already exists")
 
 // ErrNotFound marks an error for an object (or bucket) that does not
-// exist.
+// exist; such an error is fs.ErrNotExist too.
 var ErrNotFound = errors.New("no such object")
 
 // fail turns an error of a request for u into one line naming u and what
@@ -194,7 +195,7 @@ func fail(u URL, op string, err error) error {
 type notFound struct{ error }
 
 func (e notFound) Unwrap() error        { return e.error }
-func (e notFound) Is(target error) bool { return target == ErrNotFound }
+func (e notFound) Is(target error) bool { return target == ErrNotFound || target == fs.ErrNotExist }
 
 // errorCode returns the S3 error code and HTTP status of err (zero when
 // the request got no answer).

@@ -39,21 +39,11 @@ func expandObjects(p string) ([]string, error) {
 		if _, err := path.Match(u.Key, ""); err != nil {
 			return nil, schema.Errorf(p, -1, "", "bad glob: %v", err)
 		}
-		objs, err := c.List(objectContext, u.Bucket, u.Literal())
-		if err != nil {
-			return nil, err
+		out, err := Glob(p)
+		if err == nil && len(out) == 0 {
+			err = schema.Errorf(p, -1, "", "no object matches")
 		}
-		var out []string
-		for _, o := range objs {
-			if u.Match(o.URL.Key) {
-				out = append(out, o.URL.String())
-			}
-		}
-		if len(out) == 0 {
-			return nil, schema.Errorf(p, -1, "", "no object matches")
-		}
-		sort.Strings(out)
-		return out, nil
+		return out, err
 	}
 	if !strings.HasSuffix(u.Key, "/") && u.Key != "" {
 		if _, err := c.Stat(objectContext, u); err == nil {
