@@ -54,11 +54,15 @@ func Deferrable(files []string, decode []string, batchRows int) bool {
 }
 
 func deferrableFile(path string, decode []string, maxRows int64) bool {
-	pf, err := file.OpenParquetFile(path, false)
+	fh, _, err := openHandle(objectContext, path)
 	if err != nil {
 		return false
 	}
-	defer pf.Close()
+	defer fh.Close()
+	pf, err := file.NewParquetReader(fh)
+	if err != nil {
+		return false
+	}
 	md := pf.MetaData()
 	if md.WriterVersion().LessThan(metadata.Parquet816FixedVersion) {
 		return false
