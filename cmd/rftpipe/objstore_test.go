@@ -123,7 +123,7 @@ func TestObjectStorageRefusals(t *testing.T) {
 	srv.Inject("", "", "denied/", objtest.Deny, -1)
 	for _, c := range []struct {
 		name, in, out, want string
-		env             [2]string
+		env                 [2]string
 	}{
 		{"wrong credentials", objtest.URL("in.parquet"), filepath.Join(dir, "o1.parquet"), "refused the credentials", [2]string{"AWS_ACCESS_KEY_ID", "AKIAWRONG"}},
 		{"missing bucket", "s3://no-such-bucket/in.parquet", filepath.Join(dir, "o2.parquet"), "no such bucket", [2]string{}},
