@@ -191,3 +191,40 @@ func TestSigtermAbortsUpload(t *testing.T) {
 		t.Errorf("uploads left after SIGTERM: %v", left)
 	}
 }
+
+// TestSQLOnObjectStorage: sql and report read a store in object storage
+// (DuckDB without httpfs) and write their results there, as they do
+// locally.
+func TestSQLOnObjectStorage(t *testing.T) {
+	objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "12", "--runs", "4", "--seed", "3", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	inURL := objtest.URL("sql/in/data.parquet")
+	putObject(t, in, inURL)
+	const q = "SELECT task, avg(reward) AS r FROM experiences GROUP BY task ORDER BY task"
+	for _, name := range []string{"r.csv", "r.parquet"} {
+		local, remote := filepath.Join(dir, name), objtest.URL("sql/out/"+name)
+		for _, a := range [][2]string{{in, local}, {objtest.URL("sql/in/"), remote}} {
+			if _, stderr, code := runCLI(t, "sql", "--store", a[0], q, "--out", a[1]); code != 0 {
+				t.Fatalf("sql over %s into %s: exit %d: %s", a[0], a[1], code, stderr)
+			}
+		}
+		if name == "r.csv" {
+			if want, _ := os.ReadFile(local); !bytes.Equal(object(t, remote), want) {
+				t.Errorf("%s differs from the local result", remote)
+			}
+		} else if !slicesEqual(storeRows(t, remote), storeRows(t, local)) {
+			t.Errorf("%s differs from the local result", remote)
+		}
+	}
+	report := objtest.URL("sql/report.html")
+	if _, stderr, code := runCLI(t, "report", "--in", inURL, "--out", report); code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	if b := object(t, report); !bytes.Contains(b, []byte("<html")) {
+		t.Errorf("report object: %.100s", b)
+	}
+}

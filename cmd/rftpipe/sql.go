@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/store"
 	rsql "github.com/rftpipe/rftpipe/sql"
 	"github.com/rftpipe/rftpipe/sql/duckdb"
@@ -92,7 +93,7 @@ func runSQL(c *cli.Context) error {
 		if err := store.CheckOutputs(c.Context, reads, []store.Output{{Flag: "--out", Path: out}}, false); err != nil {
 			return err
 		}
-		if dir := filepath.Dir(out); !isDir(dir) {
+		if dir := filepath.Dir(out); !objstore.IsURL(out) && !isDir(dir) {
 			return schema.Errorf(out, -1, "", "output directory %s does not exist", dir)
 		}
 	}
