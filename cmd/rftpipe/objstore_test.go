@@ -228,3 +228,30 @@ func TestSQLOnObjectStorage(t *testing.T) {
 		t.Errorf("report object: %.100s", b)
 	}
 }
+
+// TestSQLCache: sql --cache-dir reads a store in object storage from local
+// copies, kept for the next query.
+func TestSQLCache(t *testing.T) {
+	objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "12", "--runs", "4", "--seed", "4", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	putObject(t, in, objtest.URL("cached/part-0.parquet"))
+	cache := filepath.Join(dir, "cache")
+	const q = "SELECT count(*) AS n, sum(reward) AS r FROM experiences"
+	want, _, code := runCLI(t, "sql", "--store", in, q, "--format", "csv")
+	if code != 0 {
+		t.Fatal("local sql failed")
+	}
+	for range 2 {
+		got, stderr, code := runCLI(t, "sql", "--store", objtest.URL("cached/"), q, "--format", "csv", "--cache-dir", cache)
+		if code != 0 || got != want {
+			t.Fatalf("sql over the cache: exit %d, %q, want %q: %s", code, got, want, stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(cache); len(ents) != 1 || !strings.HasSuffix(ents[0].Name(), ".parquet") {
+		t.Errorf("cache holds %v, want the one object's copy", ents)
+	}
+}

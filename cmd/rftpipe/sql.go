@@ -32,7 +32,7 @@ func sqlCommand() *cli.Command {
 			"   rftpipe sql --query group_filter --var std_threshold=0.1 --store out/run.parquet\n" +
 			"   rftpipe sql --list",
 		ArgsUsage: "[QUERY]",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.GenericFlag{Name: "store", Value: &multiFlag{}, Usage: "`[NAME=]PATH` of a store: file, directory, glob or Trinity buffer URL (repeatable); the first is also the view experiences"},
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the query from `F.sql`"},
 			&cli.StringFlag{Name: "query", Aliases: []string{"q"}, Usage: "run the canned analysis `NAME` (see --list)"},
@@ -42,7 +42,7 @@ func sqlCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the result to `FILE` (atomically) instead of stdout"},
 			threadsFlag(),
 			memoryLimitFlag(),
-		},
+		}, cacheFlags()...),
 		Action: runSQL,
 	}
 }
@@ -80,6 +80,7 @@ func runSQL(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		s.Cache = cacheOf(c)
 		stores = append(stores, s)
 	}
 	if analysis != nil && len(stores) == 0 {
@@ -260,6 +261,22 @@ func (m *multiFlag) String() string { return strings.Join(m.values, " ") }
 
 func threadsFlag() cli.Flag {
 	return intFlag(&cli.IntFlag{Name: "threads", Usage: "DuckDB worker threads (0: one per CPU)"}, "[0,4096]")
+}
+
+// cacheFlags set the local cache of the objects (s3://) a query reads.
+func cacheFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "cache-dir", Usage: "keep local copies of the s3:// Parquet objects a query reads in `DIR`, reused while their ETag holds (default: none, read into the temp dir each time)"},
+		intFlag(&cli.IntFlag{Name: "cache-limit", Value: 10240, Usage: "remove the least recently used copies beyond `MB` megabytes from --cache-dir"}, "[1,1048576]"),
+	}
+}
+
+// cacheOf returns the cache the flags set, nil when none.
+func cacheOf(c *cli.Context) *objstore.Cache {
+	if c.String("cache-dir") == "" {
+		return nil
+	}
+	return &objstore.Cache{Dir: c.String("cache-dir"), Limit: int64(c.Int("cache-limit")) << 20}
 }
 
 func memoryLimitFlag() cli.Flag {
