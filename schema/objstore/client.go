@@ -112,9 +112,9 @@ func New(c Config) *Client {
 			r.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) { return backoff(attempt), nil })
 			r.RateLimiter = ratelimit.None
 		})
-		// Parts and objects are sent with a Content-MD5-free, checksum-free
-		// body: not every S3-compatible server takes the SDK's trailing
-		// checksums.
+		// No checksums beyond what a request requires: not every
+		// S3-compatible server takes the SDK's default trailing ones
+		// (aws-chunked bodies).
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -193,9 +194,10 @@ type objectOut struct {
 }
 
 // objectSpool creates the temp file an output to object storage is
-// written to before it is uploaded, in the temp dir.
+// written to before it is uploaded, in the temp dir (CreateTemp: named by
+// this process, swept once it is gone).
 func objectSpool() (*os.File, error) {
-	return os.CreateTemp("", tempFilePrefix+"upload-*"+tempFileSuffix)
+	return CreateTemp(filepath.Join(os.TempDir(), "upload"))
 }
 
 // newObjectOut checks that output p can be written to object storage.
