@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,7 +36,8 @@ func parseOnly(t *testing.T, args []string) (shards, shard int) {
 
 // TestDeployFiles: the Kubernetes manifest parses as an Indexed Job whose
 // completions equal its --shards, the Slurm script's array matches its
-// --shards, and both command lines are ones rftpipe accepts.
+// --shards, and both command lines are ones rftpipe accepts, reading and
+// writing object storage (s3://), the pods' credentials from a Secret.
 func TestDeployFiles(t *testing.T) {
 	b, err := os.ReadFile("deploy/indexed-job.yaml")
 	if err != nil {
@@ -50,6 +52,9 @@ func TestDeployFiles(t *testing.T) {
 				Spec struct {
 					Containers []struct {
 						Command, Args []string
+						EnvFrom       []struct {
+							SecretRef struct{ Name string } `yaml:"secretRef"`
+						} `yaml:"envFrom"`
 					}
 				}
 			}
@@ -67,6 +72,10 @@ func TestDeployFiles(t *testing.T) {
 	}
 	if n, _ := parseOnly(t, c.Args); n != job.Spec.Completions {
 		t.Errorf("--shards %d, completions %d", n, job.Spec.Completions)
+	}
+	checkObjectStorage(t, "the manifest", c.Args)
+	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name == "" {
+		t.Errorf("the manifest's credentials come from no Secret: %+v", c.EnvFrom)
 	}
 
 	b, err = os.ReadFile("deploy/slurm-array.sh")
@@ -88,6 +97,18 @@ func TestDeployFiles(t *testing.T) {
 	line = strings.ReplaceAll(line, `"$SLURM_ARRAY_TASK_ID"`, "7")
 	if n, i := parseOnly(t, strings.Fields(line)[1:]); n != 8 || i != 7 {
 		t.Errorf("--shards %d --shard %d", n, i)
+	}
+	checkObjectStorage(t, "the Slurm script", strings.Fields(line))
+}
+
+// checkObjectStorage: the command line's --in and --out are s3:// URLs.
+func checkObjectStorage(t *testing.T, what string, args []string) {
+	t.Helper()
+	for _, flag := range []string{"--in", "--out"} {
+		i := slices.Index(args, flag)
+		if i < 0 || i+1 == len(args) || !strings.HasPrefix(args[i+1], "s3://") {
+			t.Errorf("%s: %s is not in object storage: %v", what, flag, args)
+		}
 	}
 }
 

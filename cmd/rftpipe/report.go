@@ -20,7 +20,7 @@ func reportCommand() *cli.Command {
 		Description: "Rewards, per-group reward std with GRPO's std_threshold marked, groups filtered or duplicated,\n" +
 			"response lengths and (after `rftpipe run`) advantages; images are inlined, so the page is one file.",
 		ArgsUsage: "STORE",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "in", Aliases: []string{"i"}, Usage: "the experience `STORE` (file, directory, glob or Trinity buffer URL: sqlite:///F.db?table=T, postgresql://HOST/DB?table=T), if not given as the argument"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "the HTML `FILE` to write (atomically)"},
 			floatFlag(&cli.Float64Flag{Name: "std-threshold", Value: 0, Usage: "GRPO std_threshold to mark: groups with reward std <= it are dropped"}, schema.Finite),
@@ -28,7 +28,7 @@ func reportCommand() *cli.Command {
 			threadsFlag(),
 			memoryLimitFlag(),
 			progressFlag(),
-		},
+		}, cacheFlags()...),
 		Action: func(c *cli.Context) error {
 			in := c.String("in")
 			switch {
@@ -50,6 +50,7 @@ func reportCommand() *cli.Command {
 				Store: in, StdThreshold: c.Float64("std-threshold"), Bins: c.Int("bins"),
 				Threads: c.Int("threads"), MemoryLimit: c.String("memory-limit"),
 			}
+			o.Cache.Dir, o.Cache.Limit = cacheOf(c)
 			bar := newProgress(c, "report", -1)
 			o.Progress = func(done, total int) { bar.Set(done, total) }
 			var warnings []string

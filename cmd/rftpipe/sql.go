@@ -28,7 +28,7 @@ func sqlCommand() *cli.Command {
 			"   rftpipe sql --query group_filter --var std_threshold=0.1 --store out/run.parquet\n" +
 			"   rftpipe sql --list",
 		ArgsUsage: "[QUERY]",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.GenericFlag{Name: "store", Value: &multiFlag{}, Usage: "`[NAME=]PATH` of a store: file, directory, glob or Trinity buffer URL (repeatable); the first is also the view experiences"},
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the query from `F.sql`"},
 			&cli.StringFlag{Name: "query", Aliases: []string{"q"}, Usage: "run the canned analysis `NAME` (see --list)"},
@@ -38,7 +38,7 @@ func sqlCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the result to `FILE` (atomically) instead of stdout"},
 			threadsFlag(),
 			memoryLimitFlag(),
-		},
+		}, cacheFlags()...),
 		Action: runSQL,
 	}
 }
@@ -56,10 +56,11 @@ func runSQL(c *cli.Context) error {
 		return err
 	}
 	out := c.String("out")
-	n, err := duckdb.Run(c.Context, duckdb.Request{Query: query, Analysis: analysis, File: c.String("file"), Vars: vars,
+	req := duckdb.Request{Query: query, Analysis: analysis, File: c.String("file"), Vars: vars,
 		Stores: c.Generic("store").(*multiFlag).values, Out: out, Format: c.String("format"),
-		Threads: c.Int("threads"), MemoryLimit: c.String("memory-limit")},
-		c.App.Writer, func(w string) { printWarnings(c, "sql", []string{w}) })
+		Threads: c.Int("threads"), MemoryLimit: c.String("memory-limit")}
+	req.Cache.Dir, req.Cache.Limit = cacheOf(c)
+	n, err := duckdb.Run(c.Context, req, c.App.Writer, func(w string) { printWarnings(c, "sql", []string{w}) })
 	if err != nil {
 		return sqlFailure(c, err)
 	}
@@ -162,4 +163,17 @@ func threadsFlag() cli.Flag {
 
 func memoryLimitFlag() cli.Flag {
 	return &cli.StringFlag{Name: "memory-limit", Usage: "DuckDB memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM)"}
+}
+
+func cacheFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "cache-dir", Usage: "keep local copies of the s3:// Parquet objects a query reads in `DIR`, reused while their ETag holds (default: none, read into the temp dir each time)"},
+		intFlag(&cli.IntFlag{Name: "cache-limit", Value: 10240, Usage: "remove the least recently used copies beyond `MB` megabytes from --cache-dir"}, "[1,1048576]"),
+	}
+}
+
+// cacheOf returns the cache directory and its limit in bytes the flags
+// set ("": none).
+func cacheOf(c *cli.Context) (dir string, limit int64) {
+	return c.String("cache-dir"), int64(c.Int("cache-limit")) << 20
 }

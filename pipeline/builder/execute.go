@@ -11,6 +11,7 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
@@ -190,6 +191,9 @@ func (p *plan) claim(j *pipeline.Job) (id string, release func(failed bool), err
 // makeDir makes the directory of an output file, returning the
 // directories it made, outermost first.
 func makeDir(path string) ([]string, error) {
+	if objstore.IsURL(path) {
+		return nil, nil // an object's prefix needs no making
+	}
 	var made []string
 	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {

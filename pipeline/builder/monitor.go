@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/pipeline"
 	"github.com/rftpipe/rftpipe/pipeline/shard"
+	"github.com/rftpipe/rftpipe/schema/fspath"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
@@ -163,7 +163,7 @@ type Merged struct {
 // missingCode when parts are missing.
 func MergeMetrics(dir, metrics, prom, label string, missingCode int, stdout io.Writer) (*Merged, error) {
 	outs := []store.Output{{Flag: "--metrics", Path: metrics}, {Flag: "--prom", Path: prom}}
-	if err := store.CheckOutputs(context.Background(), []string{filepath.Join(shard.MetricsDir(dir), "part-*.json"), shard.PlanPath(dir)}, outs, false); err != nil {
+	if err := store.CheckOutputs(context.Background(), []string{fspath.Join(shard.MetricsDir(dir), "part-*.json"), shard.PlanPath(dir)}, outs, false); err != nil {
 		return nil, err
 	}
 	m, err := shard.MergeDir(dir)

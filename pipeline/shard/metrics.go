@@ -7,7 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
+
 	"regexp"
 	"sort"
 	"strconv"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/fspath"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/stages/agg"
 )
@@ -101,7 +102,7 @@ func finite(v float64) *float64 {
 
 // Write writes the part into out's metrics directory, atomically.
 func (p *Part) Write(out string) error {
-	if err := os.MkdirAll(MetricsDir(out), 0o755); err != nil {
+	if err := store.MkdirAll(MetricsDir(out)); err != nil {
 		return fmt.Errorf("metrics directory: %w", err)
 	}
 	b, err := json.MarshalIndent(p, "", "  ")
@@ -137,7 +138,7 @@ var partName = regexp.MustCompile(`^part-(\d+)\.json$`)
 // Missing.
 func MergeDir(out string) (*Merged, error) {
 	dir := MetricsDir(out)
-	ents, err := os.ReadDir(dir)
+	ents, err := store.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, schema.Errorf(dir, -1, "", "no metrics directory: no shard has finished")
@@ -149,13 +150,13 @@ func MergeDir(out string) (*Merged, error) {
 		return nil, err
 	}
 	var parts []*Part
-	for _, e := range ents {
-		m := partName.FindStringSubmatch(e.Name())
+	for _, name := range ents {
+		m := partName.FindStringSubmatch(name)
 		if m == nil {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(path)
+		path := fspath.Join(dir, name)
+		b, err := store.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}

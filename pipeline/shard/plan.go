@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/fspath"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
@@ -41,6 +44,9 @@ type Plan struct {
 // ("KEY=VALUE" each).
 func NewPlan(n int, input string, job []string) (*Plan, error) {
 	p := &Plan{Format: PlanFormat, Shards: n, Input: input, Job: job}
+	if objstore.IsURL(input) {
+		return p, p.addFiles(input, strings.TrimSuffix(input, "/"))
+	}
 	if strings.Contains(input, "://") { // a database URL: its password is never recorded
 		p.Input = schema.RedactURL(input)
 		return p, nil
@@ -50,23 +56,33 @@ func NewPlan(n int, input string, job []string) (*Plan, error) {
 		return nil, err
 	}
 	p.Input = abs
+	return p, p.addFiles(input, abs)
+}
+
+// addFiles records the files of store input, whose name resolved is abs
+// (an object URL as given), each named relative to abs's directory (a
+// single file by its base name).
+func (p *Plan) addFiles(input, abs string) error {
 	files, err := store.Expand(input)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, f := range files {
-		st, err := os.Stat(f)
+		size, err := store.Size(f)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		fa, _ := filepath.Abs(f)
-		rel, err := filepath.Rel(filepath.Dir(abs), fa)
-		if err != nil || st.Mode().IsRegular() && abs == fa {
-			rel = filepath.Base(f)
+		fa := f
+		if !objstore.IsURL(f) {
+			fa, _ = filepath.Abs(f)
 		}
-		p.InputFiles = append(p.InputFiles, fmt.Sprintf("%s %d", rel, st.Size()))
+		rel := strings.TrimPrefix(fa, abs[:strings.LastIndexByte(abs, '/')+1])
+		if fa == abs {
+			rel = path.Base(filepath.ToSlash(f))
+		}
+		p.InputFiles = append(p.InputFiles, fmt.Sprintf("%s %d", rel, size))
 	}
-	return p, nil
+	return nil
 }
 
 // ID is the SHA-256 of the plan's JSON: each part's metrics record it.
@@ -78,7 +94,7 @@ func (p *Plan) ID() string {
 
 // PlanPath is the plan file of directory out; its name starts with "_", so
 // a store read of out leaves it out.
-func PlanPath(out string) string { return filepath.Join(out, "_plan.json") }
+func PlanPath(out string) string { return fspath.Join(out, "_plan.json") }
 
 // Diff names how plan q differs from p ("" when it does not).
 func (p *Plan) Diff(q *Plan) string {
@@ -112,7 +128,7 @@ func listDiff(what string, a, b []string) string {
 // ReadPlan reads the plan of directory out (nil when it has none).
 func ReadPlan(out string) (*Plan, error) {
 	path := PlanPath(out)
-	b, err := os.ReadFile(path)
+	b, err := store.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -159,7 +175,7 @@ func claim(out, flag string, p *Plan, replace bool) (func(failed bool), error) {
 		why = fmt.Sprintf("it holds the parts of another plan (%s)", old.Diff(p))
 	case old == nil:
 		if part := firstPart(out); part != "" {
-			why = fmt.Sprintf("it holds %s but no plan (%s)", filepath.Base(part), filepath.Base(PlanPath(out)))
+			why = fmt.Sprintf("it holds %s but no plan (%s)", path.Base(part), path.Base(PlanPath(out)))
 		}
 	}
 	if why != "" && !replace {
@@ -169,50 +185,67 @@ func claim(out, flag string, p *Plan, replace bool) (func(failed bool), error) {
 		if err := replaceDir(out, flag, p); err != nil {
 			return nil, err
 		}
-	} else if err := os.MkdirAll(out, 0o755); err != nil {
+	} else if err := store.MkdirAll(out); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
 	}
-	marker, err := store.CreateTemp(filepath.Join(out, "_running"))
+	unmark, err := mark(out)
 	if err != nil {
 		return nil, err
 	}
-	marker.Close()
 	created := why != ""
 	if !created && old == nil {
 		if created, err = writePlan(out, flag, p); err != nil {
-			os.Remove(marker.Name())
+			unmark()
 			return nil, err
 		}
 	}
 	return func(failed bool) {
-		os.Remove(marker.Name())
+		unmark()
 		if failed && created {
 			release(out)
 		}
 	}, nil
 }
 
+// mark leaves the marker of a shard running in directory out (a temp
+// file, swept once its process is gone) and returns what removes it. A
+// prefix in object storage gets none: no process there can tell whether
+// the writer of one is alive.
+func mark(out string) (func(), error) {
+	if objstore.IsURL(out) {
+		return func() {}, nil
+	}
+	marker, err := store.CreateTemp(filepath.Join(out, "_running"))
+	if err != nil {
+		return nil, err
+	}
+	marker.Close()
+	return func() { os.Remove(marker.Name()) }, nil
+}
+
 // release removes the plan of directory out, and the directory, when it
 // holds nothing else: no part, and no marker of a shard running.
 func release(out string) {
-	ents, _ := os.ReadDir(out)
+	ents, _ := store.ReadDir(out)
 	for _, e := range ents {
-		if e.Name() != filepath.Base(PlanPath(out)) && e.Name() != filepath.Base(MetricsDir(out)) {
+		if e != path.Base(PlanPath(out)) && e != path.Base(MetricsDir(out)) {
 			return
 		}
 	}
-	if m, _ := os.ReadDir(MetricsDir(out)); len(m) > 0 {
+	if m, _ := store.ReadDir(MetricsDir(out)); len(m) > 0 {
 		return
 	}
-	os.Remove(PlanPath(out))
-	os.Remove(MetricsDir(out))
-	os.Remove(out)
+	store.Remove(PlanPath(out))
+	if !objstore.IsURL(out) {
+		os.Remove(MetricsDir(out))
+		os.Remove(out)
+	}
 }
 
 // firstPart returns a part (store or metrics) in out, if any.
 func firstPart(out string) string {
-	for _, pat := range []string{filepath.Join(out, "part-*"), filepath.Join(MetricsDir(out), "part-*")} {
-		if m, _ := filepath.Glob(pat); len(m) > 0 {
+	for _, pat := range []string{fspath.Join(out, "part-*"), fspath.Join(MetricsDir(out), "part-*")} {
+		if m, _ := store.Glob(pat); len(m) > 0 {
 			return m[0]
 		}
 	}
@@ -222,23 +255,9 @@ func firstPart(out string) string {
 // writePlan writes p as out's plan unless another process has just written
 // one: then that one must be p.
 func writePlan(out, flag string, p *Plan) (bool, error) {
-	tmp, err := store.CreateTemp(PlanPath(out))
-	if err != nil {
-		return false, err
-	}
-	defer os.Remove(tmp.Name())
 	b, _ := json.MarshalIndent(p, "", "  ")
-	_, err = tmp.Write(append(b, '\n'))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := os.Link(tmp.Name(), PlanPath(out)); err == nil {
-		return true, nil
-	} else if !errors.Is(err, os.ErrExist) {
-		return false, err
+	if created, err := store.CreateNew(PlanPath(out), append(b, '\n')); created || err != nil {
+		return created, err
 	}
 	old, err := ReadPlan(out) // a shard beside this one wrote it first
 	if err != nil {
@@ -252,6 +271,15 @@ func writePlan(out, flag string, p *Plan) (bool, error) {
 
 // replaceDir replaces directory out by an empty one holding p's plan.
 func replaceDir(out, flag string, p *Plan) error {
+	if objstore.IsURL(out) {
+		// A prefix is emptied, then given the plan: not atomic, as no
+		// rename of a prefix is.
+		if err := store.RemoveAll(out); err != nil {
+			return err
+		}
+		_, err := writePlan(out, flag, p)
+		return err
+	}
 	parent := filepath.Dir(filepath.Clean(out))
 	fresh, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".new-")
 	if err != nil {

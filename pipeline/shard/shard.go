@@ -17,12 +17,13 @@ package shard
 import (
 	"fmt"
 	"hash/fnv"
-	"path/filepath"
+
 	"strconv"
 
 	"github.com/apache/arrow/go/v17/arrow"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/fspath"
 )
 
 // MaxShards is the largest shard count: a Kubernetes Indexed Job runs at
@@ -75,14 +76,14 @@ func (s Shard) Rows(a arrow.Array, dst []int64) []int64 {
 
 // PartPath is the output store of shard i in directory out.
 func PartPath(out string, i int) string {
-	return filepath.Join(out, fmt.Sprintf("part-%d.parquet", i))
+	return fspath.Join(out, fmt.Sprintf("part-%d.parquet", i))
 }
 
 // MetricsDir is the directory of the parts' metrics in out; its name starts
 // with "_", so a store read of out leaves it out.
-func MetricsDir(out string) string { return filepath.Join(out, "_metrics") }
+func MetricsDir(out string) string { return fspath.Join(out, "_metrics") }
 
 // MetricsPath is the metrics file of shard i in directory out.
 func MetricsPath(out string, i int) string {
-	return filepath.Join(MetricsDir(out), fmt.Sprintf("part-%d.json", i))
+	return fspath.Join(MetricsDir(out), fmt.Sprintf("part-%d.json", i))
 }

@@ -2,13 +2,38 @@
 // the one comparison every check of an output against an input, or of two
 // outputs, uses, so that no spelling of a path (relative, with "..",
 // through a symbolic link of any component, a hard link) escapes it.
+// Objects of object storage (s3://BUCKET/KEY, package objstore) are
+// compared by bucket and key, a prefix taken as a directory; an object is
+// never a local file.
 package fspath
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/rftpipe/rftpipe/schema/objstore"
 )
+
+// objects parses a and b when either is an object URL (obj): ok when both
+// are, and parse.
+func objects(a, b string) (ua, ub objstore.URL, obj, ok bool) {
+	if !objstore.IsURL(a) && !objstore.IsURL(b) {
+		return ua, ub, false, false
+	}
+	ua, errA := objstore.Parse(a)
+	ub, errB := objstore.Parse(b)
+	return ua, ub, true, errA == nil && errB == nil
+}
+
+// Join joins elements to the path dir, as filepath.Join does, or below
+// the key of an object URL (s3://BUCKET/KEY/ELEM…).
+func Join(dir string, elem ...string) string {
+	if u, err := objstore.Parse(dir); err == nil {
+		return u.Join(elem...).String()
+	}
+	return filepath.Join(append([]string{dir}, elem...)...)
+}
 
 // Resolve returns path absolute, with the symbolic links of its longest
 // existing prefix resolved (filepath.EvalSymlinks of the nearest existing
@@ -33,6 +58,9 @@ func Resolve(path string) string {
 // that differ only in case on a file system that ignores case, are one);
 // else the same resolved path, compared byte for byte.
 func Same(a, b string) bool {
+	if ua, ub, obj, ok := objects(a, b); obj {
+		return ok && ua.Bucket == ub.Bucket && strings.TrimSuffix(ua.Key, "/") == strings.TrimSuffix(ub.Key, "/")
+	}
 	sa, errA := os.Stat(a)
 	sb, errB := os.Stat(b)
 	if errA == nil && errB == nil {
@@ -44,6 +72,9 @@ func Same(a, b string) bool {
 // Within reports whether path is dir or lies below it, both resolved
 // (Resolve).
 func Within(dir, path string) bool {
+	if ud, up, obj, ok := objects(dir, path); obj {
+		return ok && up.Within(ud)
+	}
 	rel, err := filepath.Rel(Resolve(dir), Resolve(path))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
@@ -53,6 +84,9 @@ func Within(dir, path string) bool {
 // matching the pattern's directory part, and its name matches the
 // pattern's last element. path need not exist.
 func Matches(pattern, path string) bool {
+	if upat, up, obj, ok := objects(pattern, path); obj {
+		return ok && upat.Bucket == up.Bucket && upat.Match(up.Key)
+	}
 	if ok, _ := filepath.Match(filepath.Base(pattern), filepath.Base(path)); !ok {
 		return false
 	}

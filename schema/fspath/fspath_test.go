@@ -51,3 +51,29 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestObjects: object URLs compare by bucket and key, a prefix as a
+// directory; Join keeps a URL's "//".
+func TestObjects(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{"same key", Same("s3://bkt/a/x.parquet", "S3://bkt/a/x.parquet"), true},
+		{"prefix with or without /", Same("s3://bkt/a/", "s3://bkt/a"), true},
+		{"other bucket", Same("s3://bkt/a", "s3://bkt2/a"), false},
+		{"object and local file", Same("s3://bkt/a", "bkt/a"), false},
+		{"within", Within("s3://bkt/a", "s3://bkt/a/b/c.parquet"), true},
+		{"sibling prefix", Within("s3://bkt/a", "s3://bkt/ab/c.parquet"), false},
+		{"matches", Matches("s3://bkt/a/*.parquet", "s3://bkt/a/n.parquet"), true},
+		{"* does not cross /", Matches("s3://bkt/a/*.parquet", "s3://bkt/a/d/n.parquet"), false},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if got := Join("s3://bkt/out", "_metrics", "part-0.json"); got != "s3://bkt/out/_metrics/part-0.json" {
+		t.Errorf("Join = %s", got)
+	}
+}

@@ -61,7 +61,7 @@ func (b *fileBuffer) copyRange(in *inputFile, off, n int64) error {
 		if b.failure() != nil {
 			return // the file is lost anyway
 		}
-		if err := copyAt(b.f, in.File, off, n, at); err != nil {
+		if err := copyAt(b.f, in.handle, off, n, at); err != nil {
 			b.fail(err)
 			return
 		}
@@ -91,17 +91,20 @@ func (b *fileBuffer) fail(err error) {
 }
 
 // copyAt writes bytes [off, off+n) of src at offset at of dst: in the
-// kernel where it can, else by reading and writing them.
-func copyAt(dst, src *os.File, off, n, at int64) error {
-	done, err := copyFileRange(dst, src, off, n, at)
-	if err != nil {
-		return err
+// kernel where it can (src a file), else by reading and writing them.
+func copyAt(dst *os.File, src handle, off, n, at int64) error {
+	done := int64(0)
+	if f, ok := src.(*os.File); ok {
+		var err error
+		if done, err = copyFileRange(dst, f, off, n, at); err != nil {
+			return err
+		}
 	}
 	return copyThrough(io.NewOffsetWriter(dst, at+done), src, off+done, n-done)
 }
 
 // copyThrough appends bytes [off, off+n) of src to w by reading them.
-func copyThrough(w io.Writer, src *os.File, off, n int64) error {
+func copyThrough(w io.Writer, src handle, off, n int64) error {
 	got, err := io.Copy(w, io.NewSectionReader(src, off, n))
 	if err == nil && got < n {
 		err = fmt.Errorf("%s: ends inside a column chunk at byte %d (file cut or overwritten)", src.Name(), off+got)

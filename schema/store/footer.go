@@ -2,7 +2,7 @@ package store
 
 import (
 	"fmt"
-	"os"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 
 	"github.com/apache/arrow/go/v17/parquet/compress"
 	"github.com/apache/arrow/go/v17/parquet/file"
@@ -12,9 +12,9 @@ import (
 // footerOf reads the footer of a Parquet file and checks its row counts
 // (checkRowGroups). A footer that makes the decoder panic is bad input too.
 func footerOf(path string) (md *metadata.FileMetaData, err error) {
-	fh, err := os.Open(path)
+	fh, _, err := openHandle(objectContext, path)
 	if err != nil {
-		return nil, fileError(path, err, "cannot open")
+		return nil, err
 	}
 	defer fh.Close()
 	defer func() {
@@ -34,12 +34,18 @@ func footerOf(path string) (md *metadata.FileMetaData, err error) {
 
 // ReadInPlace reports whether other Parquet readers (DuckDB) read the store
 // at path, whose files are files, as they lie and see what Open gives: every
-// file is Parquet, no column comes from the directory names (see
+// file is a local Parquet file (DuckDB reads no s3:// object without its
+// httpfs extension), no column comes from the directory names (see
 // Partitions), and no page is compressed with the legacy (Hadoop) LZ4 codec,
 // which arrow-rs writes and DuckDB does not read. When false, such a reader
 // must read the store through Open (e.g. a temporary copy). A footer whose
 // row counts do not add up is bad input, as Open finds it.
 func ReadInPlace(path string, files []string) (bool, error) {
+	for _, f := range files {
+		if objstore.IsURL(f) {
+			return false, nil
+		}
+	}
 	parts, err := Partitions(path, files)
 	if err != nil {
 		return false, err

@@ -3,7 +3,6 @@ package store
 import (
 	"encoding/binary"
 	"io"
-	"os"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/ipc"
@@ -16,7 +15,7 @@ import (
 type ipcFileSource struct {
 	path  string
 	stamp fileStamp
-	f     *os.File
+	f     handle
 	r     *ipc.FileReader
 	i     int
 	cols  []int
@@ -28,7 +27,7 @@ type ipcFileSource struct {
 type ipcStreamSource struct {
 	path  string
 	stamp fileStamp
-	f     *os.File
+	f     handle
 	pos   *offsetReader // what arrow has read of f
 	size  int64
 	r     *ipc.Reader
@@ -38,16 +37,12 @@ type ipcStreamSource struct {
 }
 
 func openIPC(path string, f Format, cfg readConfig) (source, error) {
-	fh, err := os.Open(path)
+	fh, stamp, err := openHandle(cfg.ctx, path)
 	if err != nil {
-		return nil, fileError(path, err, "cannot open")
+		return nil, err
 	}
 	kept := false
 	defer closeUnless(&kept, fh)
-	stamp, err := stampOf(fh)
-	if err != nil {
-		return nil, fileError(path, err, "cannot open")
-	}
 	if err := checkIPC(fh, f, stamp.size); err != nil {
 		return nil, fileError(path, err, "not a readable Arrow IPC store")
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"unicode/utf8"
 
@@ -41,7 +40,7 @@ import (
 
 type jsonlSource struct {
 	path  string
-	f     *os.File
+	f     handle
 	sc    *bufio.Scanner
 	mem   memory.Allocator
 	rows  int
@@ -77,16 +76,13 @@ const (
 )
 
 func openJSONL(path string, cfg readConfig) (source, error) {
-	f, err := os.Open(path)
+	f, stamp, err := openHandle(cfg.ctx, path)
 	if err != nil {
-		return nil, fileError(path, err, "cannot open")
+		return nil, err
 	}
 	kept := false
 	defer closeUnless(&kept, f)
-	j := &jsonlSource{path: path, f: f, mem: cfg.mem, rows: cfg.batchRows, want: cfg.columns}
-	if j.stamp, err = stampOf(f); err != nil {
-		return nil, fileError(path, err, "cannot open")
-	}
+	j := &jsonlSource{path: path, f: f, mem: cfg.mem, rows: cfg.batchRows, want: cfg.columns, stamp: stamp}
 	kinds := map[string]int{}
 	for {
 		rec, err := j.readLine()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/fspath"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
@@ -94,7 +95,7 @@ func readFiles(inputs []string) inputFiles {
 			}
 			continue
 		}
-		if st, err := os.Stat(in); err == nil && st.IsDir() {
+		if st, err := os.Stat(in); err == nil && st.IsDir() || objstore.IsURL(in) && isObjectDir(in) {
 			read.trees = append(read.trees, inputTree{spec: in, dir: in})
 		} else if hasMeta(in) {
 			read.trees = append(read.trees, inputTree{spec: in, glob: in})

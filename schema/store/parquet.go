@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"sync"
 
@@ -93,16 +92,12 @@ type decodedBatch struct {
 func rowGroupsInFlight() int { return min(runtime.GOMAXPROCS(0), 4) }
 
 func openParquet(path string, cfg readConfig) (source, error) {
-	fh, err := os.Open(path)
+	fh, stamp, err := openHandle(cfg.ctx, path)
 	if err != nil {
-		return nil, fileError(path, err, "cannot open")
+		return nil, err
 	}
 	kept := false
 	defer closeUnless(&kept, fh)
-	stamp, err := stampOf(fh)
-	if err != nil {
-		return nil, fileError(path, err, "cannot open")
-	}
 	in := newInputFile(fh, cfg.bytes)
 	// Pages are read as they are decoded, through a buffer per column
 	// (rather than each column chunk read whole, and copied, up front). The
@@ -165,10 +160,8 @@ func openParquet(path string, cfg readConfig) (source, error) {
 		skip: newRowGroupSkipper(pf, cfg), inFlight: max(cfg.rowGroupsInFlight, 1), ctx: cfg.ctx, done: make(chan struct{})}
 	if cfg.deferred {
 		p.batch = maxDeferredRows(cfg.batchRows) // one batch per row group
-		if p.restLeaves, p.restSc, err = restColumns(path, fr, full, leaves); err == nil {
-			p.size, err = fileSize(fh)
-		}
-		if err != nil {
+		p.size = stamp.size
+		if p.restLeaves, p.restSc, err = restColumns(path, fr, full, leaves); err != nil {
 			pf.Close()
 			return nil, err
 		}

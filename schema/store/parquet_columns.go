@@ -115,7 +115,7 @@ func (t *tellWriter) copyFrom(in *inputFile, off, n int64) error {
 		return nil
 	}
 	defer in.Close()
-	if err := copyThrough(t.w, in.File, off, n); err != nil {
+	if err := copyThrough(t.w, in.handle, off, n); err != nil {
 		return err
 	}
 	in.n.Add(n)

@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -55,11 +54,15 @@ func Deferrable(files []string, decode []string, batchRows int) bool {
 }
 
 func deferrableFile(path string, decode []string, maxRows int64) bool {
-	pf, err := file.OpenParquetFile(path, false)
+	fh, _, err := openHandle(objectContext, path)
 	if err != nil {
 		return false
 	}
-	defer pf.Close()
+	defer fh.Close()
+	pf, err := file.NewParquetReader(fh)
+	if err != nil {
+		return false
+	}
 	md := pf.MetaData()
 	if md.WriterVersion().LessThan(metadata.Parquet816FixedVersion) {
 		return false
@@ -362,15 +365,6 @@ func restColumns(path string, fr *pqarrow.FileReader, full *arrow.Schema, leaves
 		fields = append(fields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true, Metadata: f.Metadata})
 	}
 	return rest, arrow.NewSchema(fields, nil), nil
-}
-
-// fileSize returns the size of an open file.
-func fileSize(fh *os.File) (int64, error) {
-	st, err := fh.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return st.Size(), nil
 }
 
 func releaseAll(cols []arrow.Array) {

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/table"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
@@ -93,6 +94,9 @@ func partitionRoot(path string) (string, bool) {
 			k++
 		}
 		return filepath.FromSlash(strings.Join(dirs[:k], "/")), true
+	}
+	if objstore.IsURL(path) {
+		return path, isObjectDir(path)
 	}
 	st, err := os.Stat(path)
 	return path, err == nil && st.IsDir()

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/table"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
@@ -111,8 +114,12 @@ type reporter interface {
 // Expand resolves a store path into its files: a file, a directory (every
 // *.parquet file in it and in its Hive partition directories KEY=VALUE,
 // sorted), a glob (sorted matches), or an experience table, DIR or
-// DIR?as_of=…&where=… (the data files of its snapshot; see table.Spec).
+// DIR?as_of=…&where=… (the data files of its snapshot; see table.Spec); the
+// same of objects for an s3:// URL (expandObjects).
 func Expand(path string) ([]string, error) {
+	if objstore.IsURL(path) {
+		return expandObjects(path)
+	}
 	if trinity.IsURL(path) {
 		return []string{path}, nil
 	}
@@ -143,52 +150,66 @@ func Expand(path string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{path}, nil
 	}
-	out, err := parquetFiles(path, path)
+	return dirFiles(storeDir{root: path, fsys: os.DirFS(path), join: func(rel string) string { return filepath.Join(path, filepath.FromSlash(rel)) }})
+}
+
+// storeDir is the tree of a directory store: a directory, or the objects
+// below a prefix (objectDir).
+type storeDir struct {
+	root string              // as named
+	fsys fs.FS               // the tree below root
+	join func(string) string // the name of a path of fsys
+}
+
+// dirFiles returns the Parquet files of directory store d (parquetFiles),
+// refusing one that holds none.
+func dirFiles(d storeDir) ([]string, error) {
+	out, err := parquetFiles(d, ".")
 	if err != nil {
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, schema.Errorf(path, -1, "", "directory holds no Parquet files")
+		return nil, schema.Errorf(d.root, -1, "", "directory holds no Parquet files")
 	}
 	return out, nil
 }
 
-// parquetFiles lists the Parquet files of store directory dir (below the
-// store's root) and of its partition directories (named KEY=VALUE), sorted,
-// leaving out hidden files and files and directories starting with "_"
-// (temp files, Spark's _SUCCESS, rftpipe's _metrics, as pyarrow does). Every
-// other store file is read or refused: one in a directory that is not a
-// partition, or of another format beside the Parquet files, is an error
-// naming it, so no row is silently left unread.
-func parquetFiles(root, dir string) ([]string, error) {
+// parquetFiles lists the Parquet files of directory dir of store d and of
+// its partition directories (named KEY=VALUE), sorted, leaving out hidden
+// files and files and directories starting with "_" (temp files, Spark's
+// _SUCCESS, rftpipe's _metrics, as pyarrow does). Every other store file
+// is read or refused: one in a directory that is not a partition, or of
+// another format beside the Parquet files, is an error naming it, so no
+// row is silently left unread.
+func parquetFiles(d storeDir, dir string) ([]string, error) {
 	var out []string
-	entries, err := os.ReadDir(dir)
+	entries, err := fs.ReadDir(d.fsys, dir)
 	if err != nil {
-		return nil, fileError(dir, err, "cannot list")
+		return nil, fileError(d.join(dir), err, "cannot list")
 	}
 	for _, e := range entries {
 		name := e.Name()
 		if name[0] == '.' || name[0] == '_' {
 			continue
 		}
-		p := filepath.Join(dir, name)
+		p := path.Join(dir, name)
 		if e.IsDir() {
 			if strings.Contains(name, "=") {
-				sub, err := parquetFiles(root, p)
+				sub, err := parquetFiles(d, p)
 				if err != nil {
 					return nil, err
 				}
 				out = append(out, sub...)
-			} else if f, ok := firstStoreFile(p); ok {
-				return nil, schema.Errorf(f, -1, "", "store file in directory %s, which is not a KEY=VALUE partition of store %s: its rows would not be read; move it, or name it as a store of its own", name, root)
+			} else if f, ok := firstStoreFile(d, p); ok {
+				return nil, schema.Errorf(d.join(f), -1, "", "store file in directory %s, which is not a KEY=VALUE partition of store %s: its rows would not be read; move it, or name it as a store of its own", name, d.root)
 			}
 			continue
 		}
 		switch f, ok := storeFile(name); {
 		case ok && f == Parquet:
-			out = append(out, p)
+			out = append(out, d.join(p))
 		case ok:
-			return nil, schema.Errorf(p, -1, "", "a %s file in the Parquet directory store %s: its rows would not be read; convert it to Parquet or read it as a store of its own", f, root)
+			return nil, schema.Errorf(d.join(p), -1, "", "a %s file in the Parquet directory store %s: its rows would not be read; convert it to Parquet or read it as a store of its own", f, d.root)
 		}
 	}
 	sort.Strings(out)
@@ -219,18 +240,18 @@ func storeFile(name string) (Format, bool) {
 	return f, err == nil
 }
 
-// firstStoreFile returns a file below dir (hidden and "_" entries left out)
-// that a store could hold, if any.
-func firstStoreFile(dir string) (string, bool) {
-	entries, _ := os.ReadDir(dir)
+// firstStoreFile returns a file below directory dir of d (hidden and "_"
+// entries left out) that a store could hold, if any.
+func firstStoreFile(d storeDir, dir string) (string, bool) {
+	entries, _ := fs.ReadDir(d.fsys, dir)
 	for _, e := range entries {
 		name := e.Name()
 		if name[0] == '.' || name[0] == '_' {
 			continue
 		}
-		p := filepath.Join(dir, name)
+		p := path.Join(dir, name)
 		if e.IsDir() {
-			if f, ok := firstStoreFile(p); ok {
+			if f, ok := firstStoreFile(d, p); ok {
 				return f, true
 			}
 		} else if _, ok := storeFile(name); ok {

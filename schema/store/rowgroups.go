@@ -1,7 +1,6 @@
 package store
 
 import (
-	"os"
 	"sync/atomic"
 
 	"github.com/apache/arrow/go/v17/parquet/file"
@@ -28,29 +27,29 @@ func SkipRowGroups(column string, may func(Range) bool) ReadOption {
 	return func(c *readConfig) { c.skipColumn, c.skipMay = column, may }
 }
 
-// inputFile is an open Parquet input. It counts the bytes read from it,
-// and stays open until its reader and every Rest that copies from it are
-// done with it (Close once each).
+// inputFile is an open Parquet input (a file or an object). It counts the
+// bytes read from it, and stays open until its reader and every Rest that
+// copies from it are done with it (Close once each).
 type inputFile struct {
-	*os.File
+	handle
 	n    *atomic.Int64
 	refs atomic.Int32
 }
 
-func newInputFile(f *os.File, n *atomic.Int64) *inputFile {
-	in := &inputFile{File: f, n: n}
+func newInputFile(f handle, n *atomic.Int64) *inputFile {
+	in := &inputFile{handle: f, n: n}
 	in.refs.Store(1)
 	return in
 }
 
 func (f *inputFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := f.File.ReadAt(p, off)
+	n, err := f.handle.ReadAt(p, off)
 	f.n.Add(int64(n))
 	return n, err
 }
 
 func (f *inputFile) Read(p []byte) (int, error) {
-	n, err := f.File.Read(p)
+	n, err := f.handle.Read(p)
 	f.n.Add(int64(n))
 	return n, err
 }
@@ -66,7 +65,7 @@ func (f *inputFile) Close() error {
 	if f.refs.Add(-1) > 0 {
 		return nil
 	}
-	return f.File.Close()
+	return f.handle.Close()
 }
 
 // rowGroupSkipper decides which row groups of a Parquet file to skip.

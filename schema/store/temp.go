@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 )
 
 // Temp files and directories of rftpipe carry its name and the writing
@@ -115,6 +116,9 @@ func stale(path, rest string) bool {
 // target returns the file an output at path replaces, or through: path is
 // a stream that an output that can (stream) writes straight through.
 func target(path string, stream bool) (to string, through bool, err error) {
+	if objstore.IsURL(path) {
+		return path, false, nil // an object: written whole by its upload
+	}
 	lst, err := os.Lstat(path)
 	if err != nil {
 		return path, false, nil // no such file: made by the rename
@@ -169,7 +173,8 @@ func Target(path string) (string, error) {
 // path is untouched. Every output of rftpipe that is not a store (metrics,
 // Prometheus files, reports, query results) is written through it. A path
 // that is a stream (a FIFO, a terminal, /dev/stdout) is written straight
-// through; see target.
+// through; see target. An s3:// path is written as a Writer writes one:
+// a temp file in the temp dir, uploaded and completed, or nothing.
 func WriteFile(path string, write func(w io.Writer) error) error {
 	to, through, err := target(path, true)
 	if err != nil {
@@ -178,7 +183,18 @@ func WriteFile(path string, write func(w io.Writer) error) error {
 	if through {
 		return writeThrough(path, write)
 	}
-	tmp, err := CreateTemp(to)
+	var obj *objectOut
+	var tmp *os.File
+	if objstore.IsURL(path) {
+		if obj, err = newObjectOut(objectContext, path); err == nil {
+			tmp, err = objectSpool()
+		}
+		if errors.Is(err, schema.ErrBadInput) {
+			return err
+		}
+	} else {
+		tmp, err = CreateTemp(to)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: cannot create output: %w", path, err)
 	}
@@ -193,10 +209,15 @@ func WriteFile(path string, write func(w io.Writer) error) error {
 	if err == nil {
 		err = tmp.Sync()
 	}
+	if err == nil && obj != nil {
+		if err = obj.upload(objectContext, tmp); err == nil {
+			err = obj.complete(objectContext)
+		}
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	if err == nil && obj == nil {
 		err = os.Rename(tmp.Name(), to)
 	}
 	if err != nil && !errors.Is(err, schema.ErrBadInput) {
@@ -232,6 +253,9 @@ func writeThrough(path string, write func(w io.Writer) error) error {
 // file or a stream, target; its directory exists and takes a temp file),
 // so a job can refuse a bad output path before it starts its work.
 func CheckWritable(path string) error {
+	if objstore.IsURL(path) {
+		return checkObjectWritable(path)
+	}
 	to, through, err := target(path, true)
 	if err != nil || through {
 		return err

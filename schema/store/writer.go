@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow/array"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
@@ -55,11 +56,16 @@ func NotOver(inputs ...string) WriteOption {
 }
 
 // Writer writes a store atomically: batches go to a temp file beside the
-// target; Commit fsyncs and renames it into place, Abort removes it.
+// target; Commit fsyncs and renames it into place, Abort removes it. A
+// target in object storage (s3://) is written to a temp file in the temp
+// dir, which Prepare uploads (a multipart upload), Commit completes and
+// Abort aborts: nothing is ever visible under its name but the whole.
 type Writer struct {
 	path string
 	to   string // the file replaced: path, or the file its link points to (Target)
 	tmp  *os.File
+	obj  *objectOut // the upload of an s3:// target
+	ctx  context.Context
 	buf  *bufio.Writer
 	sink sink
 	// table is the transaction of a TrinityBuffer target (no temp file).
@@ -87,20 +93,28 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 	if f == TrinityBuffer {
 		return createBuffer(cfg.ctx, path, s, cfg.group)
 	}
-	dir := filepath.Dir(path)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return nil, schema.Errorf(path, -1, "", "output directory %s does not exist", dir)
+	w := &Writer{path: path, sc: s, ctx: cfg.ctx}
+	if objstore.IsURL(path) {
+		if w.obj, err = newObjectOut(cfg.ctx, path); err != nil {
+			return nil, err
+		}
+		w.tmp, err = objectSpool()
+	} else {
+		dir := filepath.Dir(path)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, schema.Errorf(path, -1, "", "output directory %s does not exist", dir)
+		}
+		if w.to, err = Target(path); err != nil {
+			return nil, err
+		}
+		w.tmp, err = CreateTemp(w.to)
 	}
-	to, err := Target(path)
-	if err != nil {
-		return nil, err
-	}
-	tmp, err := CreateTemp(to)
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot create output: %w", path, err)
 	}
+	tmp := w.tmp
 	fb := newFileBuffer(tmp)
-	w := &Writer{path: path, to: to, tmp: tmp, buf: fb.Writer, sc: s}
+	w.buf = fb.Writer
 	switch f {
 	case Parquet:
 		w.sink, err = newParquetSink(fb, s, cfg.parquet)
@@ -214,12 +228,21 @@ func (w *Writer) Prepare() error {
 	if err == nil {
 		err = w.tmp.Sync()
 	}
+	if err == nil && w.obj != nil {
+		err = w.obj.upload(w.ctx, w.tmp)
+	}
 	if cerr := w.tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		w.done = true
 		os.Remove(w.tmp.Name())
+		if w.obj != nil {
+			w.obj.abort()
+		}
+		if errors.Is(err, schema.ErrBadInput) || errors.Is(err, context.Canceled) {
+			return err
+		}
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
 	w.prepared = true
@@ -239,6 +262,10 @@ func (w *Writer) Commit() error {
 		return err
 	}
 	w.done = true
+	if w.obj != nil {
+		os.Remove(w.tmp.Name())
+		return w.obj.complete(w.ctx)
+	}
 	if err := os.Rename(w.tmp.Name(), w.to); err != nil {
 		os.Remove(w.tmp.Name())
 		return fmt.Errorf("%s: %w", w.path, err)
@@ -258,6 +285,9 @@ func (w *Writer) Abort() {
 	if w.table != nil {
 		w.table.Abort()
 		return
+	}
+	if w.obj != nil {
+		w.obj.abort()
 	}
 	if w.prepared {
 		os.Remove(w.tmp.Name()) // closed by Prepare

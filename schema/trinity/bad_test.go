@@ -361,7 +361,7 @@ func TestSchemes(t *testing.T) {
 	if n := readStoreRows(t, "SQLITE:///"+path+"?table=experience_buffer"); n != 64 {
 		t.Errorf("SQLITE:// read %d rows", n)
 	}
-	for _, u := range []string{"mysql://u@h/db?table=t", "s3://bucket/x.parquet", "MySQL+pymysql://u@h/db?table=t"} {
+	for _, u := range []string{"mysql://u@h/db?table=t", "gs://bucket/x.parquet", "MySQL+pymysql://u@h/db?table=t"} {
 		err := readErr(u)
 		if err == nil || !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "unknown scheme") ||
 			!strings.Contains(err.Error(), "sqlite:///FILE?table=NAME or postgresql://") || strings.Contains(err.Error(), "no such file") {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 )
 
 // A buffer is named by an SQLAlchemy-style database URL plus the table:
@@ -55,9 +56,10 @@ var params = map[string]bool{"table": true, "schema_type": true, "if_exists": tr
 const DefaultConnectTimeout = 10 * time.Second
 
 // IsURL reports whether a store argument is a URL (scheme://…): a database
-// buffer, or a scheme ParseURL refuses by name; never a file path.
+// buffer, or a scheme ParseURL refuses by name; never a file path, nor an
+// object of object storage (s3://, package objstore), which is a path.
 func IsURL(s string) bool {
-	return urlScheme.MatchString(s)
+	return urlScheme.MatchString(s) && !objstore.IsURL(s)
 }
 
 var (

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/store"
 	rsql "github.com/rftpipe/rftpipe/sql"
 )
@@ -34,6 +35,9 @@ type Request struct {
 	// Threads and MemoryLimit configure DuckDB (Options).
 	Threads     int
 	MemoryLimit string
+	// Cache, when its Dir is set, keeps local copies of the stores in
+	// object storage (Store.Cache).
+	Cache objstore.Cache
 }
 
 // Run runs the request: its output checked against every store it reads,
@@ -56,7 +60,7 @@ func Run(ctx context.Context, req Request, stdout io.Writer, warn func(string)) 
 	if format == Parquet && req.Out == "" {
 		return 0, schema.Usagef("--format parquet needs --out FILE")
 	}
-	stores, err := parseStores(req)
+	stores, err := parseStores(&req)
 	if err != nil {
 		return 0, err
 	}
@@ -86,13 +90,14 @@ func Run(ctx context.Context, req Request, stdout io.Writer, warn func(string)) 
 }
 
 // parseStores parses the request's --store arguments.
-func parseStores(req Request) ([]Store, error) {
+func parseStores(req *Request) ([]Store, error) {
 	var stores []Store
 	for _, a := range req.Stores {
 		s, err := ParseStore(a)
 		if err != nil {
 			return nil, err
 		}
+		s.Cache = req.Cache.OrNil()
 		stores = append(stores, s)
 	}
 	if req.Analysis != nil && len(stores) == 0 {
@@ -114,7 +119,7 @@ func checkOut(ctx context.Context, req Request, stores []Store) error {
 	if err := store.CheckOutputs(ctx, reads, []store.Output{{Flag: "--out", Path: req.Out}}, false); err != nil {
 		return err
 	}
-	if dir := filepath.Dir(req.Out); !isDir(dir) {
+	if dir := filepath.Dir(req.Out); !objstore.IsURL(req.Out) && !isDir(dir) {
 		return schema.Errorf(req.Out, -1, "", "output directory %s does not exist", dir)
 	}
 	return nil

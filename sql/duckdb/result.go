@@ -20,6 +20,7 @@ import (
 	duck "github.com/marcboeker/go-duckdb"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/store"
 )
 
@@ -114,6 +115,9 @@ func Write(ctx context.Context, db *sql.DB, query string, f Format, w io.Writer)
 // synced and renamed into place, so out is never half-written. query must be
 // one statement. It returns the number of rows.
 func CopyParquet(ctx context.Context, db *sql.DB, query, out string) (int64, error) {
+	if objstore.IsURL(out) {
+		return copyParquetObject(ctx, db, query, out)
+	}
 	// rftpipe's temp name (hidden, ending .tmp: no store glob takes it, and
 	// a later run sweeps it if this process is killed), and no temp file of
 	// DuckDB's own: it would write tmp_NAME, which a directory store reads.
@@ -466,4 +470,29 @@ func jsonValue(v any) any {
 		return out
 	}
 	return v
+}
+
+// copyParquetObject is CopyParquet into object storage, which DuckDB does
+// not write: the result goes to a local file in a temp dir, then is
+// uploaded as one (store.WriteFile: whole or not at all).
+func copyParquetObject(ctx context.Context, db *sql.DB, query, out string) (int64, error) {
+	dir, err := store.TempDir()
+	if err != nil {
+		return 0, fmt.Errorf("sql: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	local := filepath.Join(dir, "result.parquet")
+	n, err := CopyParquet(ctx, db, query, local)
+	if err != nil {
+		return 0, err
+	}
+	return n, store.WriteFile(out, func(w io.Writer) error {
+		f, err := os.Open(local)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	})
 }

@@ -12,6 +12,7 @@ import (
 	rsql "github.com/rftpipe/rftpipe/sql"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/table"
 )
@@ -24,6 +25,10 @@ const DefaultView = "experiences"
 type Store struct {
 	Name string // view name; empty: DefaultView
 	Path string // a file, a directory of Parquet files or a glob
+	// Cache, when set, keeps the local copies of a store in object
+	// storage that DuckDB reads in place (a Parquet store without
+	// partition columns); other stores in object storage are converted.
+	Cache *objstore.Cache
 }
 
 // ParseStore parses a --store argument: NAME=PATH, or PATH alone (the view
@@ -75,7 +80,7 @@ func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) (war
 			}
 			seen[key] = n
 		}
-		files, w, err := ParquetFiles(ctx, s.Path, fmt.Sprintf("store%d", i), tmpDir)
+		files, w, err := ParquetFiles(ctx, s, fmt.Sprintf("store%d", i), tmpDir)
 		if err != nil {
 			return nil, err
 		}
@@ -155,12 +160,23 @@ func attachExperiments(ctx context.Context, db *sql.DB, path string) error {
 // read as rftpipe does (store.ReadInPlace: Hive partition columns, legacy
 // LZ4 pages), are first converted, streaming, into tmpDir/NAME.parquet, and
 // the warnings are then those of the conversion's reader.
-func ParquetFiles(ctx context.Context, path, name, tmpDir string) (files, warnings []string, err error) {
+func ParquetFiles(ctx context.Context, s Store, name, tmpDir string) (files, warnings []string, err error) {
+	path := s.Path
 	files, err = store.Expand(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	inPlace, err := store.ReadInPlace(path, files)
+	storePath := path // what ReadInPlace looks for partitions under
+	if s.Cache != nil {
+		var hit bool
+		if files, hit, err = cached(ctx, s, files); err != nil {
+			return nil, nil, err
+		}
+		if hit {
+			storePath = files[0] // plain local copies: no partitions
+		}
+	}
+	inPlace, err := store.ReadInPlace(storePath, files)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -177,6 +193,35 @@ func ParquetFiles(ctx context.Context, path, name, tmpDir string) (files, warnin
 		files = []string{out}
 	}
 	return files, warnings, nil
+}
+
+// cached returns the local copies (Store.Cache) of a store's files when
+// they are Parquet objects DuckDB reads as they are (no partition
+// columns): hit; files otherwise.
+func cached(ctx context.Context, s Store, files []string) (local []string, hit bool, err error) {
+	for _, f := range files {
+		if ft, ferr := store.FormatOf(f); !objstore.IsURL(f) || ferr != nil || ft != store.Parquet {
+			return files, false, nil
+		}
+	}
+	if parts, err := store.Partitions(s.Path, files); err != nil || len(parts) > 0 {
+		return files, false, err
+	}
+	c, err := objstore.Default(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	local = make([]string, len(files))
+	for i, f := range files {
+		u, err := objstore.Parse(f)
+		if err != nil {
+			return nil, false, err
+		}
+		if local[i], err = s.Cache.Fetch(ctx, c, u); err != nil {
+			return nil, false, err
+		}
+	}
+	return local, true, nil
 }
 
 // ReadParquet returns the read_parquet(…) call that reads files by column

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/store"
 	rsql "github.com/rftpipe/rftpipe/sql"
 	"github.com/rftpipe/rftpipe/sql/duckdb"
@@ -35,6 +36,9 @@ type Options struct {
 	Threads      int     // DuckDB threads (0: one per CPU)
 	MemoryLimit  string  // DuckDB memory limit (default: DuckDB's)
 	TempDir      string  // DuckDB spill and conversion directory (default: the OS temp dir)
+	// Cache, when its Dir is set, keeps local copies of a store in object
+	// storage (duckdb.Store.Cache).
+	Cache objstore.Cache
 	// Progress, if set, is called as the work advances: done of total
 	// steps (loading the store, then each group of sections).
 	Progress func(done, total int)
@@ -89,7 +93,7 @@ func Write(ctx context.Context, o Options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	warnings, err := duckdb.Attach(ctx, db, []duckdb.Store{{Name: "store", Path: o.Store}}, tmp)
+	warnings, err := duckdb.Attach(ctx, db, []duckdb.Store{{Name: "store", Path: o.Store, Cache: o.Cache.OrNil()}}, tmp)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func (v *Viewer) index(ctx context.Context) error {
 		return err
 	}
 	for i, p := range paths {
-		files, warns, err := duckdb.ParquetFiles(ctx, p, fmt.Sprintf("source%d", i), v.tmp)
+		files, warns, err := duckdb.ParquetFiles(ctx, duckdb.Store{Path: p}, fmt.Sprintf("source%d", i), v.tmp)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rftpipe/rftpipe/schema/objstore/objtest"
+	"github.com/rftpipe/rftpipe/schema/store"
+)
+
+// object returns the bytes of object url.
+func object(t *testing.T, url string) []byte {
+	t.Helper()
+	b, err := store.ReadFile(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// putObject uploads the local file path as object url.
+func putObject(t *testing.T, path, url string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.WriteFile(url, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metricsOf reads merged metrics JSON without the timings and status
+// gauges.
+func metricsOf(t *testing.T, b []byte) map[string]*float64 {
+	t.Helper()
+	m := map[string]*float64{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k := range m {
+		if strings.HasPrefix(k, "time/") || strings.HasPrefix(k, "rftpipe/") {
+			delete(m, k)
+		}
+	}
+	return m
+}
+
+// TestShardedRunOnObjectStorage runs a 3-shard grpo over an s3:// input
+// into an s3:// prefix, and the same job locally: every part is the local
+// part byte for byte, and merge-metrics over the prefix gives the local
+// merge.
+func TestShardedRunOnObjectStorage(t *testing.T) {
+	objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "36", "--runs", "4", "--tasks-per-batch", "3", "--resp-len", "8:24", "--seed", "7", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	inURL, outURL := objtest.URL("in/data.parquet"), objtest.URL("runs/grpo")
+	putObject(t, in, inURL)
+	local := filepath.Join(dir, "out")
+	const n = 3
+	for i := range n {
+		for _, p := range [][2]string{{in, local}, {inURL, outURL}} {
+			if _, stderr, code := runCLI(t, "run", "--algorithm", "grpo", "--in", p[0], "--out", p[1], "--shards", fmt.Sprint(n), "--shard", fmt.Sprint(i), "--progress", "never"); code != 0 {
+				t.Fatalf("shard %d of %s into %s: exit %d: %s", i, p[0], p[1], code, stderr)
+			}
+		}
+		part := fmt.Sprintf("part-%d.parquet", i)
+		want, err := os.ReadFile(filepath.Join(local, part))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := object(t, outURL+"/"+part); !bytes.Equal(got, want) {
+			t.Errorf("%s/%s: %d bytes, not the local part's %d", outURL, part, len(got), len(want))
+		}
+	}
+	localMerged, merged := filepath.Join(dir, "merged.json"), objtest.URL("runs/merged.json")
+	for _, a := range [][2]string{{local, localMerged}, {outURL, merged}} {
+		if _, stderr, code := runCLI(t, "merge-metrics", a[0], "--metrics", a[1]); code != 0 {
+			t.Fatalf("merge-metrics %s: exit %d: %s", a[0], code, stderr)
+		}
+	}
+	lb, _ := os.ReadFile(localMerged)
+	want, got := metricsOf(t, lb), metricsOf(t, object(t, merged))
+	if len(want) == 0 || len(got) != len(want) {
+		t.Fatalf("merged metrics: %d, local %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if g := got[k]; (g == nil) != (w == nil) || g != nil && *g != *w {
+			t.Errorf("merged %s = %v, local %v", k, g, w)
+		}
+	}
+	// The whole prefix reads as the directory store the local run wrote.
+	if !slicesEqual(storeRows(t, outURL), storeRows(t, local)) {
+		t.Error("the prefix of parts reads otherwise than the local directory")
+	}
+}
+
+func slicesEqual(a, b []string) bool {
+	return strings.Join(a, "\n") == strings.Join(b, "\n")
+}
+
+// TestObjectStorageRefusals: wrong credentials, a missing bucket and a
+// denied key exit 2 with one line naming the URL and no secret.
+func TestObjectStorageRefusals(t *testing.T) {
+	srv := objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "6", "--runs", "2", "--seed", "1", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	putObject(t, in, objtest.URL("in.parquet"))
+	srv.Inject("", "", "denied/", objtest.Deny, -1)
+	for _, c := range []struct {
+		name, in, out, want string
+		env                 [2]string
+	}{
+		{"wrong credentials", objtest.URL("in.parquet"), filepath.Join(dir, "o1.parquet"), "refused the credentials", [2]string{"AWS_ACCESS_KEY_ID", "AKIAWRONG"}},
+		{"missing bucket", "s3://no-such-bucket/in.parquet", filepath.Join(dir, "o2.parquet"), "no such bucket", [2]string{}},
+		{"denied key", objtest.URL("denied/in.parquet"), filepath.Join(dir, "o3.parquet"), "access denied", [2]string{}},
+		{"denied output", in, objtest.URL("denied/out.parquet"), "access denied", [2]string{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.env[0] != "" {
+				t.Setenv(c.env[0], c.env[1])
+			}
+			_, stderr, code := runCLI(t, "run", "--algorithm", "grpo", "--in", c.in, "--out", c.out, "--progress", "never")
+			url := c.in
+			if strings.HasPrefix(c.out, "s3://") {
+				url = c.out
+			}
+			if code != 2 || !strings.Contains(stderr, url) || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("exit %d, stderr %q: want 2 and one line naming %s, saying %q", code, stderr, url, c.want)
+			}
+			for _, secret := range []string{objtest.SecretKey, "Signature", "X-Amz-"} {
+				if strings.Contains(stderr, secret) {
+					t.Errorf("stderr shows %q: %s", secret, stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestSigtermAbortsUpload stops a run with SIGTERM while its output's
+// parts are being uploaded: exit 143, no object, no upload left.
+func TestSigtermAbortsUpload(t *testing.T) {
+	srv := objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "24", "--runs", "4", "--seed", "2", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	out := objtest.URL("sig/out.parquet")
+	srv.Inject("PUT", "partNumber", "sig/", objtest.SlowDown, -1) // the part never goes through
+	cmd := cliCmd(nil, "run", "--algorithm", "grpo", "--in", in, "--out", out, "--progress", "never")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for srv.Requests("PUT") == 0 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no part upload began: %s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(srv.Uploads(t)) != 1 {
+		t.Errorf("uploads in progress before SIGTERM: %v, want one", srv.Uploads(t))
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 143 {
+		t.Errorf("exit %d, want 143: %s", code, stderr.String())
+	}
+	if _, err := store.ReadFile(out); err == nil || !strings.Contains(err.Error(), "no such object") {
+		t.Errorf("object after SIGTERM: %v", err)
+	}
+	if left := srv.Uploads(t); len(left) != 0 {
+		t.Errorf("uploads left after SIGTERM: %v", left)
+	}
+}
+
+// TestSQLOnObjectStorage: sql and report read a store in object storage
+// (DuckDB without httpfs) and write their results there, as they do
+// locally.
+func TestSQLOnObjectStorage(t *testing.T) {
+	objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "12", "--runs", "4", "--seed", "3", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	inURL := objtest.URL("sql/in/data.parquet")
+	putObject(t, in, inURL)
+	const q = "SELECT task, avg(reward) AS r FROM experiences GROUP BY task ORDER BY task"
+	for _, name := range []string{"r.csv", "r.parquet"} {
+		local, remote := filepath.Join(dir, name), objtest.URL("sql/out/"+name)
+		for _, a := range [][2]string{{in, local}, {objtest.URL("sql/in/"), remote}} {
+			if _, stderr, code := runCLI(t, "sql", "--store", a[0], q, "--out", a[1]); code != 0 {
+				t.Fatalf("sql over %s into %s: exit %d: %s", a[0], a[1], code, stderr)
+			}
+		}
+		if name == "r.csv" {
+			if want, _ := os.ReadFile(local); !bytes.Equal(object(t, remote), want) {
+				t.Errorf("%s differs from the local result", remote)
+			}
+		} else if !slicesEqual(storeRows(t, remote), storeRows(t, local)) {
+			t.Errorf("%s differs from the local result", remote)
+		}
+	}
+	report := objtest.URL("sql/report.html")
+	if _, stderr, code := runCLI(t, "report", "--in", inURL, "--out", report); code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	if b := object(t, report); !bytes.Contains(b, []byte("<html")) {
+		t.Errorf("report object: %.100s", b)
+	}
+}
+
+// TestSQLCache: sql --cache-dir reads a store in object storage from local
+// copies, kept for the next query.
+func TestSQLCache(t *testing.T) {
+	objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "12", "--runs", "4", "--seed", "4", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	putObject(t, in, objtest.URL("cached/part-0.parquet"))
+	cache := filepath.Join(dir, "cache")
+	const q = "SELECT count(*) AS n, sum(reward) AS r FROM experiences"
+	want, _, code := runCLI(t, "sql", "--store", in, q, "--format", "csv")
+	if code != 0 {
+		t.Fatal("local sql failed")
+	}
+	for range 2 {
+		got, stderr, code := runCLI(t, "sql", "--store", objtest.URL("cached/"), q, "--format", "csv", "--cache-dir", cache)
+		if code != 0 || got != want {
+			t.Fatalf("sql over the cache: exit %d, %q, want %q: %s", code, got, want, stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(cache); len(ents) != 1 || !strings.HasSuffix(ents[0].Name(), ".parquet") {
+		t.Errorf("cache holds %v, want the one object's copy", ents)
+	}
+}

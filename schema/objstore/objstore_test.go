@@ -1,0 +1,306 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
+	"github.com/rftpipe/rftpipe/schema/objstore/objtest"
+)
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		in, bucket, key string
+		bad             bool
+	}{
+		{in: "s3://bkt/a/b.parquet", bucket: "bkt", key: "a/b.parquet"},
+		{in: "S3://bkt/dir/", bucket: "bkt", key: "dir/"},
+		{in: "s3://bkt", bucket: "bkt"},
+		{in: "s3://bkt/a/*.parquet", bucket: "bkt", key: "a/*.parquet"},
+		{in: "s3://B_d/x", bad: true},
+		{in: "s3://ab/x", bad: true},
+		{in: "s3://bkt/a//b", bad: true},
+		{in: "s3://bkt/a/../b", bad: true},
+		{in: "/local/path", bad: true},
+	} {
+		u, err := objstore.Parse(c.in)
+		if c.bad {
+			if !errors.Is(err, schema.ErrBadInput) {
+				t.Errorf("Parse(%q) = %v, %v; want bad input", c.in, u, err)
+			}
+			continue
+		}
+		if err != nil || u.Bucket != c.bucket || u.Key != c.key {
+			t.Errorf("Parse(%q) = %+v, %v; want %s %s", c.in, u, err, c.bucket, c.key)
+		}
+	}
+}
+
+func TestURLPaths(t *testing.T) {
+	u, _ := objstore.Parse("s3://bkt/out/")
+	if got := u.Join("part-0.parquet").String(); got != "s3://bkt/out/part-0.parquet" {
+		t.Errorf("Join = %s", got)
+	}
+	p, _ := objstore.Parse("s3://bkt/out/part-0.parquet")
+	other, _ := objstore.Parse("s3://bkt/output/x")
+	if !p.Within(u) || other.Within(u) || !u.Within(u) {
+		t.Errorf("Within: %v %v %v", p.Within(u), other.Within(u), u.Within(u))
+	}
+	g, _ := objstore.Parse("s3://bkt/in/*.parquet")
+	if g.Literal() != "in/" || !g.Match("in/a.parquet") || g.Match("in/sub/a.parquet") {
+		t.Errorf("glob: %q %v %v", g.Literal(), g.Match("in/a.parquet"), g.Match("in/sub/a.parquet"))
+	}
+}
+
+// client returns a client of the environment objtest set, retrying fast.
+func client(t *testing.T) *objstore.Client {
+	t.Helper()
+	c, err := objstore.FromEnv(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Backoff = time.Millisecond
+	return objstore.New(c)
+}
+
+func payload(n int) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(int64(n))).Read(b)
+	return b
+}
+
+func put(t *testing.T, c *objstore.Client, key string, data []byte) objstore.URL {
+	t.Helper()
+	u, _ := objstore.Parse(objtest.URL(key))
+	up, err := c.Upload(context.Background(), u, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Complete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func readAll(c *objstore.Client, u objstore.URL, offs [][2]int64) ([][]byte, error) {
+	o, err := c.Open(context.Background(), u, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer o.Close()
+	var out [][]byte
+	for _, r := range offs {
+		b := make([]byte, r[1])
+		if _, err := o.ReadAt(b, r[0]); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// TestReadFaults reads ranges of an object across blocks, whole, while
+// the server drops connections mid-body and throttles.
+func TestReadFaults(t *testing.T) {
+	size := 3*objstore.BlockSize + 12345
+	ranges := [][2]int64{{0, 10}, {int64(size) - 8, 8}, {objstore.BlockSize - 5, 10}, {0, int64(size)}}
+	for _, c := range []struct {
+		name  string
+		fault objtest.Fault
+		n     int
+	}{
+		{"clean", objtest.Drop, 0},
+		{"dropped mid-body", objtest.Drop, 3},
+		{"503 SlowDown", objtest.SlowDown, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := objtest.New(t)
+			cl := client(t)
+			data := payload(size)
+			u := put(t, cl, "obj.bin", data)
+			srv.Inject("GET", "", "obj.bin", c.fault, c.n)
+			before := srv.Requests("GET")
+			got, err := readAll(cl, u, ranges)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range ranges {
+				if !bytes.Equal(got[i], data[r[0]:r[0]+r[1]]) {
+					t.Errorf("range %v differs", r)
+				}
+			}
+			if blocks := (size + objstore.BlockSize - 1) / objstore.BlockSize; srv.Requests("GET")-before < blocks+c.n {
+				t.Errorf("%d GETs, want at least %d blocks + %d faults", srv.Requests("GET")-before, blocks, c.n)
+			}
+		})
+	}
+}
+
+// TestUploadFaults uploads a several-part object while parts' connections
+// drop and the server throttles: the object is whole, and invisible
+// until Complete.
+func TestUploadFaults(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fault objtest.Fault
+		n     int
+	}{
+		{"dropped mid-upload", objtest.Drop, 2},
+		{"503 SlowDown", objtest.SlowDown, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := objtest.New(t)
+			cl := client(t)
+			data := payload(objstore.PartSize + 1000)
+			u, _ := objstore.Parse(objtest.URL("up.bin"))
+			srv.Inject("PUT", "partNumber", "up.bin", c.fault, c.n)
+			up, err := cl.Upload(context.Background(), u, bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cl.Stat(context.Background(), u); !errors.Is(err, objstore.ErrNotFound) {
+				t.Fatalf("before Complete: Stat = %v, want not found", err)
+			}
+			if err := up.Complete(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got, err := cl.Get(context.Background(), u)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("Get: %d bytes, %v; want the %d uploaded", len(got), err, len(data))
+			}
+			if left := srv.Uploads(t); len(left) != 0 {
+				t.Errorf("uploads left: %v", left)
+			}
+		})
+	}
+}
+
+func TestUploadAbort(t *testing.T) {
+	srv := objtest.New(t)
+	cl := client(t)
+	u, _ := objstore.Parse(objtest.URL("gone.bin"))
+	up, err := cl.Upload(context.Background(), u, bytes.NewReader(payload(1000)), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := srv.Uploads(t); len(left) != 1 {
+		t.Fatalf("uploads in progress: %v, want one", left)
+	}
+	up.Abort()
+	if _, err := cl.Stat(context.Background(), u); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("after Abort: Stat = %v, want not found", err)
+	}
+	if left := srv.Uploads(t); len(left) != 0 {
+		t.Errorf("uploads left after Abort: %v", left)
+	}
+	// A cancelled upload aborts too.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := cl.Upload(ctx, u, bytes.NewReader(payload(1000)), 1000); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Upload = %v", err)
+	}
+	if left := srv.Uploads(t); len(left) != 0 {
+		t.Errorf("uploads left after cancel: %v", left)
+	}
+}
+
+// TestPutNew races writers of one object: exactly one wins.
+func TestPutNew(t *testing.T) {
+	objtest.New(t)
+	cl := client(t)
+	u, _ := objstore.Parse(objtest.URL("plan.json"))
+	var wins, lost int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := cl.PutNew(context.Background(), u, []byte{byte('a' + i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, objstore.ErrExists):
+				lost++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || lost != 7 {
+		t.Errorf("%d writers won, %d lost; want 1 and 7", wins, lost)
+	}
+}
+
+// TestRefusals: wrong credentials, a missing bucket, a denied key, a
+// missing object are one line of bad input naming the URL, with no
+// secret in it.
+func TestRefusals(t *testing.T) {
+	for _, c := range []struct {
+		name, url, want string
+		setup           func(*objtest.Server, *testing.T)
+	}{
+		{"wrong credentials", objtest.URL("x"), "refused the credentials", func(_ *objtest.Server, t *testing.T) {
+			t.Setenv("AWS_ACCESS_KEY_ID", "AKIAWRONGKEY")
+		}},
+		{"missing bucket", "s3://no-such-bucket/x", "no such bucket", nil},
+		{"denied key", objtest.URL("secret/x"), "access denied", func(s *objtest.Server, _ *testing.T) {
+			s.Inject("", "", "secret/", objtest.Deny, -1)
+		}},
+		{"missing object", objtest.URL("none"), "no such object", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := objtest.New(t)
+			t.Setenv("AWS_SESSION_TOKEN", "SessionTokenSecret")
+			if c.setup != nil {
+				c.setup(srv, t)
+			}
+			cl := client(t)
+			u, _ := objstore.Parse(c.url)
+			var errs []error
+			_, err := cl.Open(context.Background(), u, nil)
+			errs = append(errs, err)
+			_, err = cl.Upload(context.Background(), u, bytes.NewReader([]byte("x")), 1)
+			if c.name != "missing object" {
+				errs = append(errs, err)
+			}
+			for _, err := range errs {
+				msg := err.Error()
+				if !errors.Is(err, schema.ErrBadInput) || !strings.Contains(msg, c.url) || !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+					t.Errorf("error %q: want one line of bad input naming %s, saying %q", msg, c.url, c.want)
+				}
+				for _, secret := range []string{objtest.SecretKey, "SessionTokenSecret", "Signature", "X-Amz-", "http://"} {
+					if strings.Contains(msg, secret) {
+						t.Errorf("error %q shows %q", msg, secret)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestChanged: an object replaced while it is read fails the read.
+func TestChanged(t *testing.T) {
+	objtest.New(t)
+	cl := client(t)
+	u := put(t, cl, "v.bin", payload(objstore.BlockSize+10))
+	o, err := cl.Open(context.Background(), u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	put(t, cl, "v.bin", payload(objstore.BlockSize+11))
+	if _, err := o.ReadAt(make([]byte, 10), 0); !errors.Is(err, objstore.ErrChanged) || !errors.Is(err, schema.ErrBadInput) {
+		t.Errorf("read of a replaced object = %v, want ErrChanged", err)
+	}
+}

@@ -1,0 +1,251 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/objstore"
+)
+
+// A store, file or output named s3://BUCKET/KEY lies in object storage
+// (package objstore): KEY names an object (a file), a prefix (a directory
+// store: the objects below KEY/, by the directory rules of parquetFiles)
+// or a pattern (a glob: path.Match on whole keys, "*" not crossing "/").
+// KEY is a prefix when it ends with "/", or when no object has that key.
+
+// objectContext is the context of the requests made where no caller
+// passes one (Expand, footers): they end on their own (the client's
+// retries are bounded).
+var objectContext = context.Background()
+
+// expandObjects is Expand for an s3:// URL.
+func expandObjects(p string) ([]string, error) {
+	u, err := objstore.Parse(p)
+	if err != nil {
+		return nil, err
+	}
+	c, err := objstore.Default(objectContext)
+	if err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(u.Key, "*?[") {
+		if _, err := path.Match(u.Key, ""); err != nil {
+			return nil, schema.Errorf(p, -1, "", "bad glob: %v", err)
+		}
+		out, err := Glob(p)
+		if err == nil && len(out) == 0 {
+			err = schema.Errorf(p, -1, "", "no object matches")
+		}
+		return out, err
+	}
+	if !strings.HasSuffix(u.Key, "/") && u.Key != "" {
+		if _, err := c.Stat(objectContext, u); err == nil {
+			return []string{p}, nil
+		} else if !errors.Is(err, objstore.ErrNotFound) {
+			return nil, err
+		}
+	}
+	d, err := objectDir(c, p, u)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, schema.Errorf(p, -1, "", "no such object or prefix")
+	}
+	return dirFiles(*d)
+}
+
+// objectDir returns the tree of the objects below prefix u (nil when there
+// is none).
+func objectDir(c *objstore.Client, name string, u objstore.URL) (*storeDir, error) {
+	objs, err := c.List(objectContext, u.Bucket, u.Prefix())
+	if err != nil || len(objs) == 0 {
+		return nil, err
+	}
+	tree := listing{}
+	for _, o := range objs {
+		rel := strings.TrimPrefix(o.URL.Key, u.Prefix())
+		dir := "."
+		for _, seg := range strings.Split(rel, "/") {
+			if seg == "" {
+				break // a "directory marker" object (KEY/) or an empty segment
+			}
+			p := path.Join(dir, seg)
+			tree.add(dir, seg, p != rel)
+			dir = p
+		}
+	}
+	return &storeDir{root: name, fsys: tree, join: func(rel string) string { return u.Join(rel).String() }}, nil
+}
+
+// listing is the directory tree of a prefix's keys: the entries of each
+// directory, by its path ("." the prefix).
+type listing map[string][]fs.DirEntry
+
+func (l listing) add(dir, name string, isDir bool) {
+	for _, e := range l[dir] {
+		if e.Name() == name {
+			return
+		}
+	}
+	l[dir] = append(l[dir], dirEntry{name, isDir})
+}
+
+// Open is fs.FS's; a listing is only read with ReadDir.
+func (l listing) Open(name string) (fs.File, error) {
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+}
+
+// ReadDir returns the entries of directory name, sorted.
+func (l listing) ReadDir(name string) ([]fs.DirEntry, error) {
+	es := append([]fs.DirEntry(nil), l[name]...)
+	sort.Slice(es, func(i, j int) bool { return es[i].Name() < es[j].Name() })
+	return es, nil
+}
+
+type dirEntry struct {
+	name string
+	dir  bool
+}
+
+func (e dirEntry) Name() string { return e.name }
+func (e dirEntry) IsDir() bool  { return e.dir }
+func (e dirEntry) Type() fs.FileMode {
+	if e.dir {
+		return fs.ModeDir
+	}
+	return 0
+}
+func (e dirEntry) Info() (fs.FileInfo, error) { return nil, fs.ErrInvalid }
+
+// isObjectDir reports whether the s3:// URL p names a prefix (a directory
+// store) rather than an object.
+func isObjectDir(p string) bool {
+	u, err := objstore.Parse(p)
+	if err != nil || strings.ContainsAny(u.Key, "*?[") {
+		return false
+	}
+	if u.Key == "" || strings.HasSuffix(u.Key, "/") {
+		return true
+	}
+	c, err := objstore.Default(objectContext)
+	if err != nil {
+		return false
+	}
+	_, err = c.Stat(objectContext, u)
+	return errors.Is(err, objstore.ErrNotFound)
+}
+
+// handle is an open input file: a local file, or an object read with
+// ranged GETs (objstore.Object).
+type handle interface {
+	io.ReaderAt
+	io.ReadSeeker
+	io.Closer
+	Name() string
+}
+
+// openHandle opens the input file p, an s3:// object under ctx, with the
+// stamp that tells, at the end, whether it changed while it was read (an
+// object's reads are all of the version opened: objstore.Object).
+func openHandle(ctx context.Context, p string) (handle, fileStamp, error) {
+	if !objstore.IsURL(p) {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fileStamp{}, fileError(p, err, "cannot open")
+		}
+		st, err := stampOf(f)
+		if err != nil {
+			f.Close()
+			return nil, fileStamp{}, fileError(p, err, "cannot open")
+		}
+		return f, st, nil
+	}
+	u, err := objstore.Parse(p)
+	if err != nil {
+		return nil, fileStamp{}, err
+	}
+	c, err := objstore.Default(ctx)
+	if err != nil {
+		return nil, fileStamp{}, err
+	}
+	o, err := c.Open(ctx, u, nil)
+	if err != nil {
+		return nil, fileStamp{}, err
+	}
+	return o, fileStamp{size: o.Size(), object: true}, nil
+}
+
+// objectOut is an output written to object storage: the temp file it is
+// written to first (objectSpool), uploaded by Prepare and put in place by
+// Commit.
+type objectOut struct {
+	u  objstore.URL
+	c  *objstore.Client
+	up *objstore.Upload
+}
+
+// objectSpool creates the temp file an output to object storage is
+// written to before it is uploaded, in the temp dir (CreateTemp: named by
+// this process, swept once it is gone).
+func objectSpool() (*os.File, error) {
+	return CreateTemp(filepath.Join(os.TempDir(), "upload"))
+}
+
+// newObjectOut checks that output p can be written to object storage.
+func newObjectOut(ctx context.Context, p string) (*objectOut, error) {
+	u, err := objstore.Parse(p)
+	if err != nil {
+		return nil, err
+	}
+	if u.Key == "" || strings.HasSuffix(u.Key, "/") || strings.ContainsAny(u.Key, "*?[") {
+		return nil, schema.Errorf(p, -1, "", "output names a prefix or pattern, not an object")
+	}
+	c, err := objstore.Default(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &objectOut{u: u, c: c}, nil
+}
+
+// checkObjectWritable is CheckWritable for an s3:// path: it names an
+// object, and its bucket can be listed (it exists, the credentials are
+// taken).
+func checkObjectWritable(p string) error {
+	o, err := newObjectOut(objectContext, p)
+	if err != nil {
+		return err
+	}
+	_, err = o.c.List(objectContext, o.u.Bucket, o.u.Key)
+	return err
+}
+
+// upload sends the finished temp file f as the object's upload.
+func (o *objectOut) upload(ctx context.Context, f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	o.up, err = o.c.Upload(ctx, o.u, f, st.Size())
+	return err
+}
+
+// complete puts the uploaded object in place.
+func (o *objectOut) complete(ctx context.Context) error {
+	return o.up.Complete(ctx)
+}
+
+// abort discards the upload, if one was begun.
+func (o *objectOut) abort() {
+	if o.up != nil {
+		o.up.Abort()
+	}
+}
