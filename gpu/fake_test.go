@@ -14,7 +14,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
-	"github.com/rftpipe/rftpipe/gpu/internal/golden"
+	"github.com/rftpipe/rftpipe/pipeline/golden"
 	"github.com/rftpipe/rftpipe/stages/loss"
 	"github.com/rftpipe/rftpipe/stages/tokens"
 )
@@ -94,7 +94,7 @@ func TestFakeGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ev := d.NewEvaluator(c.opt)
 			defer ev.Close()
-			reps, err := golden.Run("../fixtures/conformance", ev, c.f32)
+			reps, err := golden.RunDevice("../fixtures/conformance", ev, c.f32)
 			if err != nil {
 				t.Fatal(err)
 			}

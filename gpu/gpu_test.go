@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rftpipe/rftpipe/gpu/internal/golden"
+	"github.com/rftpipe/rftpipe/pipeline/golden"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -115,7 +115,7 @@ func TestGoldenOnDevice(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ev := d.NewEvaluator(c.opt)
 			defer ev.Close()
-			reps, err := golden.Run("../fixtures/conformance", ev, c.f32)
+			reps, err := golden.RunDevice("../fixtures/conformance", ev, c.f32)
 			if err != nil {
 				t.Fatal(err)
 			}

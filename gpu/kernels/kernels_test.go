@@ -10,8 +10,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/rftpipe/rftpipe/gpu/internal/golden"
 	"github.com/rftpipe/rftpipe/gpu/internal/lower"
+	"github.com/rftpipe/rftpipe/pipeline/golden"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
 	"github.com/rftpipe/rftpipe/stages/conformance"
@@ -46,7 +46,7 @@ func TestGolden(t *testing.T) {
 		{"float32-storage", Evaluator{F32: true}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			reps, err := golden.Run(fixtures, c.ev, c.f32)
+			reps, err := golden.RunDevice(fixtures, c.ev, c.f32)
 			if err != nil {
 				t.Fatal(err)
 			}

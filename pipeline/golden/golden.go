@@ -3,7 +3,7 @@
 // (rollout_correction's policy-loss call forms, which need packages rollout
 // and loss together, are answered here).
 // `rftpipe conformance` (package builder) and the device checks
-// (gpu/internal/golden) run the same table.
+// (RunDevice, from package gpu's and gpu/kernels' tests) run the same table.
 package golden
 
 import (
@@ -49,6 +49,27 @@ func Run(dir string, kinds []string, ev tokens.Evaluator, f32 bool) (conformance
 		}
 	}
 	return conformance.RunDir(dir, kinds, reg)
+}
+
+// KindReport counts the cases of one golden kind.
+type KindReport struct {
+	Kind string
+	conformance.Report
+}
+
+// RunDevice runs the DeviceKinds of dir with ev one kind at a time, as
+// Run does (the device checks of package gpu and gpu/kernels report per
+// kind).
+func RunDevice(dir string, ev tokens.Evaluator, f32 bool) ([]KindReport, error) {
+	var out []KindReport
+	for _, kind := range DeviceKinds {
+		rep, err := Run(dir, []string{kind}, ev, f32)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, KindReport{Kind: kind, Report: rep})
+	}
+	return out, nil
 }
 
 // Runner builds the runner of a golden kind, ev evaluating the loss, KL
