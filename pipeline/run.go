@@ -25,12 +25,19 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, err
 	}
 
-	// 1. Open the store; check the columns the stages declare.
+	// 1. Open the store; check its files agree on their columns before any
+	// stage sees a row (a stage's own refusal must not race the reader's);
+	// check the columns the stages declare.
 	r, err := store.Open(job.In, job.readOptions(store.Context(ctx))...)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
+	if files := r.Files(); len(files) > 1 {
+		if err := store.CheckSameColumns(files); err != nil {
+			return nil, err
+		}
+	}
 	cols := newColumns(r.Files()[0], r.Schema(), job.Columns)
 	if err := prepare(&job, cols); err != nil {
 		return nil, err
