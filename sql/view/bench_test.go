@@ -18,7 +18,10 @@ import (
 	"github.com/rftpipe/rftpipe/schema/synth"
 )
 
-var benchRows = flag.Int("view-rows", 100_000, "experiences in BenchmarkView's store (a multiple of 8)")
+var (
+	benchRows  = flag.Int("view-rows", 100_000, "experiences in BenchmarkView's store (a multiple of 8)")
+	benchStore = flag.String("view-store", "", "BenchmarkView's store, generated beforehand as it would generate it (-view-rows its rows)")
+)
 
 // BenchmarkView measures the viewer over a generated store of -view-rows
 // experiences (8 runs a task, 512 tasks a step, 16 prompt and 16–48
@@ -28,21 +31,29 @@ var benchRows = flag.Int("view-rows", 100_000, "experiences in BenchmarkView's s
 //
 //	go test -run '^$' -bench View -benchtime 5x ./sql/view/
 //	go test -run '^$' -bench View -benchtime 5x ./sql/view/ -args -view-rows 1000000
+//
+// or over a store made once by the same generator:
+//
+//	rftpipe gen --tasks 125000 --runs 8 --tasks-per-batch 512 --prompt-len 16 --resp-len 16:48 --with advantages,entropy --out /tmp/m1.parquet
+//	go test -run '^$' -bench View -benchtime 5x ./sql/view/ -args -view-rows 1000000 -view-store /tmp/m1.parquet
 func BenchmarkView(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "bench.parquet")
 	cfg := synth.Default()
 	cfg.Tasks, cfg.Runs, cfg.TasksPerBatch = *benchRows/8, 8, 512
 	cfg.PromptLen, cfg.RespMin, cfg.RespMax = 16, 16, 48
 	cfg.With = []string{"advantages", "entropy"}
-	w, err := store.Create(path, cfg.Schema())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := synth.Generate(context.Background(), cfg, w.Write); err != nil {
-		b.Fatal(err)
-	}
-	if err := w.Commit(); err != nil {
-		b.Fatal(err)
+	path := *benchStore
+	if path == "" {
+		path = filepath.Join(b.TempDir(), "bench.parquet")
+		w, err := store.Create(path, cfg.Schema())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := synth.Generate(context.Background(), cfg, w.Write); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Commit(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	ctx := context.Background()
 	// cpu reports the process's CPU time per op (DuckDB's threads

@@ -7,8 +7,13 @@
 // At start the store (and its --rejected store) is indexed once in DuckDB:
 // the temp table rows holds every experience's scalars, groups, steps,
 // summary and reasons their summaries (rows_create.sql and the other
-// *_create.sql), so that later pages query small tables. A rollout's text and lists are read
-// from its Parquet file by row number when its page is shown. Every query is
+// *_create.sql), so that later pages query small tables. That first pass
+// reads no list, and the viewer serves once it is done; a second pass in
+// the background fills in what the per-token lists give (each row's
+// advantage and response length, rows_lists.sql) and builds the summaries
+// again, the pages saying meanwhile that it runs. A rollout's text and
+// lists are read from its Parquet file by row number when its page is
+// shown. Every query is
 // an embedded .sql file; values reach DuckDB as parameters, and the few
 // {{placeholders}} are filled from fixed lists (sort columns, column names
 // of the store, its file names).
@@ -26,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -50,8 +56,12 @@ type Options struct {
 	AllowSQL    bool   // serve the SQL box (read-only queries over the views)
 	Threads     int    // DuckDB threads (0: one per CPU)
 	MemoryLimit string // DuckDB memory limit (default: DuckDB's)
-	// Log, if set, receives one line per failed request (a 5xx).
+	// Log, if set, receives one line per failed request (a 5xx) and the
+	// failure of the index's second pass.
 	Log *log.Logger
+
+	hold  <-chan struct{} // tests: the index's second pass starts once it is closed
+	chunk int64           // tests: rows a chunk (0: chunkRows)
 }
 
 // Viewer is an indexed store and the HTTP handler serving it.
@@ -61,6 +71,12 @@ type Viewer struct {
 	tmp     string
 	sources []source
 	n       int64 // experiences in the index (both sources)
+	chunk   int64 // rows of a file one statement reading its lists reads at most
+	lists   *lists
+	// pages is held shared by a page while it queries, and exclusively
+	// by each step of the index's second pass: a page waits for at most
+	// one step, and no step comes between a page's queries.
+	pages   sync.RWMutex
 	warns   []string
 	tmpl    *template.Template
 	handler http.Handler
@@ -69,7 +85,10 @@ type Viewer struct {
 // source is one store the viewer reads: the store (0) or its rejected rows (1).
 type source struct {
 	name  string            // as shown: the path, redacted
+	path  string            // as given
 	files []string          // its Parquet files (converted, when it was not Parquet)
+	first []int64           // per file, the id of its row 0 (its rows' ids are consecutive)
+	rows  []int64           // per file, its rows
 	cols  map[string]string // column name -> DuckDB type
 	order []string          // column names in store order
 }
@@ -84,7 +103,8 @@ func (s source) has(cols ...string) bool {
 	return true
 }
 
-// Open indexes the store (and the rejected store) and returns the viewer;
+// Open indexes the store (and the rejected store) and returns the viewer,
+// the index's second pass running in the background (Wait waits for it);
 // Close releases it. Bad stores are bad input naming the store.
 func Open(ctx context.Context, o Options) (*Viewer, error) {
 	tmp, err := store.TempDir()
@@ -96,7 +116,10 @@ func Open(ctx context.Context, o Options) (*Viewer, error) {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	v := &Viewer{o: o, db: db, tmp: tmp}
+	v := &Viewer{o: o, db: db, tmp: tmp, chunk: o.chunk}
+	if v.chunk <= 0 {
+		v.chunk = chunkRows
+	}
 	if err := v.index(ctx); err != nil {
 		v.Close()
 		return nil, err
@@ -106,11 +129,17 @@ func Open(ctx context.Context, o Options) (*Viewer, error) {
 		return nil, err
 	}
 	v.handler = v.routes()
+	v.startRows()
 	return v, nil
 }
 
-// Close closes the database and removes the converted stores.
+// Close stops the index's second pass, closes the database and removes the
+// converted stores.
 func (v *Viewer) Close() error {
+	if v.lists != nil {
+		v.lists.cancel()
+		<-v.lists.done
+	}
 	err := v.db.Close()
 	os.RemoveAll(v.tmp)
 	return err
