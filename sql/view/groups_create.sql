@@ -5,7 +5,7 @@
 -- are listed over the dropped rows only (DISTINCT aggregates are slow over
 -- every group). The rows read are the stores' (rows_select.sql over their
 -- files) at start, the index rows once it is filled.
-CREATE OR REPLACE TEMP TABLE groups AS
+CREATE OR REPLACE TABLE groups AS
 SELECT g.*, coalesce(d.dropped_by, '') AS dropped_by, coalesce(d.drop_reason, '') AS drop_reason
 FROM (
     SELECT

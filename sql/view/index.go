@@ -16,11 +16,6 @@ const (
 	srcRejected = 1
 )
 
-// chunkRows is how many rows of a file one statement reading its lists
-// reads at most (rows_insert.sql, search.sql): few enough that a page
-// waiting for the database meanwhile waits little.
-const chunkRows = 64 << 10
-
 // index attaches the stores as the views experiences (and rejected), and
 // builds the temp tables groups, steps, summary and reasons from the
 // stores' scalar columns, reading no list and storing no row: the first
@@ -77,7 +72,7 @@ func (v *Viewer) index(ctx context.Context) error {
 	scan := map[string]string{"rows": "(" + strings.Join(scans, "\nUNION ALL\n") + ")"}
 	for _, q := range []string{"groups_create", "steps_create", "summary_create", "reasons_create"} {
 		if _, err := v.db.ExecContext(ctx, query(q, scan)); err != nil {
-			return badStore(v.o.Store, duckdb.Located(ctx, err, v.o.Store))
+			return badStore(v.o.Store, duckdb.Located(ctx, err, paths...))
 		}
 	}
 	return nil
@@ -144,31 +139,27 @@ func (v *Viewer) startRows() {
 	}()
 }
 
-// fillRows is the index's second pass: it fills the index rows by chunks
-// of v.chunk rows of a file (rows_insert.sql), each taking the database
-// between two pages, then builds groups, steps and summary again from them
+// fillRows is the index's second pass: on a connection of its own, while
+// the pages use the other, it fills the index rows file by file
+// (rows_insert.sql), then builds groups, steps and summary again from them
 // (now with advantages and lengths), in one transaction.
 func (v *Viewer) fillRows(ctx context.Context) error {
+	conn, err := v.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
 	for i, s := range v.sources {
 		e := s.rowExprs(i, true)
 		for k := range s.files {
 			e["file"], e["source"] = fmt.Sprint(k), s.readFile(k)
-			q := query("rows_insert", map[string]string{"select": query("rows_select", e)})
-			for lo := int64(0); lo < s.rows[k]; lo += v.chunk {
-				hi := min(lo+v.chunk, s.rows[k])
-				v.pages.Lock()
-				_, err := v.db.ExecContext(ctx, q, lo, hi-1)
-				v.pages.Unlock()
-				if err != nil {
-					return badStore(s.path, duckdb.Located(ctx, err, s.path))
-				}
-				v.lists.filled.Add(hi - lo)
+			if _, err := conn.ExecContext(ctx, query("rows_insert", map[string]string{"select": query("rows_select", e)})); err != nil {
+				return badStore(s.path, duckdb.Located(ctx, err, s.path))
 			}
+			v.lists.filled.Add(s.rows[k])
 		}
 	}
-	v.pages.Lock()
-	defer v.pages.Unlock()
-	tx, err := v.db.BeginTx(ctx, nil)
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -43,8 +43,7 @@ func (v *Viewer) routes() http.Handler {
 // wrap serves a page: GET and HEAD only, strict headers (no script or style
 // from elsewhere, no sniffing, no framing), errors rendered as a page with
 // their status and message, a panic as a 500 without its trace. A page
-// reading the index rows (rows) waits for them first; then it holds pages
-// shared.
+// reading the index rows (rows) waits for them first.
 func (v *Viewer) wrap(h handlerFunc, rows bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hdr := w.Header()
@@ -67,8 +66,6 @@ func (v *Viewer) wrap(h handlerFunc, rows bool) http.Handler {
 				return
 			}
 		}
-		v.pages.RLock()
-		defer v.pages.RUnlock()
 		if err := h(w, r); err != nil {
 			v.fail(w, r, err)
 		}

@@ -1,6 +1,6 @@
 -- Dropped rows per reason and dropping stage, computed once at start over
 -- the rows read (as in groups_create.sql).
-CREATE TEMP TABLE reasons AS
+CREATE TABLE reasons AS
 SELECT drop_reason, dropped_by, count(*) AS rows, count(DISTINCT (batch, task)) AS groups
 FROM {{rows}}
 WHERE drop_reason IS NOT NULL

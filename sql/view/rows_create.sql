@@ -4,7 +4,7 @@
 -- per-token lists are read from the store's files when a page shows them
 -- (file and file_row find the row). Filled in the background after the
 -- viewer starts (rows_insert.sql).
-CREATE TEMP TABLE rows (
+CREATE TABLE rows (
     src             TINYINT,  -- 0: the store, 1: the --rejected store
     file            INTEGER,  -- the Parquet file holding the row: its number among the source's files, from 0
     file_row        BIGINT,   -- its row number in the file

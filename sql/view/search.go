@@ -12,9 +12,13 @@ import (
 // Search modes.
 var searchModes = []string{"text", "regex", "tokens"}
 
-// searchChunks is how many chunks of v.chunk rows a search page reads at
-// most: a rare match takes several pages, each quick.
-const searchChunks = 2
+// A search page reads the store by chunks of chunkRows rows of a file
+// (v.chunk), searchChunks of them at most: a rare match takes several
+// pages, each quick.
+const (
+	chunkRows    = 64 << 10
+	searchChunks = 2
+)
 
 // searchData is the search page.
 type searchData struct {

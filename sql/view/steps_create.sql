@@ -2,7 +2,7 @@
 -- advantage over its rows, and how many of its groups and rows were
 -- dropped (the group counts from groups, the rest in one pass over
 -- the rows read, as in groups_create.sql).
-CREATE OR REPLACE TEMP TABLE steps AS
+CREATE OR REPLACE TABLE steps AS
 SELECT r.batch, r.batch_num, g.groups, r.rollouts, r.reward_mean, r.reward_std, r.adv_mean, r.length_mean, r.dropped, g.dropped_groups
 FROM (
     SELECT

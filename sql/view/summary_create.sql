@@ -1,6 +1,6 @@
 -- The overview's key numbers, one row: one pass over the rows read (as in
 -- groups_create.sql), one over groups.
-CREATE OR REPLACE TEMP TABLE summary AS
+CREATE OR REPLACE TABLE summary AS
 SELECT r.rollouts, (SELECT count(*) FROM steps) AS steps, g.groups, g.dropped_groups, r.dropped_rollouts, g.zero_std_groups,
        r.reward_mean, r.reward_std, r.adv_mean, r.length_mean
 FROM (

@@ -4,16 +4,16 @@
 // text and tokens coloured by a per-token column, a search over responses
 // and, when allowed, an SQL box.
 //
-// At start the store (and its --rejected store) is indexed once in DuckDB:
-// the temp table rows holds every experience's scalars, groups, steps,
-// summary and reasons their summaries (rows_create.sql and the other
-// *_create.sql), so that later pages query small tables. That first pass
-// reads no list, and the viewer serves once it is done; a second pass in
-// the background fills in what the per-token lists give (each row's
-// advantage and response length, rows_lists.sql) and builds the summaries
-// again, the pages saying meanwhile that it runs. A rollout's text and
-// lists are read from its Parquet file by row number when its page is
-// shown. Every query is
+// The store (and its --rejected store) is indexed once in DuckDB: the
+// table rows holds every experience's scalars, groups, steps, summary and
+// reasons their summaries (rows_create.sql and the other *_create.sql), so
+// that later pages query small tables. A first pass builds the summaries
+// from the stores' scalar columns, reading no list and storing no row; the
+// viewer serves once it is done. A second pass, in the background, fills
+// rows, with each row's advantage and response length from its per-token
+// lists, and builds the summaries again with them; meanwhile the pages say
+// so, and those reading rows wait for it. A rollout's text and lists are
+// read from its Parquet file by row number when its page is shown. Every query is
 // an embedded .sql file; values reach DuckDB as parameters, and the few
 // {{placeholders}} are filled from fixed lists (sort columns, column names
 // of the store, its file names).
@@ -31,7 +31,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -61,7 +60,7 @@ type Options struct {
 	Log *log.Logger
 
 	hold  <-chan struct{} // tests: the index's second pass starts once it is closed
-	chunk int64           // tests: rows a chunk (0: chunkRows)
+	chunk int64           // tests: rows of a file a search reads by one statement (0: chunkRows)
 }
 
 // Viewer is an indexed store and the HTTP handler serving it.
@@ -71,12 +70,8 @@ type Viewer struct {
 	tmp     string
 	sources []source
 	n       int64 // experiences in the index (both sources)
-	chunk   int64 // rows of a file one statement reading its lists reads at most
+	chunk   int64 // rows of a file a search reads by one statement
 	lists   *lists
-	// pages is held shared by a page while it queries, and exclusively
-	// by each step of the index's second pass: a page waits for at most
-	// one step, and no step comes between a page's queries.
-	pages   sync.RWMutex
 	warns   []string
 	tmpl    *template.Template
 	handler http.Handler
@@ -116,6 +111,10 @@ func Open(ctx context.Context, o Options) (*Viewer, error) {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
+	// Two connections: the index's second pass holds one, the pages use
+	// the other. Both see the index's tables and the views, which are in
+	// the in-memory database (not TEMP, which is a connection's own).
+	db.SetMaxOpenConns(2)
 	v := &Viewer{o: o, db: db, tmp: tmp, chunk: o.chunk}
 	if v.chunk <= 0 {
 		v.chunk = chunkRows
