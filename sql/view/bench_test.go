@@ -122,7 +122,7 @@ func BenchmarkView(b *testing.B) {
 		{"group", fmt.Sprintf("/group?batch=%d&task=7", last)},
 		{"rollout", fmt.Sprintf("/rollout?id=%d&color=entropy", *benchRows-3)},
 		{"search-tokens", "/search?mode=tokens&q=17+4"},
-		{"search-tokens-page-2", fmt.Sprintf("/search?mode=tokens&q=17+4&from=%d", searchChunks*chunkRows)},
+		{"search-tokens-page-2", fmt.Sprintf("/search?mode=tokens&q=17+4&from=%d", searchRows)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			cpu(b, func() { fetch(b, v, c.url) })

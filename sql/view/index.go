@@ -109,10 +109,10 @@ func (v *Viewer) countRows(ctx context.Context, s *source) error {
 	return nil
 }
 
-// lists is the state of the index's second pass (fillRows), which fills
+// secondPass is the state of the index's second pass (fillRows), which fills
 // the index rows, with the advantage and response length the per-token
 // lists give, while the viewer serves.
-type lists struct {
+type secondPass struct {
 	done   chan struct{} // closed when the pass has ended
 	err    error         // why it failed (bad input naming the store); read after done
 	filled atomic.Int64  // rows filled so far
@@ -122,19 +122,19 @@ type lists struct {
 // startRows starts the second pass in the background; Close stops it.
 func (v *Viewer) startRows() {
 	ctx, cancel := context.WithCancel(context.Background())
-	v.lists = &lists{done: make(chan struct{}), cancel: cancel}
+	v.pass = &secondPass{done: make(chan struct{}), cancel: cancel}
 	go func() {
-		defer close(v.lists.done)
+		defer close(v.pass.done)
 		if v.o.hold != nil {
 			select {
 			case <-v.o.hold:
 			case <-ctx.Done():
-				v.lists.err = ctx.Err()
+				v.pass.err = ctx.Err()
 				return
 			}
 		}
-		if v.lists.err = v.fillRows(ctx); v.lists.err != nil && ctx.Err() == nil && v.o.Log != nil {
-			v.o.Log.Printf("view: %v", v.lists.err)
+		if v.pass.err = v.fillRows(ctx); v.pass.err != nil && ctx.Err() == nil && v.o.Log != nil {
+			v.o.Log.Printf("view: %v", v.pass.err)
 		}
 	}()
 }
@@ -156,7 +156,7 @@ func (v *Viewer) fillRows(ctx context.Context) error {
 			if _, err := conn.ExecContext(ctx, query("rows_insert", map[string]string{"select": query("rows_select", e)})); err != nil {
 				return badStore(s.path, duckdb.Located(ctx, err, s.path))
 			}
-			v.lists.filled.Add(s.rows[k])
+			v.pass.filled.Add(s.rows[k])
 		}
 	}
 	tx, err := conn.BeginTx(ctx, nil)
@@ -176,13 +176,13 @@ func (v *Viewer) fillRows(ctx context.Context) error {
 // pages lack; "" once it is done.
 func (v *Viewer) indexing() string {
 	select {
-	case <-v.lists.done:
-		if v.lists.err != nil {
-			return fmt.Sprintf("The rollouts could not be indexed: %v", v.lists.err)
+	case <-v.pass.done:
+		if v.pass.err != nil {
+			return fmt.Sprintf("The rollouts could not be indexed: %v", v.pass.err)
 		}
 		return ""
 	default:
-		return fmt.Sprintf("Indexing the rollouts: %d of %d; until done, advantage and response length show – and a group, a rollout, a search wait for it.", v.lists.filled.Load(), v.n)
+		return fmt.Sprintf("Indexing the rollouts: %d of %d; until done, advantage and response length show – and a group, a rollout, a search wait for it.", v.pass.filled.Load(), v.n)
 	}
 }
 
@@ -190,8 +190,8 @@ func (v *Viewer) indexing() string {
 // advantage and response length shown) and returns its error, or ctx's.
 func (v *Viewer) Wait(ctx context.Context) error {
 	select {
-	case <-v.lists.done:
-		return v.lists.err
+	case <-v.pass.done:
+		return v.pass.err
 	case <-ctx.Done():
 		return ctx.Err()
 	}

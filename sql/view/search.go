@@ -12,13 +12,9 @@ import (
 // Search modes.
 var searchModes = []string{"text", "regex", "tokens"}
 
-// A search page reads the store by chunks of chunkRows rows of a file
-// (v.chunk), searchChunks of them at most: a rare match takes several
-// pages, each quick.
-const (
-	chunkRows    = 64 << 10
-	searchChunks = 2
-)
+// searchRows is how many rollouts a search page reads at most (v.searchRows),
+// by one query per file: a rare match takes several pages, each quick.
+const searchRows = 64 << 10
 
 // searchData is the search page.
 type searchData struct {
@@ -34,8 +30,8 @@ type searchData struct {
 
 // search finds rollouts whose response holds a text (case-insensitive),
 // matches a regular expression (RE2), or holds a token-id sequence. A page
-// searches on from id from (0 first) in id order, chunk by chunk, until it
-// has pageSize matches or has read searchChunks chunks; it tells how far
+// searches on from id from (0 first) in id order, file by file, until it
+// has pageSize matches or has read v.searchRows rollouts; it tells how far
 // it searched and links the page that searches on.
 func (v *Viewer) search(w http.ResponseWriter, r *http.Request) error {
 	p, err := parseParams(r, "q", "mode", "from")
@@ -88,7 +84,7 @@ func (v *Viewer) search(w http.ResponseWriter, r *http.Request) error {
 		d.Note = "The " + skipped[0] + " has no column to search this way: it was not searched."
 	}
 	pos, need := d.From, pageSize
-	for chunks := 0; pos < v.n && need > 0 && chunks < searchChunks; {
+	for pos < v.n && need > 0 && pos < d.From+v.searchRows {
 		i, k := v.fileOf(pos)
 		s := v.sources[i]
 		m, ok := s.searchExprs(d.Mode)
@@ -96,7 +92,7 @@ func (v *Viewer) search(w http.ResponseWriter, r *http.Request) error {
 			pos = s.first[len(s.files)-1] + s.rows[len(s.files)-1]
 			continue
 		}
-		end := min(s.first[k]+s.rows[k], pos+v.chunk)
+		end := min(s.first[k]+s.rows[k], d.From+v.searchRows)
 		m["first"], m["source"] = fmt.Sprint(s.first[k]), s.readFile(k)
 		qargs := append([]any{pos - s.first[k], end - 1 - s.first[k]}, args...)
 		recs, err := v.records(r.Context(), query("search", m), append(qargs, pos, end-1, need)...)
@@ -107,7 +103,6 @@ func (v *Viewer) search(w http.ResponseWriter, r *http.Request) error {
 		if need == 0 {
 			pos = asInt(recs[len(recs)-1]["id"]) + 1
 		}
-		chunks++
 	}
 	d.Last = pos - 1
 	if pos < v.n {

@@ -59,22 +59,22 @@ type Options struct {
 	// failure of the index's second pass.
 	Log *log.Logger
 
-	hold  <-chan struct{} // tests: the index's second pass starts once it is closed
-	chunk int64           // tests: rows of a file a search reads by one statement (0: chunkRows)
+	hold       <-chan struct{} // tests: the index's second pass starts once it is closed
+	searchRows int64           // tests: rollouts a search page reads at most (0: searchRows)
 }
 
 // Viewer is an indexed store and the HTTP handler serving it.
 type Viewer struct {
-	o       Options
-	db      *sql.DB
-	tmp     string
-	sources []source
-	n       int64 // experiences in the index (both sources)
-	chunk   int64 // rows of a file a search reads by one statement
-	lists   *lists
-	warns   []string
-	tmpl    *template.Template
-	handler http.Handler
+	o          Options
+	db         *sql.DB
+	tmp        string
+	sources    []source
+	n          int64 // experiences in the index (both sources)
+	searchRows int64 // rollouts a search page reads at most
+	pass       *secondPass
+	warns      []string
+	tmpl       *template.Template
+	handler    http.Handler
 }
 
 // source is one store the viewer reads: the store (0) or its rejected rows (1).
@@ -115,9 +115,9 @@ func Open(ctx context.Context, o Options) (*Viewer, error) {
 	// the other. Both see the index's tables and the views, which are in
 	// the in-memory database (not TEMP, which is a connection's own).
 	db.SetMaxOpenConns(2)
-	v := &Viewer{o: o, db: db, tmp: tmp, chunk: o.chunk}
-	if v.chunk <= 0 {
-		v.chunk = chunkRows
+	v := &Viewer{o: o, db: db, tmp: tmp, searchRows: o.searchRows}
+	if v.searchRows <= 0 {
+		v.searchRows = searchRows
 	}
 	if err := v.index(ctx); err != nil {
 		v.Close()
@@ -135,9 +135,9 @@ func Open(ctx context.Context, o Options) (*Viewer, error) {
 // Close stops the index's second pass, closes the database and removes the
 // converted stores.
 func (v *Viewer) Close() error {
-	if v.lists != nil {
-		v.lists.cancel()
-		<-v.lists.done
+	if v.pass != nil {
+		v.pass.cancel()
+		<-v.pass.done
 	}
 	err := v.db.Close()
 	os.RemoveAll(v.tmp)

@@ -298,12 +298,12 @@ func TestFirstPass(t *testing.T) {
 	}
 }
 
-// TestSearchChunks: a search page reads at most two chunks of rows, says
-// which rollouts it searched and links the page searching on, across the
-// store's end into the rejected store's rows.
-func TestSearchChunks(t *testing.T) {
+// TestSearchPages: a search page reads at most searchRows rollouts, says
+// which it searched and links the page searching on, across the store's
+// end into the rejected store's rows.
+func TestSearchPages(t *testing.T) {
 	s, rej := testStores(t, 3)
-	_, srv := serveTestViewer(t, Options{Store: s, Rejected: rej, Threads: 1, chunk: 5})
+	_, srv := serveTestViewer(t, Options{Store: s, Rejected: rej, Threads: 1, searchRows: 10})
 	for _, c := range []struct {
 		url     string
 		results []string
