@@ -16,10 +16,11 @@ const (
 	srcRejected = 1
 )
 
-// index attaches the stores as the views experiences (and rejected), and
-// builds the temp tables groups, steps, summary and reasons from the
-// stores' scalar columns, reading no list and storing no row: the first
-// pass, done before the viewer serves. fillRows is the second.
+// index attaches the stores as the views experiences (and rejected),
+// creates the table rows, empty, and builds the tables groups, steps,
+// summary and reasons from the stores' scalar columns, reading no list and
+// storing no row: the first pass, done before the viewer serves. fillRows
+// is the second.
 func (v *Viewer) index(ctx context.Context) error {
 	paths := []string{v.o.Store}
 	if v.o.Rejected != "" {
@@ -103,8 +104,12 @@ func (v *Viewer) countRows(ctx context.Context, s *source) error {
 		return err
 	}
 	for _, f := range s.files {
-		s.first, s.rows = append(s.first, v.n), append(s.rows, n[f])
-		v.n += n[f]
+		r, ok := n[f]
+		if !ok {
+			return fmt.Errorf("view: no row count for %s in its footer", f)
+		}
+		s.first, s.rows = append(s.first, v.n), append(s.rows, r)
+		v.n += r
 	}
 	return nil
 }
@@ -153,8 +158,13 @@ func (v *Viewer) fillRows(ctx context.Context) error {
 		e := s.rowExprs(i, true)
 		for k := range s.files {
 			e["file"], e["source"] = fmt.Sprint(k), s.readFile(k)
-			if _, err := conn.ExecContext(ctx, query("rows_insert", map[string]string{"select": query("rows_select", e)})); err != nil {
+			res, err := conn.ExecContext(ctx, query("rows_insert", map[string]string{"select": query("rows_select", e)}))
+			if err != nil {
 				return badStore(s.path, duckdb.Located(ctx, err, s.path))
+			}
+			// The ids of the pages' links are the row counts' of the footers.
+			if n, err := res.RowsAffected(); err != nil || n != s.rows[k] {
+				return fmt.Errorf("view: %s: %d rows read, its footer says %d (%v)", s.files[k], n, s.rows[k], err)
 			}
 			v.pass.filled.Add(s.rows[k])
 		}
