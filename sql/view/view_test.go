@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -295,6 +296,28 @@ func TestFirstPass(t *testing.T) {
 	code, body := get(t, srv.Client(), srv.URL+"/")
 	if want := "0 3 12 0.5 0.5222 0 4 0"; code != http.StatusOK || !slices.Contains(rowsOf(body, "steps-table"), want) || strings.Contains(body, `id="indexing"`) {
 		t.Errorf("/ after the index: status %d, want the row %q and no indexing note; body:\n%s", code, want, body)
+	}
+}
+
+// TestSecondPassFails: when the second pass cannot read the store (here,
+// gone after the first), the pages say why, and a page reading the index
+// rows is refused with the reason, naming the store, instead of waiting.
+func TestSecondPassFails(t *testing.T) {
+	hold := make(chan struct{})
+	s, rej := testStores(t, 3)
+	v, srv := serveTestViewer(t, Options{Store: s, Rejected: rej, Threads: 1, hold: hold})
+	if err := os.Remove(s); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	if err := v.Wait(context.Background()); err == nil || !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "store.parquet") {
+		t.Fatalf("Wait: %v; want bad input naming store.parquet", err)
+	}
+	if code, body := get(t, srv.Client(), srv.URL+"/"); code != http.StatusOK || !strings.Contains(body, `id="indexing">The rollouts could not be indexed: `) {
+		t.Errorf("/: status %d, want 200 saying the rollouts could not be indexed; body:\n%s", code, body)
+	}
+	if code, body := get(t, srv.Client(), srv.URL+"/group?batch=0&task=0"); code != http.StatusBadRequest || !strings.Contains(body, "store.parquet") {
+		t.Errorf("/group: status %d, want 400 naming store.parquet; body:\n%s", code, body)
 	}
 }
 
