@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/sql/duckdb"
@@ -15,8 +16,11 @@ const (
 	srcRejected = 1
 )
 
-// index attaches the stores as the views experiences (and rejected), and
-// builds the temp tables rows, groups, steps, summary and reasons.
+// index attaches the stores as the views experiences (and rejected),
+// creates the table rows, empty, and builds the tables groups, steps,
+// summary and reasons from the stores' scalar columns, reading no list and
+// storing no row: the first pass, done before the viewer serves. fillRows
+// is the second.
 func (v *Viewer) index(ctx context.Context) error {
 	paths := []string{v.o.Store}
 	if v.o.Rejected != "" {
@@ -30,13 +34,14 @@ func (v *Viewer) index(ctx context.Context) error {
 	if _, err := v.db.ExecContext(ctx, query("rows_create", nil)); err != nil {
 		return err
 	}
+	var scans []string
 	for i, p := range paths {
 		files, warns, err := duckdb.ParquetFiles(ctx, duckdb.Store{Path: p}, fmt.Sprintf("source%d", i), v.tmp)
 		if err != nil {
 			return err
 		}
 		v.warns = append(v.warns, warns...)
-		s := source{name: schema.Redact(p), files: files, cols: map[string]string{}}
+		s := source{name: schema.Redact(p), path: p, files: files, cols: map[string]string{}}
 		view := []string{duckdb.DefaultView, "rejected"}[i]
 		if _, err := v.db.ExecContext(ctx, "CREATE VIEW "+view+" AS SELECT * FROM "+duckdb.ReadParquet(files)); err != nil {
 			return badStore(p, err)
@@ -57,38 +62,176 @@ func (v *Viewer) index(ctx context.Context) error {
 		if err := rows.Close(); err != nil {
 			return err
 		}
-		if _, err := v.db.ExecContext(ctx, query("rows_insert", s.rowExprs(i))); err != nil {
-			return badStore(p, duckdb.Located(ctx, err, p))
+		if err := v.countRows(ctx, &s); err != nil {
+			return badStore(p, err)
 		}
+		e := s.rowExprs(i, false)
+		e["file"], e["source"] = "NULL::INTEGER", duckdb.ReadParquet(files, "file_row_number = true")
+		scans = append(scans, "("+query("rows_select", e)+")")
 		v.sources = append(v.sources, s)
 	}
+	scan := map[string]string{"rows": "(" + strings.Join(scans, "\nUNION ALL\n") + ")"}
 	for _, q := range []string{"groups_create", "steps_create", "summary_create", "reasons_create"} {
-		if _, err := v.db.ExecContext(ctx, query(q, nil)); err != nil {
+		if _, err := v.db.ExecContext(ctx, query(q, scan)); err != nil {
+			return badStore(v.o.Store, duckdb.Located(ctx, err, paths...))
+		}
+	}
+	return nil
+}
+
+// countRows sets the source's row counts per file from the files' footers
+// and the ids of their first rows, which follow the previous sources'.
+func (v *Viewer) countRows(ctx context.Context, s *source) error {
+	quoted := make([]string, len(s.files))
+	for k, f := range s.files {
+		quoted[k] = duckdb.QuoteString(f)
+	}
+	rows, err := v.db.QueryContext(ctx, "SELECT file_name, num_rows FROM parquet_file_metadata(["+strings.Join(quoted, ", ")+"])")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	n := map[string]int64{}
+	for rows.Next() {
+		var f string
+		var r int64
+		if err := rows.Scan(&f, &r); err != nil {
+			return err
+		}
+		n[f] = r
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, f := range s.files {
+		r, ok := n[f]
+		if !ok {
+			return fmt.Errorf("view: no row count for %s in its footer", f)
+		}
+		s.first, s.rows = append(s.first, v.n), append(s.rows, r)
+		v.n += r
+	}
+	return nil
+}
+
+// secondPass is the state of the index's second pass (fillRows), which fills
+// the index rows, with the advantage and response length the per-token
+// lists give, while the viewer serves.
+type secondPass struct {
+	done   chan struct{} // closed when the pass has ended
+	err    error         // why it failed (bad input naming the store); read after done
+	filled atomic.Int64  // rows filled so far
+	cancel context.CancelFunc
+}
+
+// startRows starts the second pass in the background; Close stops it.
+func (v *Viewer) startRows() {
+	ctx, cancel := context.WithCancel(context.Background())
+	v.pass = &secondPass{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(v.pass.done)
+		if v.o.hold != nil {
+			select {
+			case <-v.o.hold:
+			case <-ctx.Done():
+				v.pass.err = ctx.Err()
+				return
+			}
+		}
+		if v.pass.err = v.fillRows(ctx); v.pass.err != nil && ctx.Err() == nil && v.o.Log != nil {
+			v.o.Log.Printf("view: %v", v.pass.err)
+		}
+	}()
+}
+
+// fillRows is the index's second pass: on a connection of its own, while
+// the pages use the other, it fills the index rows file by file
+// (rows_insert.sql), then builds groups, steps and summary again from them
+// (now with advantages and lengths), in one transaction.
+func (v *Viewer) fillRows(ctx context.Context) error {
+	conn, err := v.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for i, s := range v.sources {
+		e := s.rowExprs(i, true)
+		for k := range s.files {
+			e["file"], e["source"] = fmt.Sprint(k), s.readFile(k)
+			res, err := conn.ExecContext(ctx, query("rows_insert", map[string]string{"select": query("rows_select", e)}))
+			if err != nil {
+				return badStore(s.path, duckdb.Located(ctx, err, s.path))
+			}
+			// The ids of the pages' links are the row counts' of the footers.
+			if n, err := res.RowsAffected(); err != nil || n != s.rows[k] {
+				return fmt.Errorf("view: %s: %d rows read, its footer says %d (%v)", s.files[k], n, s.rows[k], err)
+			}
+			v.pass.filled.Add(s.rows[k])
+		}
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, q := range []string{"groups_create", "steps_create", "summary_create"} {
+		if _, err := tx.ExecContext(ctx, query(q, map[string]string{"rows": "rows"})); err != nil {
 			return err
 		}
 	}
-	return v.db.QueryRowContext(ctx, "SELECT count(*) FROM rows").Scan(&v.n)
+	return tx.Commit()
 }
 
-// rowExprs fills rows_insert.sql for source i: the expression of each index
-// column over the columns the source has (NULL for those it lacks).
-func (s source) rowExprs(i int) map[string]string {
-	col := func(name, cast string) string {
+// indexing says, while the second pass runs or when it failed, what the
+// pages lack; "" once it is done.
+func (v *Viewer) indexing() string {
+	select {
+	case <-v.pass.done:
+		if v.pass.err != nil {
+			return fmt.Sprintf("The rollouts could not be indexed: %v", v.pass.err)
+		}
+		return ""
+	default:
+		return fmt.Sprintf("Indexing the rollouts: %d of %d; until done, advantage and response length show – and a group, a rollout, a search wait for it.", v.pass.filled.Load(), v.n)
+	}
+}
+
+// Wait waits until the index's second pass is done (the rollouts indexed,
+// advantage and response length shown) and returns its error, or ctx's.
+func (v *Viewer) Wait(ctx context.Context) error {
+	select {
+	case <-v.pass.done:
+		return v.pass.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// rowExprs fills rows_select.sql for source i: the expression of each
+// index column over the columns the source has (a typed NULL for those it
+// lacks), advantage and response_length NULL unless withLists.
+func (s source) rowExprs(i int, withLists bool) map[string]string {
+	// col is the column name as it is (cast "") or cast to typ.
+	col := func(name, typ, cast string) string {
 		if !s.has(name) {
-			return "NULL"
+			return "NULL::" + typ
 		}
 		return duckdb.QuoteIdent(name) + cast
 	}
 	e := map[string]string{
-		"src":         fmt.Sprint(i),
-		"source":      s.readRows(),
-		"batch":       col(schema.Batch, ""),
-		"task":        col(schema.Task, ""),
-		"run":         col(schema.Run, "::BIGINT"),
-		"step":        col(schema.Step, "::BIGINT"),
-		"reward":      col(schema.Reward, "::DOUBLE"),
-		"drop_reason": col(schema.DropReason, ""),
-		"dropped_by":  col(schema.DroppedBy, ""),
+		"src":             fmt.Sprint(i),
+		"batch":           col(schema.Batch, "VARCHAR", ""),
+		"task":            col(schema.Task, "VARCHAR", ""),
+		"run":             col(schema.Run, "BIGINT", "::BIGINT"),
+		"step":            col(schema.Step, "BIGINT", "::BIGINT"),
+		"reward":          col(schema.Reward, "DOUBLE", "::DOUBLE"),
+		"drop_reason":     col(schema.DropReason, "VARCHAR", ""),
+		"dropped_by":      col(schema.DroppedBy, "VARCHAR", ""),
+		"advantage":       "NULL::DOUBLE",
+		"response_length": "NULL::BIGINT",
+	}
+	if !withLists {
+		return e
 	}
 	switch {
 	case s.has(schema.ActionMask):
@@ -99,8 +242,6 @@ func (s source) rowExprs(i int) map[string]string {
 		e["response_length"] = "len(tokens) - prompt_length"
 	case s.has(schema.Chosen):
 		e["response_length"] = "len(chosen)"
-	default:
-		e["response_length"] = "NULL"
 	}
 	switch {
 	case s.has(schema.Advantages, schema.ActionMask):
@@ -108,16 +249,14 @@ func (s source) rowExprs(i int) map[string]string {
 		e["advantage"] = "list_avg(list_filter(advantages, (a, k) -> action_mask[k]))"
 	case s.has(schema.Advantages):
 		e["advantage"] = "list_avg(advantages)"
-	default:
-		e["advantage"] = "NULL"
 	}
 	return e
 }
 
-// readRows is the read_parquet call over the source's files with each row's
-// file name and row number (columns filename and file_row_number).
-func (s source) readRows() string {
-	return duckdb.ReadParquet(s.files, "filename = true", "file_row_number = true")
+// readFile is the read_parquet call over the source's file k with each
+// row's row number (column file_row_number).
+func (s source) readFile(k int) string {
+	return duckdb.ReadParquet(s.files[k:k+1], "file_row_number = true")
 }
 
 // tokenColumns returns the source's per-token list columns a rollout's

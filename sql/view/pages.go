@@ -18,28 +18,33 @@ import (
 // the requester's mistakes, anything else a 500).
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// routes maps the pages; anything else is a 404.
+// routes maps the pages; anything else is a 404. The pages that read the
+// index rows are served once the index's second pass has filled them.
 func (v *Viewer) routes() http.Handler {
 	mux := http.NewServeMux()
-	for p, h := range map[string]handlerFunc{
-		"/{$}":     v.overview,
-		"/step":    v.step,
-		"/group":   v.group,
-		"/rollout": v.rollout,
-		"/search":  v.search,
-		"/sql":     v.sqlBox,
-		"/assets/": v.asset,
-		"/":        func(http.ResponseWriter, *http.Request) error { return notFound("no such page") },
+	for p, rt := range map[string]struct {
+		h    handlerFunc
+		rows bool
+	}{
+		"/{$}":     {v.overview, false},
+		"/step":    {v.step, false},
+		"/group":   {v.group, true},
+		"/rollout": {v.rollout, true},
+		"/search":  {v.search, true},
+		"/sql":     {v.sqlBox, true},
+		"/assets/": {v.asset, false},
+		"/":        {func(http.ResponseWriter, *http.Request) error { return notFound("no such page") }, false},
 	} {
-		mux.Handle(p, v.wrap(h))
+		mux.Handle(p, v.wrap(rt.h, rt.rows))
 	}
 	return mux
 }
 
 // wrap serves a page: GET and HEAD only, strict headers (no script or style
 // from elsewhere, no sniffing, no framing), errors rendered as a page with
-// their status and message, a panic as a 500 without its trace.
-func (v *Viewer) wrap(h handlerFunc) http.Handler {
+// their status and message, a panic as a 500 without its trace. A page
+// reading the index rows (rows) waits for them first.
+func (v *Viewer) wrap(h handlerFunc, rows bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hdr := w.Header()
 		hdr.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
@@ -54,6 +59,12 @@ func (v *Viewer) wrap(h handlerFunc) http.Handler {
 			hdr.Set("Allow", "GET, HEAD")
 			v.fail(w, r, &httpError{http.StatusMethodNotAllowed, "the viewer is read-only: GET only"})
 			return
+		}
+		if rows {
+			if err := v.Wait(r.Context()); err != nil {
+				v.fail(w, r, err)
+				return
+			}
 		}
 		if err := h(w, r); err != nil {
 			v.fail(w, r, err)
@@ -105,11 +116,12 @@ type page struct {
 	Store    string
 	Rejected string
 	AllowSQL bool
+	Indexing string // what the pages lack while the index's second pass runs, or why they lack it
 	Data     any
 }
 
 func (v *Viewer) page(title string, data any) page {
-	p := page{Title: title, Store: v.sources[0].name, AllowSQL: v.o.AllowSQL, Data: data}
+	p := page{Title: title, Store: v.sources[0].name, AllowSQL: v.o.AllowSQL, Indexing: v.indexing(), Data: data}
 	if len(v.sources) > 1 {
 		p.Rejected = v.sources[1].name
 	}

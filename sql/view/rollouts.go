@@ -22,13 +22,13 @@ const (
 	rowGap        = 256 // rows read between two wanted ones rather than another query
 )
 
-// readRows reads the rows (by row number) of one Parquet file of source s,
-// the columns named (all: none named), keyed by row number. Rows near each
-// other are read by one query (rollout_read.sql), whose filter on the row
-// number the Parquet reader applies.
-func (v *Viewer) readRows(ctx context.Context, s source, file string, want []int64, columns ...string) (map[int64]record, error) {
-	if !slices.Contains(s.files, file) {
-		return nil, fmt.Errorf("view: %s is not a file of the store %s", file, s.name)
+// readRows reads the rows (by row number) of the Parquet file k of source
+// s, the columns named (all: none named), keyed by row number. Rows near
+// each other are read by one query (rollout_read.sql), whose filter on the
+// row number the Parquet reader applies.
+func (v *Viewer) readRows(ctx context.Context, s source, k int64, want []int64, columns ...string) (map[int64]record, error) {
+	if k < 0 || k >= int64(len(s.files)) {
+		return nil, fmt.Errorf("view: the store %s has no file %d", s.name, k)
 	}
 	want = slices.Clone(want)
 	slices.Sort(want)
@@ -40,7 +40,7 @@ func (v *Viewer) readRows(ctx context.Context, s source, file string, want []int
 		}
 		cols = strings.Join(quoted, ", ")
 	}
-	q := query("rollout_read", map[string]string{"file": duckdb.ReadParquet([]string{file}, "file_row_number = true"), "columns": cols})
+	q := query("rollout_read", map[string]string{"file": s.readFile(int(k)), "columns": cols})
 	out := map[int64]record{}
 	for i := 0; i < len(want); {
 		j := i + 1
@@ -105,13 +105,10 @@ func (v *Viewer) group(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// The rows to read, per source and file.
-	type fileKey struct {
-		src  int64
-		file string
-	}
+	type fileKey struct{ src, file int64 }
 	want := map[fileKey][]int64{}
 	for _, x := range idx {
-		k := fileKey{asInt(x["src"]), x["file"].(string)}
+		k := fileKey{asInt(x["src"]), asInt(x["file"])}
 		want[k] = append(want[k], asInt(x["file_row"]))
 	}
 	read := map[fileKey]map[int64]record{}
@@ -122,7 +119,7 @@ func (v *Viewer) group(w http.ResponseWriter, r *http.Request) error {
 	}
 	d := groupData{Batch: batch, Task: task, Group: groups[0]}
 	for _, x := range idx {
-		k := fileKey{asInt(x["src"]), x["file"].(string)}
+		k := fileKey{asInt(x["src"]), asInt(x["file"])}
 		c := card{Index: x}
 		c.Text, c.IsText, c.Truncated = snippet(v.sources[k.src], read[k][asInt(x["file_row"])])
 		d.Rollouts = append(d.Rollouts, c)
@@ -226,13 +223,13 @@ func (v *Viewer) rollout(w http.ResponseWriter, r *http.Request) error {
 	}
 	x := idx[0]
 	s := v.sources[asInt(x["src"])]
-	rows, err := v.readRows(ctx, s, x["file"].(string), []int64{asInt(x["file_row"])})
+	rows, err := v.readRows(ctx, s, asInt(x["file"]), []int64{asInt(x["file_row"])})
 	if err != nil {
 		return err
 	}
 	row, ok := rows[asInt(x["file_row"])]
 	if !ok {
-		return fmt.Errorf("view: row %d of %s is gone", asInt(x["file_row"]), x["file"])
+		return fmt.Errorf("view: row %d of %s is gone", asInt(x["file_row"]), s.files[asInt(x["file"])])
 	}
 	d := rolloutData{ID: id, Index: x}
 	d.Prompt, _ = row["prompt_text"].(string)

@@ -2,10 +2,11 @@
 -- rejected-rows store (src 1), in store order, so that rowid is the
 -- experience's id in the page's links. Only scalars: the text and the
 -- per-token lists are read from the store's files when a page shows them
--- (file and file_row find the row).
-CREATE TEMP TABLE rows (
+-- (file and file_row find the row). Filled in the background after the
+-- viewer starts (rows_insert.sql).
+CREATE TABLE rows (
     src             TINYINT,  -- 0: the store, 1: the --rejected store
-    file            VARCHAR,  -- the Parquet file holding the row
+    file            INTEGER,  -- the Parquet file holding the row: its number among the source's files, from 0
     file_row        BIGINT,   -- its row number in the file
     batch           VARCHAR,  -- the explore step ('' when absent)
     batch_num       BIGINT,   -- batch as a number, when it is one (order)

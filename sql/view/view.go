@@ -4,11 +4,16 @@
 // text and tokens coloured by a per-token column, a search over responses
 // and, when allowed, an SQL box.
 //
-// At start the store (and its --rejected store) is indexed once in DuckDB:
-// the temp table rows holds every experience's scalars, groups, steps,
-// summary and reasons their summaries (rows_create.sql and the other
-// *_create.sql), so that later pages query small tables. A rollout's text and lists are read
-// from its Parquet file by row number when its page is shown. Every query is
+// The store (and its --rejected store) is indexed once in DuckDB: the
+// table rows holds every experience's scalars, groups, steps, summary and
+// reasons their summaries (rows_create.sql and the other *_create.sql), so
+// that later pages query small tables. A first pass builds the summaries
+// from the stores' scalar columns, reading no list and storing no row; the
+// viewer serves once it is done. A second pass, in the background, fills
+// rows, with each row's advantage and response length from its per-token
+// lists, and builds the summaries again with them; meanwhile the pages say
+// so, and those reading rows wait for it. A rollout's text and lists are
+// read from its Parquet file by row number when its page is shown. Every query is
 // an embedded .sql file; values reach DuckDB as parameters, and the few
 // {{placeholders}} are filled from fixed lists (sort columns, column names
 // of the store, its file names).
@@ -50,26 +55,35 @@ type Options struct {
 	AllowSQL    bool   // serve the SQL box (read-only queries over the views)
 	Threads     int    // DuckDB threads (0: one per CPU)
 	MemoryLimit string // DuckDB memory limit (default: DuckDB's)
-	// Log, if set, receives one line per failed request (a 5xx).
+	// Log, if set, receives one line per failed request (a 5xx) and the
+	// failure of the index's second pass.
 	Log *log.Logger
+
+	hold       <-chan struct{} // tests: the index's second pass starts once it is closed
+	searchRows int64           // tests: rollouts a search page reads at most (0: searchRows)
 }
 
 // Viewer is an indexed store and the HTTP handler serving it.
 type Viewer struct {
-	o       Options
-	db      *sql.DB
-	tmp     string
-	sources []source
-	n       int64 // experiences in the index (both sources)
-	warns   []string
-	tmpl    *template.Template
-	handler http.Handler
+	o          Options
+	db         *sql.DB
+	tmp        string
+	sources    []source
+	n          int64 // experiences in the index (both sources)
+	searchRows int64 // rollouts a search page reads at most
+	pass       *secondPass
+	warns      []string
+	tmpl       *template.Template
+	handler    http.Handler
 }
 
 // source is one store the viewer reads: the store (0) or its rejected rows (1).
 type source struct {
 	name  string            // as shown: the path, redacted
+	path  string            // as given
 	files []string          // its Parquet files (converted, when it was not Parquet)
+	first []int64           // per file, the id of its row 0 (its rows' ids are consecutive)
+	rows  []int64           // per file, its rows
 	cols  map[string]string // column name -> DuckDB type
 	order []string          // column names in store order
 }
@@ -84,7 +98,8 @@ func (s source) has(cols ...string) bool {
 	return true
 }
 
-// Open indexes the store (and the rejected store) and returns the viewer;
+// Open indexes the store (and the rejected store) and returns the viewer,
+// the index's second pass running in the background (Wait waits for it);
 // Close releases it. Bad stores are bad input naming the store.
 func Open(ctx context.Context, o Options) (*Viewer, error) {
 	tmp, err := store.TempDir()
@@ -96,7 +111,14 @@ func Open(ctx context.Context, o Options) (*Viewer, error) {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	v := &Viewer{o: o, db: db, tmp: tmp}
+	// Two connections: the index's second pass holds one, the pages use
+	// the other. Both see the index's tables and the views, which are in
+	// the in-memory database (not TEMP, which is a connection's own).
+	db.SetMaxOpenConns(2)
+	v := &Viewer{o: o, db: db, tmp: tmp, searchRows: o.searchRows}
+	if v.searchRows <= 0 {
+		v.searchRows = searchRows
+	}
 	if err := v.index(ctx); err != nil {
 		v.Close()
 		return nil, err
@@ -106,11 +128,17 @@ func Open(ctx context.Context, o Options) (*Viewer, error) {
 		return nil, err
 	}
 	v.handler = v.routes()
+	v.startRows()
 	return v, nil
 }
 
-// Close closes the database and removes the converted stores.
+// Close stops the index's second pass, closes the database and removes the
+// converted stores.
 func (v *Viewer) Close() error {
+	if v.pass != nil {
+		v.pass.cancel()
+		<-v.pass.done
+	}
 	err := v.db.Close()
 	os.RemoveAll(v.tmp)
 	return err

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +67,14 @@ func testStores(t testing.TB, batches int) (storePath, rejectedPath string) {
 func newTestViewer(t testing.TB, batches int, allowSQL bool) (*Viewer, *httptest.Server) {
 	t.Helper()
 	s, rej := testStores(t, batches)
-	v, err := Open(context.Background(), Options{Store: s, Rejected: rej, AllowSQL: allowSQL, Threads: 1})
+	return serveTestViewer(t, Options{Store: s, Rejected: rej, AllowSQL: allowSQL, Threads: 1})
+}
+
+// serveTestViewer opens a viewer with o, serves it and, unless o holds the
+// index's second pass, waits for it.
+func serveTestViewer(t testing.TB, o Options) (*Viewer, *httptest.Server) {
+	t.Helper()
+	v, err := Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +83,11 @@ func newTestViewer(t testing.TB, batches int, allowSQL bool) (*Viewer, *httptest
 		srv.Close()
 		v.Close()
 	})
+	if o.hold == nil {
+		if err := v.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return v, srv
 }
 
@@ -218,6 +232,122 @@ func TestPages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFirstPass: before the index's second pass has run, the overview and
+// the steps' pages show what the stores' scalars give, advantage and length
+// as "–", and say that the rollouts are being indexed; a group's page
+// waits for the index, then shows its rollouts; afterwards the pages show
+// advantage and length, and say nothing of indexing.
+func TestFirstPass(t *testing.T) {
+	hold := make(chan struct{})
+	s, rej := testStores(t, 3)
+	v, srv := serveTestViewer(t, Options{Store: s, Rejected: rej, Threads: 1, hold: hold})
+	const indexing = `id="indexing">Indexing the rollouts: 0 of 36;`
+	for _, c := range []struct {
+		url, table string
+		want       []string
+	}{
+		{"/", "steps-table", []string{
+			"batch groups rollouts reward_mean reward_std adv_mean length_mean dropped_groups",
+			"0 3 12 0.5 0.5222 – – 0",
+			"1 3 12 0.6667 0.4924 – – 1",
+			"2 3 12 0.5 0.5222 – – 1",
+		}},
+		{"/step?batch=2", "groups-table", []string{
+			"task rollouts dropped reward_mean reward_std adv_mean adv_min adv_max length_mean status dropped_by drop_reason",
+			"0 4 1 0.5 0.5774 – – – – partly dropped length_filter response_too_long",
+			"1 4 0 0.5 0.5774 – – – – kept",
+			"2 4 0 0.5 0.5774 – – – – kept",
+		}},
+	} {
+		code, body := get(t, srv.Client(), srv.URL+c.url)
+		if code != http.StatusOK || !strings.Contains(body, indexing) {
+			t.Errorf("%s: status %d, want 200 saying %q; body:\n%s", c.url, code, indexing, body)
+		}
+		if got := rowsOf(body, c.table); strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("%s: table %s:\n got %q\nwant %q", c.url, c.table, got, c.want)
+		}
+	}
+	group := make(chan string)
+	go func() {
+		resp, err := srv.Client().Get(srv.URL + "/group?batch=2&task=0")
+		if err != nil {
+			group <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		group <- string(b)
+	}()
+	select {
+	case body := <-group:
+		t.Fatalf("the group's page came before the index:\n%s", body)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold)
+	if body := <-group; !strings.Contains(body, "answer 3 of task 0") || strings.Contains(body, `id="indexing"`) {
+		t.Errorf("the group's page after the index lacks its rollouts or says it indexes:\n%s", body)
+	}
+	if err := v.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, srv.Client(), srv.URL+"/")
+	if want := "0 3 12 0.5 0.5222 0 4 0"; code != http.StatusOK || !slices.Contains(rowsOf(body, "steps-table"), want) || strings.Contains(body, `id="indexing"`) {
+		t.Errorf("/ after the index: status %d, want the row %q and no indexing note; body:\n%s", code, want, body)
+	}
+}
+
+// TestSecondPassFails: when the second pass cannot read the store (here,
+// gone after the first), the pages say why, and a page reading the index
+// rows is refused with the reason, naming the store, instead of waiting.
+func TestSecondPassFails(t *testing.T) {
+	hold := make(chan struct{})
+	s, rej := testStores(t, 3)
+	v, srv := serveTestViewer(t, Options{Store: s, Rejected: rej, Threads: 1, hold: hold})
+	if err := os.Remove(s); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	if err := v.Wait(context.Background()); err == nil || !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "store.parquet") {
+		t.Fatalf("Wait: %v; want bad input naming store.parquet", err)
+	}
+	if code, body := get(t, srv.Client(), srv.URL+"/"); code != http.StatusOK || !strings.Contains(body, `id="indexing">The rollouts could not be indexed: `) {
+		t.Errorf("/: status %d, want 200 saying the rollouts could not be indexed; body:\n%s", code, body)
+	}
+	if code, body := get(t, srv.Client(), srv.URL+"/group?batch=0&task=0"); code != http.StatusBadRequest || !strings.Contains(body, "store.parquet") {
+		t.Errorf("/group: status %d, want 400 naming store.parquet; body:\n%s", code, body)
+	}
+}
+
+// TestSearchPages: a search page reads at most searchRows rollouts, says
+// which it searched and links the page searching on, across the store's
+// end into the rejected store's rows.
+func TestSearchPages(t *testing.T) {
+	s, rej := testStores(t, 3)
+	_, srv := serveTestViewer(t, Options{Store: s, Rejected: rej, Threads: 1, searchRows: 10})
+	for _, c := range []struct {
+		url     string
+		results []string
+		want    string
+	}{
+		{"/search?q=answer+3", []string{"id batch task run reward dropped response", "3 0 0 3 1 answer 3 of task 0", "7 0 1 3 1 answer 3 of task 1"},
+			`Searched the rollouts 0–9 of 36 (by id). <a href="/search?from=10&amp;mode=text&amp;q=answer&#43;3" rel="next">search on →</a>`},
+		{"/search?q=answer+3&from=10", []string{"id batch task run reward dropped response", "11 0 2 3 1 answer 3 of task 2", "15 1 0 3 1 answer 3 of task 0", "19 1 1 3 0 answer 3 of task 1"},
+			`Searched the rollouts 10–19 of 36 (by id). <a href="/search?from=20&amp;mode=text&amp;q=answer&#43;3" rel="next">search on →</a>`},
+		{"/search?q=answer+3&from=28", []string{"id batch task run reward dropped response", "30 2 2 3 1 answer 3 of task 2", "34 1 2 3 1 reward_std_below_threshold answer 3 of task 2", "35 2 0 3 1 response_too_long answer 3 of task 0"},
+			`Searched the rollouts 28–35 of 36 (by id).</p>`},
+		{"/search?q=answer+3&from=36", []string{"id batch task run reward dropped response", "No rollout matches."},
+			`No rollout from id 36 on: there are 36.</p>`},
+	} {
+		code, body := get(t, srv.Client(), srv.URL+c.url)
+		if code != http.StatusOK || !strings.Contains(body, c.want) {
+			t.Errorf("%s: status %d, want 200 with %q; body:\n%s", c.url, code, c.want, body)
+		}
+		if got := rowsOf(body, "results"); strings.Join(got, "\n") != strings.Join(c.results, "\n") {
+			t.Errorf("%s: results\n got %q\nwant %q", c.url, got, c.results)
+		}
 	}
 }
 
