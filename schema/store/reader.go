@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -82,9 +83,11 @@ func BatchRows(n int) ReadOption {
 
 // Reader streams the record batches of a store, file after file.
 type Reader struct {
-	cfg    readConfig
-	files  []string
-	parts  []Partition // the columns the directory names give (Partitions)
+	cfg   readConfig
+	files []string
+	parts []Partition // the columns the directory names give (Partitions)
+	// held: the explore steps of each file of an increment left out
+	held   map[string]map[int64]bool
 	idx    int
 	cur    source
 	raw    source // cur before normalise
@@ -256,7 +259,11 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{cfg: cfg, files: files, parts: parts, idx: -1}
+	held, warnings, err := heldBack(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{cfg: cfg, files: files, parts: parts, held: held, warnings: warnings, idx: -1}
 	if err := r.openNext(); err != nil {
 		return nil, err
 	}
@@ -287,9 +294,14 @@ func (r *Reader) openNext() (err error) {
 		return err
 	}
 	var s source
+	held := r.held[file]
 	switch f {
 	case Parquet:
-		s, err = openParquet(file, r.cfg)
+		cfg := r.cfg
+		if held != nil && len(cfg.columns) > 0 {
+			cfg.columns = append(slices.Clone(cfg.columns), table.VersionColumn)
+		}
+		s, err = openParquet(file, cfg)
 	case ArrowFile, ArrowStream:
 		s, err = openIPC(file, f, r.cfg)
 	case JSONL:
@@ -303,6 +315,11 @@ func (r *Reader) openNext() (err error) {
 	if err := uniqueColumns(file, s.Schema()); err != nil {
 		s.Close()
 		return err
+	}
+	if held != nil {
+		if s, err = holdBack(file, s, held, r.cfg.columns, r.cfg.mem); err != nil {
+			return err
+		}
 	}
 	r.raw, r.skippedFile = s, 0
 	s = normalise(file, withPartitions(file, s, r.parts, r.idx, r.cfg.columns, r.cfg.mem), r.cfg.mem)
