@@ -28,7 +28,7 @@ const Marker = "_rftpipe_table.json"
 
 // ExperimentColumn is the column (and partition) naming each row's
 // experiment.
-const ExperimentColumn = "experiment"
+const ExperimentColumn = schema.Experiment
 
 // VersionColumn is the column whose range each data file records, for
 // pruning reads by explore step.
