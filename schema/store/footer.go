@@ -39,11 +39,15 @@ func footerOf(path string) (md *metadata.FileMetaData, err error) {
 // file is Parquet, no column comes from the directory names (see
 // Partitions), and no page is compressed with the legacy (Hadoop) LZ4 codec,
 // which arrow-rs writes and DuckDB does not read, and the store is not the
-// increment of a table (whose files' rows Open selects). When false, such a reader
+// increment of a table (whose files' rows Open selects) nor a table whose
+// files differ in columns (which Open widens). When false, such a reader
 // must read the store through Open (e.g. a temporary copy). A footer whose
 // row counts do not add up is bad input, as Open finds it.
 func ReadInPlace(path string, files []string) (bool, error) {
 	if _, spec, ok, err := table.ParseStore(path); ok && spec.Since > 0 || err != nil {
+		return false, err
+	}
+	if wide, err := tableSchema(path, files, defaultReadConfig()); wide != nil || err != nil {
 		return false, err
 	}
 	parts, err := Partitions(path, files)

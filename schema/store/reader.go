@@ -87,7 +87,10 @@ type Reader struct {
 	files []string
 	parts []Partition // the columns the directory names give (Partitions)
 	// held: the explore steps of each file of an increment left out
-	held   map[string]map[int64]bool
+	held map[string]map[int64]bool
+	// wide: the columns of a table whose files differ in columns (each
+	// file read widened to them), else nil
+	wide   *arrow.Schema
 	idx    int
 	cur    source
 	raw    source // cur before normalise
@@ -246,8 +249,7 @@ func firstStoreFile(dir string) (string, bool) {
 // Open opens a store for streaming. Every file of a multi-file store must have
 // the same schema as the first; such a store's schema carries no metadata.
 func Open(path string, opts ...ReadOption) (*Reader, error) {
-	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64), ctx: context.Background(),
-		rowGroupsInFlight: rowGroupsInFlight()}
+	cfg := defaultReadConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -263,7 +265,14 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{cfg: cfg, files: files, parts: parts, held: held, warnings: warnings, idx: -1}
+	wide, err := tableSchema(path, files, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if wide != nil {
+		cfg.deferred = false // the raw chunks of files of other columns do not line up
+	}
+	r := &Reader{cfg: cfg, files: files, parts: parts, held: held, wide: wide, warnings: warnings, idx: -1}
 	if err := r.openNext(); err != nil {
 		return nil, err
 	}
@@ -278,6 +287,12 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// defaultReadConfig is the configuration of a read without options.
+func defaultReadConfig() readConfig {
+	return readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64), ctx: context.Background(),
+		rowGroupsInFlight: rowGroupsInFlight()}
 }
 
 func (r *Reader) openNext() (err error) {
@@ -323,6 +338,9 @@ func (r *Reader) openNext() (err error) {
 	}
 	r.raw, r.skippedFile = s, 0
 	s = normalise(file, withPartitions(file, s, r.parts, r.idx, r.cfg.columns, r.cfg.mem), r.cfg.mem)
+	if r.wide != nil {
+		s = widen(s, r.wide, r.cfg.mem)
+	}
 	if r.schema != nil && !SameColumns(s.Schema(), r.schema) {
 		s.Close()
 		col, why := ColumnDiff(r.schema, s.Schema())
