@@ -43,8 +43,9 @@ func appendRows(t *testing.T, dir, from, query, url string) {
 }
 
 // TestSinceLastNightly runs three nightly rounds (a step written to the
-// buffer, ingest, run --since-last): their outputs together are the rows
-// of one run over the whole table. A run that fails leaves the watermark;
+// buffer, ingest, run --since-last; the table compacted before the last
+// run): their outputs together are the rows of one run over the whole
+// table. A run that fails leaves the watermark;
 // a run with nothing ingested since writes nothing and says 0 new.
 func TestSinceLastNightly(t *testing.T) {
 	dir := t.TempDir()
@@ -62,6 +63,11 @@ func TestSinceLastNightly(t *testing.T) {
 			t.Fatalf("ingest %d: %s", k, stderr)
 		}
 		out := fmt.Sprintf("night%d.parquet", k)
+		if k == 2 { // compaction merges the new data file with the read ones: the run still reads only the new rows
+			if _, stderr, code := runCLI(t, "compact", tbl); code != 0 {
+				t.Fatalf("compact: %s", stderr)
+			}
+		}
 		if k == 1 { // step 1 has null rewards: the run fails, the watermark stays
 			before, err := os.ReadFile(mark)
 			if err != nil {
@@ -75,7 +81,11 @@ func TestSinceLastNightly(t *testing.T) {
 			}
 		}
 		stderr, code := run(out, "--on-invalid-reward", "drop")
-		if want := fmt.Sprintf("ingested after snapshot %d, up to %d", k, k+1); code != 0 || !strings.Contains(stderr, want) {
+		from, to := k, k+1 // round k's ingest is snapshot k+1, the compaction 4
+		if k == 2 {
+			to = 4
+		}
+		if want := fmt.Sprintf("ingested after snapshot %d, up to %d", from, to); code != 0 || !strings.Contains(stderr, want) {
 			t.Fatalf("night %d: exit %d, want %q\n%s", k, code, want, stderr)
 		}
 		nightly = append(nightly, storeRows(t, filepath.Join(dir, "out", out))...)
