@@ -30,7 +30,7 @@ func heldBack(path string, cfg readConfig) (map[string]map[int64]bool, []string,
 		return nil, nil, err
 	}
 	added, before, err := t.Since(spec)
-	if err != nil {
+	if err != nil || len(before) == 0 {
 		return nil, nil, err
 	}
 	old := map[string]map[int64]bool{} // experiment -> model_versions of snapshot N

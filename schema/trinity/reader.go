@@ -83,8 +83,8 @@ type Reader struct {
 // metadata row names are found by seeks on the blob table's key, not by a
 // second scan of its payloads. Past maxGaps gaps it gives up (many).
 type idSpan struct {
-	// after: the read's AfterID; the ids up to it were checked by the
-	// reads before it
+	// after: the read's AfterID (when positive, the ids up to it were
+	// checked by the reads before it)
 	after       int64
 	seen        bool
 	first, last int64
@@ -117,7 +117,11 @@ func (s *idSpan) outside(table string) string {
 	if !s.seen || s.many {
 		return ""
 	}
-	ranges := []string{fmt.Sprintf("id > %d AND id < %d", s.after, s.first), fmt.Sprintf("id > %d", s.last)}
+	below := fmt.Sprintf("id < %d", s.first)
+	if s.after > 0 {
+		below = fmt.Sprintf("id > %d AND id < %d", s.after, s.first)
+	}
+	ranges := []string{below, fmt.Sprintf("id > %d", s.last)}
 	for _, g := range s.gaps {
 		ranges = append(ranges, fmt.Sprintf("id > %d AND id < %d", g[0], g[1]))
 	}
@@ -505,7 +509,11 @@ func (r *Reader) atEnd() error {
 	// gaps), an anti-join.
 	q := r.span.outside(quoteIdent(blobTable(r.loc)))
 	if q == "" {
-		q = "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL AND b.id > " + strconv.FormatInt(r.span.after, 10) + " ORDER BY b.id"
+		q = "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL"
+		if r.span.after > 0 {
+			q += " AND b.id > " + strconv.FormatInt(r.span.after, 10)
+		}
+		q += " ORDER BY b.id"
 	}
 	return r.ids(q, &r.orphans)
 }
