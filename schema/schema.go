@@ -62,6 +62,10 @@ const (
 	// [len(tokens)-1][layers][top_k]. It is not in Order: it sorts with the
 	// extra columns, as the stores Trinity's 0.6 exports have it.
 	RoutedExperts = "routed_experts"
+	// Experiment names a row's experiment in an experience table (package
+	// schema/table), where it is also the partition. It is not in Order:
+	// it sorts with the extra columns.
+	Experiment = "experiment"
 )
 
 // PromptTruncated is the truncate_status of a row whose prompt was cut to
@@ -111,6 +115,7 @@ var types = map[string]arrow.DataType{
 	RolloutISWeights: arrow.ListOf(arrow.PrimitiveTypes.Float32),
 	GradLogprob:      arrow.ListOf(arrow.PrimitiveTypes.Float32),
 	RoutedExperts:    arrow.ListOf(arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Int16))),
+	Experiment:       arrow.BinaryTypes.String,
 }
 
 // Order is the canonical column order of a store written by rftpipe.

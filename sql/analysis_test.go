@@ -888,7 +888,8 @@ func TestAnalysisMissingColumn(t *testing.T) {
 }
 
 // badRewardStore writes the demo store with some rewards NaN, some
-// infinite and some null, and returns its path and the number of them.
+// infinite and some null (and an experiment column, as a table's), and
+// returns its path and the number of them.
 func badRewardStore(t *testing.T) (string, int) {
 	t.Helper()
 	db := openDB(t, demoStore)
@@ -898,7 +899,7 @@ func badRewardStore(t *testing.T) (string, int) {
 			WHEN run = 1 AND task % 5 = 0 THEN 'Infinity'::DOUBLE
 			WHEN run = 2 AND task % 4 = 0 THEN NULL
 			WHEN batch = 2 AND task = 1 THEN NULL
-			ELSE reward END AS reward) FROM experiences) TO '` + path + `' (FORMAT parquet)`)
+			ELSE reward END AS reward), 'demo' AS experiment FROM experiences) TO '` + path + `' (FORMAT parquet)`)
 	if err != nil {
 		t.Fatal(err)
 	}

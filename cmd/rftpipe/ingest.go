@@ -33,7 +33,7 @@ func ingestCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "ingest: 0 new in %s\n", schema.Redact(in))
 				return nil
 			}
-			fmt.Fprintf(c.App.ErrWriter, "ingest: %d new from %s -> %s (snapshot %d)\n", res.Rows, schema.Redact(in), dir, res.Snapshots[len(res.Snapshots)-1])
+			fmt.Fprintf(c.App.ErrWriter, "ingest: %d new from %s -> %s (snapshot %d; %d rows read)\n", res.Rows, schema.Redact(in), dir, res.Snapshots[len(res.Snapshots)-1], res.Read)
 			return nil
 		},
 	}

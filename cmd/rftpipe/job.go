@@ -42,6 +42,7 @@ func runOptions(c *cli.Context) (*builder.RunOptions, error) {
 		Args: keyValues(c, "arg"), Operators: c.StringSlice("operator"), SkipOperators: c.StringSlice("skip-operator"),
 		Out: c.String("out"), Rejected: c.String("rejected"),
 		OnInvalidReward: setString(c, "on-invalid-reward"), Codec: c.String("codec"), InsideInput: c.Bool("allow-inside-input"),
+		SinceLast: c.Bool("since-last"),
 	}, nil
 }
 

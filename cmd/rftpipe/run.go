@@ -32,6 +32,7 @@ func runCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the random choices (same input and seed, same output bytes)"},
 			&cli.StringFlag{Name: "on-invalid-reward", Value: "error", Usage: "null/NaN/Inf rewards: error | drop"},
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec: zstd | snappy | gzip | none"},
+			&cli.BoolFlag{Name: "since-last", Usage: "read only the rows of the --in experience table ingested since this job's last successful run (its watermark: _since_last/LABEL.json beside --out); an explore step with rows the last run read is left out, with a warning"},
 			&cli.BoolFlag{Name: "allow-inside-input", Usage: "write outputs inside the input store's directory or matching its glob (refused by default: the next read would take them for part of the store)"},
 			int64Flag(&cli.Int64Flag{Name: "step", Usage: "the trainer step about to run: with sample_strategy staleness_control, rows with model_version < step - max_staleness are not read", DefaultText: "every row read"}, schema.AtLeast1),
 			progressFlag(),
@@ -51,6 +52,10 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if res.Since != nil && !res.Since.New {
+				fmt.Fprintf(c.App.ErrWriter, "run: 0 new: nothing ingested into %s since snapshot %d; nothing written\n", res.Since.Dir, res.Since.From)
+				return nil
+			}
 			printWarnings(c, "run", res.Warnings)
 			if o.Rejected != "" {
 				fmt.Fprintf(c.App.ErrWriter, "run: %d rejected rows written to %s\n", res.Rejected, schema.Redact(o.Rejected))
@@ -58,6 +63,9 @@ func runCommand() *cli.Command {
 			fmt.Fprintf(c.App.ErrWriter, "run: %s: %d experiences in %d groups -> %d written (%d filtered, %d invalid dropped, %d duplicated) to %s in %.1fs (%.0f/s)\n",
 				res.Name, res.In, res.Groups, res.Out, res.Filtered, res.InvalidDropped, res.Duplicated, schema.Redact(res.Store),
 				res.Elapsed.Seconds(), float64(res.In)/res.Elapsed.Seconds())
+			if res.Since != nil {
+				fmt.Fprintf(c.App.ErrWriter, "run: read the rows of %s ingested after snapshot %d, up to %d\n", res.Since.Dir, res.Since.From, res.Since.To)
+			}
 			if res.Out == 0 && res.In > 0 {
 				fmt.Fprintln(c.App.ErrWriter, "run: warning: every experience was filtered out; the output store is empty")
 			}

@@ -33,6 +33,8 @@ import (
 	"github.com/rftpipe/rftpipe/pipeline/shard"
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/table"
+	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
 // plan is a job being built: the job with its input, outputs and
@@ -54,6 +56,8 @@ type plan struct {
 	makeOut bool
 	// loss is a loss job's one stage (nil for run).
 	loss *pipeline.LossStage
+	// since is the increment a run --since-last reads (nil otherwise).
+	since *table.Increment
 }
 
 // command is the options of one command that builds and runs a job.
@@ -112,7 +116,30 @@ func (o *RunOptions) resolve() (*plan, error) {
 	}
 	p.makeOut = true
 	p.settings = o.settings()
+	if o.SinceLast {
+		if err := p.sinceLast(); err != nil {
+			return nil, err
+		}
+	}
 	return p, p.shardOut(&o.Common)
+}
+
+// sinceLast makes the job read the rows of its input table ingested since
+// its last successful run (table.SinceLast).
+func (p *plan) sinceLast() error {
+	j := p.job
+	if j.In == "" || j.Out == "" {
+		return schema.Usagef("--since-last needs an input table and an output store (--in, --out)")
+	}
+	if trinity.IsURL(j.Out) {
+		return schema.Usagef("--since-last keeps its watermark beside the output: write a file store, not the buffer %s", schema.Redact(j.Out))
+	}
+	inc, err := table.SinceLast(j.In, j.Out, j.Label)
+	if err != nil {
+		return err
+	}
+	p.since, j.In = inc, inc.In
+	return nil
 }
 
 // runJob is the pipeline.Job fields every run shares.

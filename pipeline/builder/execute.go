@@ -13,6 +13,7 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/objstore"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/table"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
@@ -22,6 +23,10 @@ type RunReport struct {
 	// Name says what the job computed; Store is the store written (a
 	// sharded run's part).
 	Name, Store string
+	// Since is the increment a run --since-last read (nil otherwise); when
+	// nothing was ingested since its last run (Since.New false), nothing
+	// was written.
+	Since *table.Increment
 }
 
 // Run builds the job of a run's options and runs it, in the sequence
@@ -44,7 +49,7 @@ func Run(ctx context.Context, o *RunOptions, status func(error) int) (*RunReport
 	if err != nil {
 		return nil, err
 	}
-	return &RunReport{Result: res, Name: p.job.Name, Store: p.job.Out}, nil
+	return &RunReport{Result: res, Name: p.job.Name, Store: p.job.Out, Since: p.since}, nil
 }
 
 // execute is Run's sequence for the options of any job command.
@@ -121,6 +126,9 @@ func (p *plan) run(ctx context.Context) (res *pipeline.Result, err error) {
 	if err := p.complete(j); err != nil {
 		return nil, err
 	}
+	if p.since != nil && !p.since.New { // nothing to read: nothing written
+		return &pipeline.Result{}, p.since.Commit()
+	}
 	var made []string // the directories made, removed again when the run fails
 	defer func() {
 		if err != nil { // err: the named result
@@ -156,6 +164,9 @@ func (p *plan) run(ctx context.Context) (res *pipeline.Result, err error) {
 		if err := part.Write(p.parts); err != nil {
 			return nil, err
 		}
+	}
+	if p.since != nil {
+		return res, p.since.Commit()
 	}
 	return res, nil
 }

@@ -80,6 +80,10 @@ type RunOptions struct {
 	// InsideInput configure the run (pipeline.Job).
 	OnInvalidReward, Codec string
 	InsideInput            bool
+	// SinceLast reads only the rows of the input table ingested since the
+	// job's last successful run (table.SinceLast), and records the snapshot
+	// read once the output is written.
+	SinceLast bool
 	// Progress and Total report progress (pipeline.Job).
 	Progress, Total func(rows int64)
 }
@@ -88,6 +92,9 @@ type RunOptions struct {
 func (o *RunOptions) validate() error {
 	if err := o.Common.validate(); err != nil {
 		return err
+	}
+	if o.SinceLast && o.Sharded {
+		return schema.Usagef("--since-last does not mix with --shards (one watermark per job)")
 	}
 	if o.byFile() {
 		if o.AdvantageFn != "" || o.AddStrategy != "" {

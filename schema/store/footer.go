@@ -2,11 +2,14 @@ package store
 
 import (
 	"fmt"
+
 	"github.com/rftpipe/rftpipe/schema/objstore"
 
 	"github.com/apache/arrow/go/v17/parquet/compress"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/metadata"
+
+	"github.com/rftpipe/rftpipe/schema/table"
 )
 
 // footerOf reads the footer of a Parquet file and checks its row counts
@@ -37,7 +40,9 @@ func footerOf(path string) (md *metadata.FileMetaData, err error) {
 // file is a local Parquet file (DuckDB reads no s3:// object without its
 // httpfs extension), no column comes from the directory names (see
 // Partitions), and no page is compressed with the legacy (Hadoop) LZ4 codec,
-// which arrow-rs writes and DuckDB does not read. When false, such a reader
+// which arrow-rs writes and DuckDB does not read, and the store is not the
+// increment of a table (whose files' rows Open selects) nor a table whose
+// files differ in columns (which Open widens). When false, such a reader
 // must read the store through Open (e.g. a temporary copy). A footer whose
 // row counts do not add up is bad input, as Open finds it.
 func ReadInPlace(path string, files []string) (bool, error) {
@@ -45,6 +50,12 @@ func ReadInPlace(path string, files []string) (bool, error) {
 		if objstore.IsURL(f) {
 			return false, nil
 		}
+	}
+	if _, spec, ok, err := table.ParseStore(path); ok && spec.Since > 0 || err != nil {
+		return false, err
+	}
+	if wide, err := tableSchema(path, files, defaultReadConfig()); wide != nil || err != nil {
+		return false, err
 	}
 	parts, err := Partitions(path, files)
 	if err != nil {

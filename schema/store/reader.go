@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -85,9 +86,14 @@ func BatchRows(n int) ReadOption {
 
 // Reader streams the record batches of a store, file after file.
 type Reader struct {
-	cfg    readConfig
-	files  []string
-	parts  []Partition // the columns the directory names give (Partitions)
+	cfg   readConfig
+	files []string
+	parts []Partition // the columns the directory names give (Partitions)
+	// held: the explore steps of each file of an increment left out
+	held map[string]map[int64]bool
+	// wide: the columns of a table whose files differ in columns (each
+	// file read widened to them), else nil
+	wide   *arrow.Schema
 	idx    int
 	cur    source
 	raw    source // cur before normalise
@@ -264,8 +270,7 @@ func firstStoreFile(d storeDir, dir string) (string, bool) {
 // Open opens a store for streaming. Every file of a multi-file store must have
 // the same schema as the first; such a store's schema carries no metadata.
 func Open(path string, opts ...ReadOption) (*Reader, error) {
-	cfg := readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64), ctx: context.Background(),
-		rowGroupsInFlight: rowGroupsInFlight()}
+	cfg := defaultReadConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -277,7 +282,18 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{cfg: cfg, files: files, parts: parts, idx: -1}
+	held, warnings, err := heldBack(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	wide, err := tableSchema(path, files, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if wide != nil {
+		cfg.deferred = false // the raw chunks of files of other columns do not line up
+	}
+	r := &Reader{cfg: cfg, files: files, parts: parts, held: held, wide: wide, warnings: warnings, idx: -1}
 	if err := r.openNext(); err != nil {
 		return nil, err
 	}
@@ -294,6 +310,12 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 	return r, nil
 }
 
+// defaultReadConfig is the configuration of a read without options.
+func defaultReadConfig() readConfig {
+	return readConfig{batchRows: DefaultBatchRows, mem: memory.DefaultAllocator, bytes: new(atomic.Int64), ctx: context.Background(),
+		rowGroupsInFlight: rowGroupsInFlight()}
+}
+
 func (r *Reader) openNext() (err error) {
 	r.idx++
 	file := r.files[r.idx]
@@ -308,9 +330,14 @@ func (r *Reader) openNext() (err error) {
 		return err
 	}
 	var s source
+	held := r.held[file]
 	switch f {
 	case Parquet:
-		s, err = openParquet(file, r.cfg)
+		cfg := r.cfg
+		if held != nil && len(cfg.columns) > 0 {
+			cfg.columns = append(slices.Clone(cfg.columns), table.VersionColumn)
+		}
+		s, err = openParquet(file, cfg)
 	case ArrowFile, ArrowStream:
 		s, err = openIPC(file, f, r.cfg)
 	case JSONL:
@@ -325,8 +352,16 @@ func (r *Reader) openNext() (err error) {
 		s.Close()
 		return err
 	}
+	if held != nil {
+		if s, err = holdBack(file, s, held, r.cfg.columns, r.cfg.mem); err != nil {
+			return err
+		}
+	}
 	r.raw, r.skippedFile = s, 0
 	s = normalise(file, withPartitions(file, s, r.parts, r.idx, r.cfg.columns, r.cfg.mem), r.cfg.mem)
+	if r.wide != nil {
+		s = widen(s, r.wide, r.cfg.mem)
+	}
 	if r.schema != nil && !SameColumns(s.Schema(), r.schema) {
 		s.Close()
 		col, why := ColumnDiff(r.schema, s.Schema())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -18,6 +19,9 @@ type Append struct {
 	Source   string // the source's identity
 	From, To string // watermarks: as read before, and after these rows
 	Files    []DataFile
+	// Columns are the files' columns: those the table does not have yet
+	// are added to it; one the table has with another type is refused.
+	Columns []Column
 	// Experiment names the rows' experiment; Config, when not nil, the key
 	// fields of its Trinity config, recorded with the commit.
 	Experiment string
@@ -42,18 +46,57 @@ func (t *Table) Commit(ctx context.Context, a Append) (int64, error) {
 	if a.Config != nil {
 		e.Config = map[string]map[string]string{a.Experiment: a.Config}
 	}
-	return t.commit(ctx, e, func(s *state) error {
+	return t.commit(ctx, e, func(s *state, e *entry) error {
 		if got := s.watermarks[a.Source]; got != a.From {
 			return &schema.InputError{File: t.Dir, Row: -1, Err: ErrConcurrent,
 				Msg: fmt.Sprintf("nothing committed; rerun to ingest the rest (%s read from watermark %q, now at %q)", a.Source, a.From, got)}
 		}
-		return nil
+		cols, err := t.addColumns(a.Source, s.columns, a.Columns)
+		e.Columns = cols
+		return err
 	})
+}
+
+// Column is a column of a table: its name and Arrow type (as
+// arrow.DataType's String).
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// addColumns returns the table's columns with those of an append (add, of
+// rows read from src) it does not have yet, after them; a column of add
+// whose type is not the table's is refused, naming it.
+func (t *Table) addColumns(src string, have, add []Column) ([]Column, error) {
+	out := append([]Column{}, have...)
+	for _, c := range add {
+		i := slices.IndexFunc(have, func(h Column) bool { return h.Name == c.Name })
+		switch {
+		case i < 0:
+			out = append(out, c)
+		case have[i].Type != c.Type:
+			return nil, schema.Errorf(src, -1, c.Name, "type %s here, %s in table %s: a column's type cannot change; ingest these rows into a table of their own", c.Type, have[i].Type, t.Dir)
+		}
+	}
+	return out, nil
+}
+
+// CheckColumns refuses rows of src of these columns when the table's
+// current snapshot has one of them with another type (addColumns), before
+// they are written; Commit checks again against the snapshot it commits
+// on.
+func (t *Table) CheckColumns(src string, cols []Column) error {
+	s, _, err := t.head()
+	if err != nil {
+		return err
+	}
+	_, err = t.addColumns(src, s.columns, cols)
+	return err
 }
 
 // commit writes e as the next snapshot once check accepts the current one,
 // retrying on the new one when another commit takes the number first.
-func (t *Table) commit(ctx context.Context, e entry, check func(*state) error) (int64, error) {
+func (t *Table) commit(ctx context.Context, e entry, check func(*state, *entry) error) (int64, error) {
 	commitPoint("start")
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -63,7 +106,7 @@ func (t *Table) commit(ctx context.Context, e entry, check func(*state) error) (
 		if err != nil {
 			return 0, err
 		}
-		if err := check(s); err != nil {
+		if err := check(s, &e); err != nil {
 			return 0, err
 		}
 		e.Snapshot, e.Time = s.snapshot+1, time.Now().UTC()

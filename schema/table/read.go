@@ -16,14 +16,16 @@ import (
 // model_version >= 3`: comparisons of experiment or model_version with a
 // literal, joined by AND), pruned by the experiment partition and the
 // files' model_version range. Where prunes files, not rows: a file that
-// holds a matching row is read whole.
+// holds a matching row is read whole. Since, when > 0, makes the read an
+// increment: the rows appended after that snapshot (see Increment).
 type Spec struct {
 	AsOf  string
 	Where string
+	Since int64
 }
 
 // ParseStore splits a store argument naming a table, DIR or
-// DIR?as_of=…&where=…, into the directory and the Spec; ok is false when
+// DIR?as_of=…&since=…&where=…, into the directory and the Spec; ok is false when
 // path does not name a table.
 func ParseStore(path string) (dir string, s Spec, ok bool, err error) {
 	dir, query, _ := strings.Cut(path, "?")
@@ -40,8 +42,14 @@ func ParseStore(path string) (dir string, s Spec, ok bool, err error) {
 			s.AsOf = v
 		case "where":
 			s.Where = v
+		case "since":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return "", s, true, schema.Errorf(dir, -1, "", "since %q: want a snapshot number", v)
+			}
+			s.Since = n
 		default:
-			return "", s, true, schema.Errorf(dir, -1, "", "unknown table option %q (valid: as_of, where)", k)
+			return "", s, true, schema.Errorf(dir, -1, "", "unknown table option %q (valid: as_of, since, where)", k)
 		}
 	}
 	return dir, s, true, nil
@@ -49,7 +57,8 @@ func ParseStore(path string) (dir string, s Spec, ok bool, err error) {
 
 // Files returns the data files of the snapshot s selects, pruned by its
 // Where, in the order they were committed: a table reads as its sources
-// were ingested.
+// were ingested. With s.Since, they are the files appended after it
+// (Since).
 func (t *Table) Files(s Spec) ([]string, error) {
 	es, err := t.entries()
 	if err != nil {
@@ -57,6 +66,10 @@ func (t *Table) Files(s Spec) ([]string, error) {
 	}
 	if len(es) == 0 {
 		return nil, schema.Errorf(t.Dir, -1, "", "empty table: nothing ingested yet")
+	}
+	if s.Since > 0 {
+		added, _, err := t.increment(es, s)
+		return t.paths(added), err
 	}
 	n := int64(-1)
 	if s.AsOf != "" {
@@ -71,13 +84,27 @@ func (t *Table) Files(s Spec) ([]string, error) {
 		}
 	}
 	st := replay(es, n)
-	var files []string
+	var files []DataFile
 	for _, p := range st.order {
 		if keep(st.files[p]) {
-			files = append(files, filepath.Join(t.Dir, filepath.FromSlash(p)))
+			files = append(files, st.files[p])
 		}
 	}
-	return files, nil
+	return t.paths(files), nil
+}
+
+// paths returns the paths of data files.
+func (t *Table) paths(files []DataFile) []string {
+	var out []string
+	for _, f := range files {
+		out = append(out, t.Path(f))
+	}
+	return out
+}
+
+// Path returns the path of a data file.
+func (t *Table) Path(f DataFile) string {
+	return filepath.Join(t.Dir, filepath.FromSlash(f.Path))
 }
 
 // asOf resolves a snapshot number or a time to a snapshot that is not

@@ -28,7 +28,7 @@ const Marker = "_rftpipe_table.json"
 
 // ExperimentColumn is the column (and partition) naming each row's
 // experiment.
-const ExperimentColumn = "experiment"
+const ExperimentColumn = schema.Experiment
 
 // VersionColumn is the column whose range each data file records, for
 // pruning reads by explore step.
@@ -71,6 +71,8 @@ type entry struct {
 	Config map[string]map[string]string `json:"config,omitempty"`
 	// ExpiredBefore: the snapshots before this one are expired (Expire).
 	ExpiredBefore int64 `json:"expired_before,omitempty"`
+	// Columns are the table's columns after an append.
+	Columns []Column `json:"columns,omitempty"`
 }
 
 // IsTable reports whether dir is an experience table (holds Marker).
@@ -200,6 +202,7 @@ type state struct {
 	order      []string // the paths of files, in the order rows were committed
 	watermarks map[string]string
 	config     map[string]map[string]string
+	columns    []Column
 }
 
 // logName returns the log file of snapshot n.
@@ -260,6 +263,9 @@ func replay(es []entry, n int64) *state {
 		}
 		for exp, c := range e.Config {
 			s.config[exp] = c
+		}
+		if e.Columns != nil {
+			s.columns = e.Columns
 		}
 	}
 	return s

@@ -83,6 +83,9 @@ type Reader struct {
 // metadata row names are found by seeks on the blob table's key, not by a
 // second scan of its payloads. Past maxGaps gaps it gives up (many).
 type idSpan struct {
+	// after: the read's AfterID (when positive, the ids up to it were
+	// checked by the reads before it)
+	after       int64
 	seen        bool
 	first, last int64
 	gaps        [][2]int64 // open intervals (a, b) holding no metadata id
@@ -114,7 +117,11 @@ func (s *idSpan) outside(table string) string {
 	if !s.seen || s.many {
 		return ""
 	}
-	ranges := []string{fmt.Sprintf("id < %d", s.first), fmt.Sprintf("id > %d", s.last)}
+	below := fmt.Sprintf("id < %d", s.first)
+	if s.after > 0 {
+		below = fmt.Sprintf("id > %d AND id < %d", s.after, s.first)
+	}
+	ranges := []string{below, fmt.Sprintf("id > %d", s.last)}
 	for _, g := range s.gaps {
 		ranges = append(ranges, fmt.Sprintf("id > %d AND id < %d", g[0], g[1]))
 	}
@@ -168,7 +175,7 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		cancel()
 		return nil, err
 	}
-	r := &Reader{loc: loc, db: db, ctx: ctx, cancel: cancel, batch: opt.BatchRows}
+	r := &Reader{loc: loc, db: db, ctx: ctx, cancel: cancel, batch: opt.BatchRows, span: idSpan{after: opt.AfterID}}
 	if r.batch <= 0 {
 		r.batch = 8192
 	}
@@ -496,11 +503,17 @@ func (r *Reader) atEnd() error {
 	r.ended = true
 	r.stopScan()
 	// Every blob row whose id a metadata row has was met by the join: the
-	// orphans are the blob ids outside the metadata ids read, found by
-	// range seeks. Without a span (nothing read, many gaps), an anti-join.
+	// orphans are the blob ids outside the metadata ids read (above an
+	// incremental read's AfterID: the reads before it checked the ids up
+	// to it), found by range seeks. Without a span (nothing read, many
+	// gaps), an anti-join.
 	q := r.span.outside(quoteIdent(blobTable(r.loc)))
 	if q == "" {
-		q = "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL ORDER BY b.id"
+		q = "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL"
+		if r.span.after > 0 {
+			q += " AND b.id > " + strconv.FormatInt(r.span.after, 10)
+		}
+		q += " ORDER BY b.id"
 	}
 	return r.ids(q, &r.orphans)
 }

@@ -21,6 +21,15 @@ func TestIDSpanOutside(t *testing.T) {
 	if got := s.outside("b"); got != want {
 		t.Errorf("outside = %q, want %q", got, want)
 	}
+	// An incremental read (AfterID 2) looks above its watermark only.
+	inc := idSpan{after: 2}
+	for _, id := range []int64{4, 5} {
+		inc.add(id)
+	}
+	want = "SELECT id FROM b WHERE id > 2 AND id < 4 UNION ALL SELECT id FROM b WHERE id > 5 ORDER BY id"
+	if got := inc.outside("b"); got != want {
+		t.Errorf("after 2: outside = %q, want %q", got, want)
+	}
 	var many idSpan
 	for id := int64(0); id < 2*(maxGaps+2); id += 2 {
 		many.add(id)

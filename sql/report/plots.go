@@ -232,6 +232,39 @@ func batchPlot(xs, ys []float64, overall float64, xLabel string) (*plot.Plot, er
 	return p, nil
 }
 
+// seriesColors are the colours of experimentsPlot's lines, in turn (then
+// again, dashed).
+var seriesColors = []color.Color{colBlue, colOrange, colGreen, colRed, colGrey, colLightBlue, colPeach}
+
+// experimentsPlot draws the mean reward per batch of each experiment, one
+// line each, named in the legend.
+func experimentsPlot(series []stepSeries, xLabel string) (*plot.Plot, error) {
+	p := newPlot("Mean reward per explore batch, per experiment", xLabel, "mean reward (reward units)")
+	var ys []float64
+	for i, s := range series {
+		pts := make(plotter.XYs, len(s.xs))
+		for k := range s.xs {
+			pts[k] = plotter.XY{X: s.xs[k], Y: s.ys[k]}
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = seriesColors[i%len(seriesColors)]
+		l.Width = vg.Points(1.5)
+		if i >= len(seriesColors) {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		p.Add(l)
+		p.Legend.Add(s.experiment, l)
+		ys = append(ys, s.ys...)
+	}
+	lo, hi := slices.Min(ys), slices.Max(ys)
+	span := math.Max(hi-lo, math.Max(math.Abs(hi)*0.05, 1e-3))
+	p.Y.Min, p.Y.Max = lo-0.08*span, hi+0.3*span
+	return p, nil
+}
+
 // movingAverage returns the centred moving average of pts over win points.
 func movingAverage(pts plotter.XYs, win int) plotter.XYs {
 	out := make(plotter.XYs, len(pts))

@@ -64,7 +64,7 @@ var Sections = []string{SecNumbers, SecReward, SecRewardByBatch, SecGroupStd, Se
 // scalarColumns are the store columns the report keeps, when present.
 var scalarColumns = []string{
 	schema.Batch, schema.Task, schema.Run, schema.Step, schema.Reward,
-	schema.ModelVersion, schema.TruncateStatus, schema.DuplicateOf, dropReason, droppedBy,
+	schema.ModelVersion, schema.TruncateStatus, schema.DuplicateOf, dropReason, droppedBy, experiment,
 }
 
 // Write renders the report of the store o.Store as HTML to w.

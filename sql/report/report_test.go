@@ -291,3 +291,38 @@ func TestReportTrinityBuffers(t *testing.T) {
 		}
 	}
 }
+
+// TestReportExperiments renders a table of two experiments: the mean reward
+// per batch is one line per experiment, with the values computed by hand
+// from the table's rows (fixtures/tables/experiments-*.jsonl).
+func TestReportExperiments(t *testing.T) {
+	const tbl = "../../fixtures/tables/experiments"
+	page := render(t, Options{Store: tbl, Threads: 2})
+	if withImage := checkPage(t, page); !withImage[SecRewardByBatch] || !strings.Contains(page, "2 experiments, one line each") {
+		t.Fatalf("the reward per batch section draws no line per experiment")
+	}
+	db, err := duckdb.Open(duckdb.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := duckdb.Attach(ctx, db, []duckdb.Store{{Name: "store", Path: tbl}}, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	b := &builder{ctx: ctx, db: db}
+	if err := b.load(); err != nil {
+		t.Fatal(err)
+	}
+	series, ordinal, err := b.meanRewardByBatch()
+	if err != nil || ordinal {
+		t.Fatalf("series: ordinal %v, %v", ordinal, err)
+	}
+	want := []stepSeries{
+		{"a", []float64{0, 1}, []float64{(1.0 + 0) / 2, (1 + 0.5) / 2}},
+		{"b", []float64{0, 2}, []float64{0.5, (0.25 + 0.75) / 2}}, // the null reward left out
+	}
+	if fmt.Sprint(series) != fmt.Sprint(want) {
+		t.Fatalf("series %v, want %v", series, want)
+	}
+}

@@ -6,7 +6,10 @@ import (
 	"strconv"
 	"strings"
 
+	"gonum.org/v1/plot"
+
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/table"
 	rsql "github.com/rftpipe/rftpipe/sql"
 	"github.com/rftpipe/rftpipe/sql/duckdb"
 )
@@ -238,6 +241,7 @@ func (b *builder) dropNumbers(p *page) error {
 const (
 	dropReason = schema.DropReason
 	droppedBy  = schema.DroppedBy
+	experiment = table.ExperimentColumn
 )
 
 // rewardSections adds the reward histogram and the mean reward per batch.
@@ -266,49 +270,85 @@ func (b *builder) rewardSections(p *page) error {
 		p.note(SecRewardByBatch, "Mean reward per explore batch", "The store has no batch column.")
 		return nil
 	}
-	rows, err := b.db.QueryContext(b.ctx, `SELECT batch, avg(reward) FILTER (WHERE isfinite(reward)) AS mean
-		FROM experiences GROUP BY batch HAVING mean IS NOT NULL ORDER BY batch`)
+	series, ordinal, err := b.meanRewardByBatch()
 	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	defer rows.Close()
-	var xs, ys []float64
-	ordinal := false
-	for rows.Next() {
-		var batch any
-		var mean float64
-		if err := rows.Scan(&batch, &mean); err != nil {
-			return err
-		}
-		x, ok := batch.(int64)
-		if !ok {
-			ordinal = true
-		}
-		xs, ys = append(xs, float64(x)), append(ys, mean)
-	}
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	xLabel := "explore step (batch id)"
 	if ordinal {
 		xLabel = "explore batch (position in batch order)"
-		for i := range xs {
-			xs[i] = float64(i)
+	}
+	var bp *plot.Plot
+	caption := fmt.Sprintf("%d batches; one point per batch, in batch order.", len(series[0].xs))
+	if len(series) > 1 {
+		bp, err = experimentsPlot(series, xLabel)
+		caption = fmt.Sprintf("%d experiments, one line each; one point per batch, in batch order.", len(series))
+	} else {
+		var overall float64
+		if err := b.row("SELECT avg(reward) FROM experiences WHERE isfinite(reward)", &overall); err != nil {
+			return err
 		}
+		bp, err = batchPlot(series[0].xs, series[0].ys, overall, xLabel)
 	}
-	var overall float64
-	if err := b.row("SELECT avg(reward) FROM experiences WHERE isfinite(reward)", &overall); err != nil {
-		return err
-	}
-	bp, err := batchPlot(xs, ys, overall, xLabel)
 	if err != nil {
 		return err
 	}
 	if img, err = pngURL(bp); err != nil {
 		return err
 	}
-	p.image(SecRewardByBatch, "Mean reward per explore batch", fmt.Sprintf("%d batches; one point per batch, in batch order.", len(xs)), img)
+	p.image(SecRewardByBatch, "Mean reward per explore batch", caption, img)
 	return nil
+}
+
+// stepSeries is the mean reward per explore batch of one experiment.
+type stepSeries struct {
+	experiment string
+	xs, ys     []float64
+}
+
+// meanRewardByBatch returns the mean finite reward per batch, one series
+// per experiment when the store's experiment column holds more than one
+// (an experience table), else one series. ordinal: the batch ids are not
+// integers, so xs are the batches' positions in batch order.
+func (b *builder) meanRewardByBatch() (series []stepSeries, ordinal bool, err error) {
+	exp := "''"
+	if b.has(experiment) {
+		exp = duckdb.QuoteIdent(experiment)
+	}
+	rows, err := b.db.QueryContext(b.ctx, `SELECT `+exp+`, batch, avg(reward) FILTER (WHERE isfinite(reward)) AS mean
+		FROM experiences GROUP BY ALL HAVING mean IS NOT NULL ORDER BY 1, 2`)
+	if err != nil {
+		return nil, false, fmt.Errorf("report: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var batch any
+		var mean float64
+		if err := rows.Scan(&name, &batch, &mean); err != nil {
+			return nil, false, err
+		}
+		if len(series) == 0 || series[len(series)-1].experiment != name {
+			series = append(series, stepSeries{experiment: name})
+		}
+		s := &series[len(series)-1]
+		x, ok := batch.(int64)
+		if !ok {
+			ordinal = true
+		}
+		s.xs, s.ys = append(s.xs, float64(x)), append(s.ys, mean)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	if ordinal {
+		for _, s := range series {
+			for i := range s.xs {
+				s.xs[i] = float64(i)
+			}
+		}
+	}
+	return series, ordinal, nil
 }
 
 // groupSections adds the group std histogram and the filtered/duplicated shares.

@@ -136,7 +136,8 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 		return 0, 0, 0, err
 	}
 	defer r.Close()
-	if err := sameColumns(t, f, withExperiment(r.Schema())); err != nil {
+	cols := columns(withExperiment(r.Schema()))
+	if err := t.CheckColumns(f, cols); err != nil {
 		return 0, 0, 0, err
 	}
 	out, err := dataFile(t, o.Experiment)
@@ -160,7 +161,7 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 		to = r.LastID()
 	}
 	snap, err = t.Commit(ctx, table.Append{Source: key, From: from, To: strconv.FormatInt(to, 10),
-		Files: []table.DataFile{df}, Experiment: o.Experiment, Config: cfg})
+		Files: []table.DataFile{df}, Columns: cols, Experiment: o.Experiment, Config: cfg})
 	if err != nil {
 		os.Remove(out)
 		return 0, 0, 0, err
@@ -175,22 +176,13 @@ func withExperiment(sc *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(append(fields, arrow.Field{Name: table.ExperimentColumn, Type: arrow.BinaryTypes.String}), nil)
 }
 
-// sameColumns refuses rows of src whose columns (sc) are not those of the
-// table's data files: a table reads as one store.
-func sameColumns(t *table.Table, src string, sc *arrow.Schema) error {
-	files, err := t.Files(table.Spec{})
-	if err != nil || len(files) == 0 {
-		return nil // an empty table takes any columns
+// columns returns the table columns of schema sc.
+func columns(sc *arrow.Schema) []table.Column {
+	out := make([]table.Column, sc.NumFields())
+	for i, f := range sc.Fields() {
+		out[i] = table.Column{Name: f.Name, Type: f.Type.String()}
 	}
-	r, err := store.Open(files[0], store.BatchRows(1))
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if col, why := store.ColumnDiff(r.Schema(), sc); col != "" {
-		return schema.Errorf(src, -1, col, "not the columns of table %s: %s; ingest these rows into a table of their own", t.Dir, why)
-	}
-	return nil
+	return out
 }
 
 // dataFile names a new data file of experiment in the table.

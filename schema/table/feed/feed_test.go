@@ -98,15 +98,22 @@ func writeBuffer(t *testing.T, url string, recs []arrow.Record) {
 	}
 }
 
-// TestBufferGrowsOverThreeIngests ingests a buffer after each of three
-// writes: each ingest appends exactly the rows written since the last
-// (null rewards as they are), a rerun says 0 new, and every snapshot reads
-// back as the buffer held it.
+// TestBufferGrowsOverThreeIngests ingests a buffer of each layout after
+// each of three writes: each ingest appends exactly the rows written since
+// the last (null rewards as they are), with no warning (the 0.6 layout's
+// blob rows below the watermark are not taken for orphans), a rerun says 0
+// new, and every snapshot reads back as the buffer held it.
 func TestBufferGrowsOverThreeIngests(t *testing.T) {
+	for _, layout := range []string{"0.5", "0.6"} {
+		t.Run(layout, func(t *testing.T) { bufferGrows(t, layout) })
+	}
+}
+
+func bufferGrows(t *testing.T, layout string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "buffer.db")
-	url := "sqlite:///" + db + "?table=exp&schema_type=experience&if_exists=append"
+	url := "sqlite:///" + db + "?table=exp&schema_type=experience&if_exists=append&layout=" + layout
 	tbl := filepath.Join(dir, "table")
 	recs := records(t)
 	if len(recs) != 64 {
@@ -119,7 +126,7 @@ func TestBufferGrowsOverThreeIngests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := int64(cuts[step+1] - cuts[step]); res.Rows != want || len(res.Snapshots) != 1 || res.Snapshots[0] != int64(step+1) {
+		if want := int64(cuts[step+1] - cuts[step]); res.Rows != want || len(res.Snapshots) != 1 || res.Snapshots[0] != int64(step+1) || len(res.Warnings) > 0 {
 			t.Fatalf("ingest %d: %+v, want %d rows in snapshot %d", step+1, res, want, step+1)
 		}
 		again, err := Ingest(ctx, url, tbl, Options{Experiment: "e1"})
