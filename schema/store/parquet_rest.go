@@ -204,11 +204,11 @@ func (r *Rest) Release() {
 	}
 }
 
-// load reads the bytes of every chunk.
-func (r *Rest) load() error {
+// load reads the bytes of the chunks of the columns of sc.
+func (r *Rest) load(sc *arrow.Schema) error {
 	for i := range r.chunks {
 		c := &r.chunks[i]
-		if c.bytes != nil {
+		if c.bytes != nil || len(sc.FieldIndices(r.sc.Field(i).Name)) == 0 {
 			continue
 		}
 		buf := make([]byte, c.size)
@@ -220,13 +220,34 @@ func (r *Rest) load() error {
 	return nil
 }
 
-func (r *Rest) decode() (rec arrow.Record, err error) {
+func (r *Rest) decode() (arrow.Record, error) { return r.read(r.sc, nil) }
+
+// Take returns the rows of the batch where keep is true (one value a row)
+// of the rest's columns named (those it holds, in the rest's order),
+// decoded for those rows alone: the values of the others are skipped, not
+// copied. The caller releases the record.
+func (r *Rest) Take(names []string, keep []bool) (arrow.Record, error) {
+	if int64(len(keep)) != r.rows {
+		return nil, fmt.Errorf("rest of row group %d: %d rows to keep or not, of %d", r.rg, len(keep), r.rows)
+	}
+	var fields []arrow.Field
+	for _, f := range r.sc.Fields() {
+		if slices.Contains(names, f.Name) {
+			fields = append(fields, f)
+		}
+	}
+	return r.read(arrow.NewSchema(fields, nil), keep)
+}
+
+// read decodes the rest's columns of schema sc: the rows where keep is
+// true, every row when keep is nil.
+func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fileError(r.path, fmt.Errorf("%v", p), "row group %d: unreadable data (file cut, overwritten or corrupt)", r.rg)
 		}
 	}()
-	if err := r.load(); err != nil {
+	if err := r.load(sc); err != nil {
 		return nil, err
 	}
 	pf, err := file.NewParquetReader(&chunkReader{chunks: r.chunks, size: r.size}, file.WithMetadata(r.md))
@@ -237,25 +258,39 @@ func (r *Rest) decode() (rec arrow.Record, err error) {
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
-	readers, err := fieldReaders(pf, fr, planFields(pf, r.sc), r.rg)
+	readers, err := fieldReaders(pf, fr, planFields(pf, sc), r.rg)
 	if err != nil {
 		return nil, fileError(r.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", r.rg)
 	}
 	defer releaseReaders(readers)
-	cols, errs := readColumns(readers, r.rows)
+	want := r.rows
+	if keep != nil {
+		want = int64(countTrue(keep))
+	}
+	cols, errs := readColumns(readers, r.rows, keep)
 	defer releaseAll(cols)
 	for i, err := range errs {
-		if err == nil && cols[i].Len() != int(r.rows) {
+		if err == nil && cols[i].Len() != int(want) {
 			err = io.EOF
 		}
 		if err == io.EOF {
-			return nil, schema.Errorf(r.path, -1, r.sc.Field(i).Name, "row group %d: data ends before the %d rows the footer promises (file cut, overwritten or corrupt)", r.rg, r.rows)
+			return nil, schema.Errorf(r.path, -1, sc.Field(i).Name, "row group %d: data ends before the %d rows the footer promises (file cut, overwritten or corrupt)", r.rg, r.rows)
 		}
 		if err != nil {
-			return nil, fileError(r.path, err, "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", r.rg, r.sc.Field(i).Name)
+			return nil, fileError(r.path, err, "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", r.rg, sc.Field(i).Name)
 		}
 	}
-	return array.NewRecord(r.sc, cols, r.rows), nil
+	return array.NewRecord(sc, cols, want), nil
+}
+
+func countTrue(keep []bool) int {
+	n := 0
+	for _, k := range keep {
+		if k {
+			n++
+		}
+	}
+	return n
 }
 
 // chunkReader serves a file's reads from the raw column chunks held in
