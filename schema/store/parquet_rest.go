@@ -159,7 +159,6 @@ type rawChunk struct {
 	in    *inputFile // the Rest's
 	start int64
 	size  int64
-	bytes []byte // read by load
 }
 
 // Schema returns the rest's columns.
@@ -204,22 +203,6 @@ func (r *Rest) Release() {
 	}
 }
 
-// load reads the bytes of the chunks of the columns of sc.
-func (r *Rest) load(sc *arrow.Schema) error {
-	for i := range r.chunks {
-		c := &r.chunks[i]
-		if c.bytes != nil || len(sc.FieldIndices(r.sc.Field(i).Name)) == 0 {
-			continue
-		}
-		buf := make([]byte, c.size)
-		if _, err := r.in.ReadAt(buf, c.start); err != nil {
-			return fileError(r.path, flattenEOF(err), "row group %d: column %q: cannot read its data (file cut or overwritten)", r.rg, r.sc.Field(i).Name)
-		}
-		c.bytes = buf
-	}
-	return nil
-}
-
 func (r *Rest) decode() (arrow.Record, error) { return r.read(r.sc, nil) }
 
 // Take returns the rows of the batch where keep is true (one value a row)
@@ -247,10 +230,7 @@ func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error)
 			err = fileError(r.path, fmt.Errorf("%v", p), "row group %d: unreadable data (file cut, overwritten or corrupt)", r.rg)
 		}
 	}()
-	if err := r.load(sc); err != nil {
-		return nil, err
-	}
-	pf, err := file.NewParquetReader(&chunkReader{chunks: r.chunks, size: r.size}, file.WithMetadata(r.md))
+	pf, err := file.NewParquetReader(&chunkReader{in: r.in, chunks: r.chunks, size: r.size}, file.WithMetadata(r.md))
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
@@ -293,9 +273,10 @@ func countTrue(keep []bool) int {
 	return n
 }
 
-// chunkReader serves a file's reads from the raw column chunks held in
-// memory: the bytes of any other range are not there.
+// chunkReader serves a file's reads from the input file within its
+// column chunks: the bytes of any other range are not read.
 type chunkReader struct {
+	in     *inputFile
 	chunks []rawChunk
 	size   int64
 	pos    int64
@@ -303,12 +284,16 @@ type chunkReader struct {
 
 func (c *chunkReader) ReadAt(p []byte, off int64) (int, error) {
 	for _, ch := range c.chunks {
-		if off >= ch.start && off < ch.start+int64(len(ch.bytes)) {
-			n := copy(p, ch.bytes[off-ch.start:])
-			if n < len(p) {
-				return n, io.ErrUnexpectedEOF
+		if off >= ch.start && off < ch.start+ch.size {
+			short := off+int64(len(p)) > ch.start+ch.size
+			if short {
+				p = p[:ch.start+ch.size-off]
 			}
-			return n, nil
+			n, err := c.in.ReadAt(p, off)
+			if err == nil && short {
+				err = io.ErrUnexpectedEOF
+			}
+			return n, err
 		}
 	}
 	return 0, fmt.Errorf("no column chunk holds offset %d", off)
