@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/metadata"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
@@ -230,7 +231,10 @@ func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error)
 			err = fileError(r.path, fmt.Errorf("%v", p), "row group %d: unreadable data (file cut, overwritten or corrupt)", r.rg)
 		}
 	}()
-	pf, err := file.NewParquetReader(&chunkReader{in: r.in, chunks: r.chunks, size: r.size}, file.WithMetadata(r.md))
+	// Pages are read as they are decoded, as the reader reads them (Open).
+	props := parquet.NewReaderProperties(memory.NewGoAllocator())
+	props.BufferedStreamEnabled = true
+	pf, err := file.NewParquetReader(&chunkReader{in: r.in, chunks: r.chunks, size: r.size}, file.WithMetadata(r.md), file.WithReadProps(props))
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
