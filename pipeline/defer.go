@@ -24,13 +24,22 @@ func deferredReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *c
 	if f, err := store.FormatOf(job.Out); err != nil || f != store.Parquet {
 		return nil, nil, nil
 	}
+	drops := false
 	for _, st := range job.Stages {
 		// A batch with copied rows is decoded whole anyway (reading
 		// deferred would only add a pass over its raw chunks), and so are
 		// the dropped rows a rejected-rows store keeps.
-		if n := st.Needs(); n.Duplicates || (n.Drops && job.Rejected != "") {
+		n := st.Needs()
+		if n.Duplicates || (n.Drops && job.Rejected != "") {
 			return nil, nil, nil
 		}
+		drops = drops || n.Drops
+	}
+	// The output's row groups are its batches': a job that drops rows
+	// writes the bytes a decoded read writes only when the deferred read's
+	// batches are the same.
+	if drops && !store.RowGroupsWithin(r.Files(), int64(job.BatchRows)) {
+		return nil, nil, nil
 	}
 	var decode []string
 	add := func(name string) {

@@ -55,6 +55,27 @@ func Deferrable(files []string, decode []string, batchRows int) bool {
 	return len(files) > 0
 }
 
+// RowGroupsWithin reports whether no row group of the Parquet files holds
+// more than rows rows: a deferred read then gives the batches, one per row
+// group, that a read in batches of rows gives.
+func RowGroupsWithin(files []string, rows int64) bool {
+	for _, path := range files {
+		pf, err := file.OpenParquetFile(path, false)
+		if err != nil {
+			return false
+		}
+		md := pf.MetaData()
+		for i := 0; i < pf.NumRowGroups(); i++ {
+			if md.RowGroup(i).NumRows() > rows {
+				pf.Close()
+				return false
+			}
+		}
+		pf.Close()
+	}
+	return true
+}
+
 func deferrableFile(path string, decode []string, maxRows int64) bool {
 	pf, err := file.OpenParquetFile(path, false)
 	if err != nil {
