@@ -13,9 +13,11 @@ import (
 // decoding only the columns the stages read, one batch per row group; a
 // batch whose rows all pass through, in order and without copies, is written
 // with the other columns' chunks (and those of the decoded columns it passes
-// on unchanged) copied from the input (store.Writer.WriteWith); a batch
-// some of whose rows the stages drop decodes the other columns the output
-// keeps for the kept rows alone (store.Rest.Take, see keptRows).
+// on unchanged) copied from the input (store.Writer.WriteWith). In a job
+// whose stages drop rows, every batch decodes the other columns the output
+// keeps for its kept rows alone (store.Rest.Take, see keptRows) and is
+// encoded whole, as a decoded read's is: the bytes do not depend on which
+// row groups lost rows.
 
 // deferredReader opens the streaming pass's deferred reader over the store
 // of r, with the columns it decodes resolved; nil when the job cannot defer
@@ -175,8 +177,8 @@ func (b *Batch) full() (arrow.Record, error) {
 	return array.NewRecord(arrow.NewSchema(fields, nil), cols, b.rec.NumRows()), nil
 }
 
-// keptRows returns the output record of a deferred batch some of whose rows
-// the stages dropped (nil when they dropped every row): the decoded and the
+// keptRows returns the output record of a deferred batch in a job that
+// drops rows (nil when the stages dropped every row): the decoded and the
 // stages' columns take the kept rows, and the rest's columns the output
 // keeps are decoded for those rows alone (store.Rest.Take), then validated
 // as the decoded columns were (the dropped rows' are not read).
@@ -187,8 +189,8 @@ func (s *shaper) keptRows(b *Batch) (arrow.Record, error) {
 	}
 	keep := make([]bool, n)
 	idx := make([]int64, 0, n-b.dropped)
-	for i, d := range b.drop {
-		if !d {
+	for i := range keep {
+		if b.dropped == 0 || !b.drop[i] {
 			keep[i], idx = true, append(idx, int64(i))
 		}
 	}
