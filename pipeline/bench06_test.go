@@ -141,12 +141,18 @@ func BenchmarkFns06(b *testing.B) {
 		b.StopTimer()
 		fl := newFloor(b, in, dapoOut, columnNames(b, in), columnNames(b, dapoOut))
 		b.StartTimer()
-		debug.FreeOSMemory()
-		start := time.Now()
-		if err := fl.run(); err != nil {
-			b.Fatal(err)
+		var floor float64
+		for range 3 { // the fastest of three, as the jobs'
+			debug.FreeOSMemory()
+			start := time.Now()
+			if err := fl.run(); err != nil {
+				b.Fatal(err)
+			}
+			if d := time.Since(start).Seconds(); floor == 0 || d < floor {
+				floor = d
+			}
 		}
-		b.ReportMetric(times["algorithm/dapo+ops"]/time.Since(start).Seconds(), "preset_dapo_ops/floor")
+		b.ReportMetric(times["algorithm/dapo+ops"]/floor, "preset_dapo_ops/floor")
 		b.ReportMetric(times["algorithm/gigpo"]/times["algorithm/grpo"], "preset_gigpo/grpo")
 		b.ReportMetric(times["algorithm/m2po/loss"]/times["loss/ppo"], "preset_m2po_loss/ppo")
 	}
