@@ -205,7 +205,7 @@ func (r *Rest) Decode() (arrow.Record, error) {
 	if r.dec != nil {
 		return r.dec, nil
 	}
-	rec, err := r.decode()
+	rec, err := r.read(r.sc, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -224,8 +224,6 @@ func (r *Rest) Release() {
 		r.in = nil
 	}
 }
-
-func (r *Rest) decode() (arrow.Record, error) { return r.read(r.sc, nil) }
 
 // Take returns the rows of the batch where keep is true (one value a row)
 // of the rest's columns named (those it holds, in the rest's order),
