@@ -5,7 +5,7 @@ BIN     := bin/rftpipe
 STORE   := fixtures/stores/demo.parquet
 OUT     := out
 
-.PHONY: build test demo bench scaling lint fixtures clean image
+.PHONY: build test demo bench peer scaling lint fixtures clean image
 
 build:
 	$(GO) build -o $(BIN) ./cmd/rftpipe
@@ -47,6 +47,14 @@ bench: build
 	$(GO) test -run '^$$' -bench 'BenchmarkRun$$' -benchtime 1x -cpu $(CPUS) ./pipeline
 	@# every job at each setting, one process per setting: wall, speedup, peak RSS
 	RFTPIPE=$(BIN) pipeline/bench/scaling.sh
+	@# rftpipe against the reference in the same run (needs RFT_UPSTREAM_SRC)
+	RFTPIPE=$(BIN) pipeline/bench/peer.sh
+
+# peer prints rftpipe's speed as ratios to the reference's (Trinity-RFT's own
+# code, measured in the same run; pipeline/bench/peer.sh): RFT_UPSTREAM_SRC
+# names the directory holding its trinity/ source, PEERBENCH the harness's.
+peer: build
+	RFTPIPE=$(BIN) pipeline/bench/peer.sh
 
 # scaling prints how every job scales with GOMAXPROCS (pipeline/bench/scaling.sh;
 # TASKS=N sets the store's size, N × 8 rows).

@@ -13,8 +13,11 @@ import (
 // decoding only the columns the stages read, one batch per row group; a
 // batch whose rows all pass through, in order and without copies, is written
 // with the other columns' chunks (and those of the decoded columns it passes
-// on unchanged) copied from the input (store.Writer.WriteWith), any other
-// batch decodes them first (store.Rest.Decode).
+// on unchanged) copied from the input (store.Writer.WriteWith). In a job
+// whose stages drop rows, every batch decodes the other columns the output
+// keeps for its kept rows alone (store.Rest.Take, see keptRows) and is
+// encoded whole, as a decoded read's is: the bytes do not depend on which
+// row groups lost rows.
 
 // deferredReader opens the streaming pass's deferred reader over the store
 // of r, with the columns it decodes resolved; nil when the job cannot defer
@@ -23,12 +26,22 @@ func deferredReader(job *Job, r *store.Reader, cols *columns) (*store.Reader, *c
 	if f, err := store.FormatOf(job.Out); err != nil || f != store.Parquet {
 		return nil, nil, nil
 	}
+	drops := false
 	for _, st := range job.Stages {
-		// A batch with dropped or copied rows is decoded whole anyway:
-		// reading deferred would only add a pass over its raw chunks.
-		if n := st.Needs(); n.Drops || n.Duplicates {
+		// A batch with copied rows is decoded whole anyway (reading
+		// deferred would only add a pass over its raw chunks), and so are
+		// the dropped rows a rejected-rows store keeps.
+		n := st.Needs()
+		if n.Duplicates || (n.Drops && job.Rejected != "") {
 			return nil, nil, nil
 		}
+		drops = drops || n.Drops
+	}
+	// The output's row groups are its batches': a job that drops rows
+	// writes the bytes a decoded read writes only when the deferred read's
+	// batches are the same.
+	if drops && !store.RowGroupsWithin(r.Files(), int64(job.BatchRows)) {
+		return nil, nil, nil
 	}
 	var decode []string
 	add := func(name string) {
@@ -162,4 +175,105 @@ func (b *Batch) full() (arrow.Record, error) {
 	fields := append(append([]arrow.Field(nil), b.rec.Schema().Fields()...), dec.Schema().Fields()...)
 	cols := append(append([]arrow.Array(nil), b.rec.Columns()...), dec.Columns()...)
 	return array.NewRecord(arrow.NewSchema(fields, nil), cols, b.rec.NumRows()), nil
+}
+
+// keptRows returns the output record of a deferred batch in a job that
+// drops rows (nil when the stages dropped every row): the decoded and the
+// stages' columns take the kept rows, and the rest's columns the output
+// keeps are decoded for those rows alone (store.Rest.Take), then validated
+// as the decoded columns were (the dropped rows' are not read).
+func (s *shaper) keptRows(b *Batch) (arrow.Record, error) {
+	n := b.Len()
+	if b.dropped == n {
+		return nil, nil
+	}
+	keep := make([]bool, n)
+	idx := make([]int64, 0, n-b.dropped)
+	for i := range keep {
+		if b.dropped == 0 || !b.drop[i] {
+			keep[i], idx = true, append(idx, int64(i))
+		}
+	}
+	// The output columns at hand (decoded, set), and the rest's by name.
+	var at []int
+	var fields []arrow.Field
+	var cols []arrow.Array
+	var restNames []string
+	for i, j := range s.src {
+		var a arrow.Array
+		switch {
+		case j >= 0:
+			k := fieldIndex(b.rec.Schema(), s.in.Field(j).Name)
+			if k < 0 {
+				restNames = append(restNames, s.in.Field(j).Name)
+				continue
+			}
+			a = b.rec.Column(k)
+		case i == s.dupOf:
+			nullDup := array.MakeArrayOfNull(s.mem, arrow.PrimitiveTypes.Int64, n)
+			defer nullDup.Release()
+			a = nullDup
+		default:
+			if a = b.set[s.name[i]]; a == nil {
+				return nil, errNotSet(s.name[i])
+			}
+		}
+		at, fields, cols = append(at, i), append(fields, s.out.Field(i)), append(cols, a)
+	}
+	all := array.NewRecord(arrow.NewSchema(fields, nil), cols, int64(n))
+	defer all.Release()
+	here, err := takeRows(all, idx)
+	if err != nil {
+		return nil, err
+	}
+	defer here.Release()
+	out := make([]arrow.Array, len(s.src))
+	for k, i := range at {
+		out[i] = here.Column(k)
+	}
+	if len(restNames) > 0 {
+		taken, err := b.rest.Take(restNames, keep)
+		if err != nil {
+			return nil, err
+		}
+		defer taken.Release()
+		for i, j := range s.src {
+			if out[i] == nil && j >= 0 {
+				out[i] = taken.Column(taken.Schema().FieldIndices(s.in.Field(j).Name)[0])
+			}
+		}
+	}
+	kept := array.NewRecord(s.out, out, int64(len(idx)))
+	if err := validateKept(b, kept, idx); err != nil {
+		kept.Release()
+		return nil, err
+	}
+	return kept, nil
+}
+
+// validateKept validates the kept rows of batch b, its rows idx: at once,
+// and on an error run of consecutive rows by run, so that the error names
+// the row in the file.
+func validateKept(b *Batch, kept arrow.Record, idx []int64) error {
+	if schema.Validate(b.File, 0, kept, schema.ValidateOptions{AllowInvalidReward: true}) == nil {
+		return nil
+	}
+	for k := 0; k < len(idx); {
+		m := k + 1
+		for m < len(idx) && idx[m] == idx[m-1]+1 {
+			m++
+		}
+		first := b.FileRow + idx[k]
+		if b.fileRows != nil {
+			first = b.fileRows[idx[k]]
+		}
+		run := kept.NewSlice(int64(k), int64(m))
+		err := schema.Validate(b.File, first, run, schema.ValidateOptions{AllowInvalidReward: true})
+		run.Release()
+		if err != nil {
+			return err
+		}
+		k = m
+	}
+	return nil
 }

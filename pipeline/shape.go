@@ -25,6 +25,10 @@ type shaper struct {
 	src   []int
 	name  []string
 	dupOf int // output column of duplicate_of, -1: not written
+	// dropping: a stage may drop rows, so every deferred batch is written
+	// from its kept rows (keptRows), none passes through: the output has
+	// the bytes of a decoded read's whichever row groups lost rows.
+	dropping bool
 	// input columns (-1: absent)
 	suffix, task int
 	mem          memory.Allocator
@@ -91,11 +95,16 @@ const suffixSalt = 0x5eed5f1f
 
 // shape returns the batch's output records: its kept rows, and the copies
 // (nil when none). A deferred batch whose rows all pass through keeps its
-// rest for the writer (passThrough).
+// rest for the writer (passThrough); in a job that drops rows it decodes
+// the rest's kept rows alone (keptRows).
 func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, rest *store.Rest, err error) {
-	if b.rest != nil && b.dropped == 0 && len(b.copies) == 0 {
+	if b.rest != nil && len(b.copies) == 0 {
+		if s.dropping {
+			kept, err = s.keptRows(b)
+			return kept, nil, nil, err // the batch's rest is released with it
+		}
 		if kept, err = s.passThrough(b); err != nil {
-			return nil, nil, nil, err // the batch's rest is released with it
+			return nil, nil, nil, err
 		}
 		return kept, nil, b.rest, nil
 	}

@@ -71,6 +71,7 @@ func (o out) release() {
 func newStreamer(ctx context.Context, job *Job, r *store.Reader, cols *columns, g *Grouping, tmp string) (*streamer, error) {
 	var writes []string
 	dup := fieldIndex(r.Schema(), schema.DuplicateOf) >= 0 && job.Keep == nil
+	drops := false
 	for _, st := range job.Stages {
 		n := st.Needs()
 		for _, w := range n.Writes {
@@ -79,6 +80,7 @@ func newStreamer(ctx context.Context, job *Job, r *store.Reader, cols *columns, 
 			}
 		}
 		dup = dup || n.Duplicates
+		drops = drops || n.Drops
 	}
 	for _, st := range job.Stages { // needs known only after the group pass
 		if err := cols.require(st.Needs().Columns...); err != nil {
@@ -93,6 +95,7 @@ func newStreamer(ctx context.Context, job *Job, r *store.Reader, cols *columns, 
 		}
 	}
 	s.sh = newShaper(r.Schema(), cols, job.Keep, writes, dup, job.Seed)
+	s.sh.dropping = drops
 	if job.Out == "" {
 		return s, nil
 	}

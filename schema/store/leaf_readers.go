@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
@@ -15,22 +17,58 @@ import (
 
 // leafReader reads one field of one row group, record batch by record batch.
 type leafReader interface {
-	// read returns the next n rows, fewer (or io.EOF) at the end of the chunk.
-	read(n int64) (arrow.Array, error)
+	// read returns the next n rows, fewer (or io.EOF) at the end of the
+	// chunk; of those, only the rows i where keep[i] is true when keep is
+	// not nil.
+	read(n int64, keep []bool) (arrow.Array, error)
 	release()
 }
 
 // pqarrowReader reads a field with pqarrow's column reader.
 type pqarrowReader struct{ *pqarrow.ColumnReader }
 
-func (r pqarrowReader) read(n int64) (arrow.Array, error) { return readBatch(r.ColumnReader, n) }
-func (r pqarrowReader) release()                          { r.Release() }
+func (r pqarrowReader) read(n int64, keep []bool) (arrow.Array, error) {
+	a, err := readBatch(r.ColumnReader, n)
+	if err != nil || keep == nil {
+		return a, err
+	}
+	defer a.Release()
+	return keptRows(a, keep)
+}
 
-// decoderReader reads a field with the leaf codec.
+func (r pqarrowReader) release() { r.Release() }
+
+// decoderReader reads a field with the leaf codec, which skips the values
+// of the rows not kept.
 type decoderReader struct{ *leafcodec.Decoder }
 
-func (r decoderReader) read(n int64) (arrow.Array, error) { return r.Read(n) }
-func (r decoderReader) release()                          { r.Close() }
+func (r decoderReader) read(n int64, keep []bool) (arrow.Array, error) { return r.ReadRows(n, keep) }
+func (r decoderReader) release()                                       { r.Close() }
+
+// keptRows returns the rows i of a where keep[i] is true (a has at most
+// len(keep) rows): each run of kept rows a slice, the slices concatenated.
+func keptRows(a arrow.Array, keep []bool) (arrow.Array, error) {
+	var runs []arrow.Array
+	defer func() {
+		for _, r := range runs {
+			r.Release()
+		}
+	}()
+	for i := 0; i < a.Len(); {
+		j := i + 1
+		for j < a.Len() && keep[j] == keep[i] {
+			j++
+		}
+		if keep[i] {
+			runs = append(runs, array.NewSlice(a, int64(i), int64(j)))
+		}
+		i = j
+	}
+	if len(runs) == 0 {
+		return array.NewSlice(a, 0, 0), nil
+	}
+	return array.Concatenate(runs, memory.DefaultAllocator)
+}
 
 // fieldPlan says how one field of a read is decoded: by the leaf codec when
 // shape is set, by pqarrow otherwise.

@@ -51,11 +51,11 @@ func checkLeafRead(t *testing.T, data []byte, n int64) {
 		}
 		for left := pf.MetaData().RowGroup(rg).NumRows(); left > 0; left -= min(n, left) {
 			for i := range plans {
-				got, err := fast[i].read(n)
+				got, err := fast[i].read(n, nil)
 				if err != nil {
 					t.Fatalf("row group %d, %s: %v", rg, sc.Field(i).Name, err)
 				}
-				want, err := ref[i].read(n)
+				want, err := ref[i].read(n, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

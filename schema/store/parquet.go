@@ -251,7 +251,7 @@ func (p *parquetSource) decode(g *rowGroupRead) {
 	defer releaseReaders(readers)
 	for left := p.pf.MetaData().RowGroup(g.rg).NumRows(); left > 0; {
 		n := min(p.batch, left)
-		cols, errs := readColumns(readers, n)
+		cols, errs := readColumns(readers, n, nil)
 		whole := true // checked before the consumer owns cols
 		for i, err := range errs {
 			whole = whole && err == nil && cols[i] != nil && int64(cols[i].Len()) == n
@@ -359,9 +359,9 @@ func (p *parquetSource) Next() (arrow.Record, error) {
 	return p.cur, nil
 }
 
-// readColumns reads n rows of every column, each on its own goroutine; a
-// decoder's panic is its column's error.
-func readColumns(readers []leafReader, n int64) ([]arrow.Array, []error) {
+// readColumns reads n rows of every column (those kept, see leafReader),
+// each on its own goroutine; a decoder's panic is its column's error.
+func readColumns(readers []leafReader, n int64, keep []bool) ([]arrow.Array, []error) {
 	cols := make([]arrow.Array, len(readers))
 	errs := make([]error, len(readers))
 	var wg sync.WaitGroup
@@ -374,7 +374,7 @@ func readColumns(readers []leafReader, n int64) ([]arrow.Array, []error) {
 					errs[i] = fmt.Errorf("%v", r)
 				}
 			}()
-			cols[i], errs[i] = rd.read(n)
+			cols[i], errs[i] = rd.read(n, keep)
 		}()
 	}
 	wg.Wait()

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/metadata"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
@@ -51,6 +52,27 @@ func Deferrable(files []string, decode []string, batchRows int) bool {
 		}
 	}
 	return len(files) > 0
+}
+
+// RowGroupsWithin reports whether no row group of the Parquet files holds
+// more than rows rows: a deferred read then gives the batches, one per row
+// group, that a read in batches of rows gives.
+func RowGroupsWithin(files []string, rows int64) bool {
+	for _, path := range files {
+		pf, err := file.OpenParquetFile(path, false)
+		if err != nil {
+			return false
+		}
+		md := pf.MetaData()
+		for i := 0; i < pf.NumRowGroups(); i++ {
+			if md.RowGroup(i).NumRows() > rows {
+				pf.Close()
+				return false
+			}
+		}
+		pf.Close()
+	}
+	return true
 }
 
 func deferrableFile(path string, decode []string, maxRows int64) bool {
@@ -162,7 +184,6 @@ type rawChunk struct {
 	in    *inputFile // the Rest's
 	start int64
 	size  int64
-	bytes []byte // read by load
 }
 
 // Schema returns the rest's columns.
@@ -187,7 +208,7 @@ func (r *Rest) Decode() (arrow.Record, error) {
 	if r.dec != nil {
 		return r.dec, nil
 	}
-	rec, err := r.decode()
+	rec, err := r.read(r.sc, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -207,32 +228,35 @@ func (r *Rest) Release() {
 	}
 }
 
-// load reads the bytes of every chunk.
-func (r *Rest) load() error {
-	for i := range r.chunks {
-		c := &r.chunks[i]
-		if c.bytes != nil {
-			continue
-		}
-		buf := make([]byte, c.size)
-		if _, err := r.in.ReadAt(buf, c.start); err != nil {
-			return fileError(r.path, flattenEOF(err), "row group %d: column %q: cannot read its data (file cut or overwritten)", r.rg, r.sc.Field(i).Name)
-		}
-		c.bytes = buf
+// Take returns the rows of the batch where keep is true (one value a row)
+// of the rest's columns named (those it holds, in the rest's order),
+// decoded for those rows alone: the values of the others are skipped, not
+// copied. The caller releases the record.
+func (r *Rest) Take(names []string, keep []bool) (arrow.Record, error) {
+	if int64(len(keep)) != r.rows {
+		return nil, fmt.Errorf("rest of row group %d: %d rows to keep or not, of %d", r.rg, len(keep), r.rows)
 	}
-	return nil
+	var fields []arrow.Field
+	for _, f := range r.sc.Fields() {
+		if slices.Contains(names, f.Name) {
+			fields = append(fields, f)
+		}
+	}
+	return r.read(arrow.NewSchema(fields, nil), keep)
 }
 
-func (r *Rest) decode() (rec arrow.Record, err error) {
+// read decodes the rest's columns of schema sc: the rows where keep is
+// true, every row when keep is nil.
+func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fileError(r.path, fmt.Errorf("%v", p), "row group %d: unreadable data (file cut, overwritten or corrupt)", r.rg)
 		}
 	}()
-	if err := r.load(); err != nil {
-		return nil, err
-	}
-	pf, err := file.NewParquetReader(&chunkReader{chunks: r.chunks, size: r.size}, file.WithMetadata(r.md))
+	// Pages are read as they are decoded, as the reader reads them (Open).
+	props := parquet.NewReaderProperties(memory.NewGoAllocator())
+	props.BufferedStreamEnabled = true
+	pf, err := file.NewParquetReader(&chunkReader{in: r.in, chunks: r.chunks, size: r.size}, file.WithMetadata(r.md), file.WithReadProps(props))
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
@@ -240,30 +264,45 @@ func (r *Rest) decode() (rec arrow.Record, err error) {
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
-	readers, err := fieldReaders(pf, fr, planFields(pf, r.sc), r.rg)
+	readers, err := fieldReaders(pf, fr, planFields(pf, sc), r.rg)
 	if err != nil {
 		return nil, fileError(r.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", r.rg)
 	}
 	defer releaseReaders(readers)
-	cols, errs := readColumns(readers, r.rows)
+	want := r.rows
+	if keep != nil {
+		want = int64(countTrue(keep))
+	}
+	cols, errs := readColumns(readers, r.rows, keep)
 	defer releaseAll(cols)
 	for i, err := range errs {
-		if err == nil && cols[i].Len() != int(r.rows) {
+		if err == nil && cols[i].Len() != int(want) {
 			err = io.EOF
 		}
 		if err == io.EOF {
-			return nil, schema.Errorf(r.path, -1, r.sc.Field(i).Name, "row group %d: data ends before the %d rows the footer promises (file cut, overwritten or corrupt)", r.rg, r.rows)
+			return nil, schema.Errorf(r.path, -1, sc.Field(i).Name, "row group %d: data ends before the %d rows the footer promises (file cut, overwritten or corrupt)", r.rg, r.rows)
 		}
 		if err != nil {
-			return nil, fileError(r.path, err, "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", r.rg, r.sc.Field(i).Name)
+			return nil, fileError(r.path, err, "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", r.rg, sc.Field(i).Name)
 		}
 	}
-	return array.NewRecord(r.sc, cols, r.rows), nil
+	return array.NewRecord(sc, cols, want), nil
 }
 
-// chunkReader serves a file's reads from the raw column chunks held in
-// memory: the bytes of any other range are not there.
+func countTrue(keep []bool) int {
+	n := 0
+	for _, k := range keep {
+		if k {
+			n++
+		}
+	}
+	return n
+}
+
+// chunkReader serves a file's reads from the input file within its
+// column chunks: the bytes of any other range are not read.
 type chunkReader struct {
+	in     *inputFile
 	chunks []rawChunk
 	size   int64
 	pos    int64
@@ -271,12 +310,16 @@ type chunkReader struct {
 
 func (c *chunkReader) ReadAt(p []byte, off int64) (int, error) {
 	for _, ch := range c.chunks {
-		if off >= ch.start && off < ch.start+int64(len(ch.bytes)) {
-			n := copy(p, ch.bytes[off-ch.start:])
-			if n < len(p) {
-				return n, io.ErrUnexpectedEOF
+		if off >= ch.start && off < ch.start+ch.size {
+			short := off+int64(len(p)) > ch.start+ch.size
+			if short {
+				p = p[:ch.start+ch.size-off]
 			}
-			return n, nil
+			n, err := c.in.ReadAt(p, off)
+			if err == nil && short {
+				err = io.ErrUnexpectedEOF
+			}
+			return n, err
 		}
 	}
 	return 0, fmt.Errorf("no column chunk holds offset %d", off)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -436,4 +437,84 @@ func TestLargeChunksCopiedAligned(t *testing.T) {
 	if sums[0] != sums[1] || !strings.HasPrefix(sums[0], "900 ") {
 		t.Fatalf("DuckDB reads the copy as %q, the input as %q", sums[1], sums[0])
 	}
+}
+
+// A Rest's Take decodes the kept rows of the columns named, lists, flat
+// values and strings alike (some rows dropped, none, all), and leaves out
+// the columns not named: the rows of the whole batch decoded, where kept.
+func TestRestTake(t *testing.T) {
+	in := "../../fixtures/stores/full.parquet"
+	r, err := store.Open(in, store.Columns("batch", "task"), store.Deferred(), store.BatchRows(40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	names := []string{"tokens", "logprobs", "suffix", "reward", "not_a_column"}
+	for k := 0; ; k++ {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			if k == 0 {
+				t.Fatal("no batch")
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := r.Rest()
+		whole, err := rest.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int(rec.NumRows())
+		for _, keep := range [][]bool{pattern(n, func(i int) bool { return i%3 != 0 && i%7 != 5 }), pattern(n, func(int) bool { return true }), pattern(n, func(int) bool { return false })} {
+			got, err := rest.Take(names, keep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var order []string
+			for _, f := range whole.Schema().Fields() {
+				if slices.Contains(names, f.Name) {
+					order = append(order, f.Name)
+				}
+			}
+			if len(order) != 4 || got.NumCols() != 4 {
+				t.Fatalf("batch %d: took %v, want the columns %v", k, got.Schema(), order)
+			}
+			for c, name := range order {
+				if got.Schema().Field(c).Name != name {
+					t.Fatalf("batch %d: took %v, want the columns %v, in the store's order", k, got.Schema(), order)
+				}
+			}
+			for c, f := range got.Schema().Fields() {
+				want := whole.Column(whole.Schema().FieldIndices(f.Name)[0])
+				row := 0
+				for i, kept := range keep {
+					if !kept {
+						continue
+					}
+					if !array.SliceEqual(got.Column(c), int64(row), int64(row+1), want, int64(i), int64(i+1)) {
+						t.Fatalf("batch %d, %s: kept row %d is input row %d, read differently", k, f.Name, row, i)
+					}
+					row++
+				}
+				if row != got.Column(c).Len() {
+					t.Fatalf("batch %d, %s: %d rows taken, %d kept", k, f.Name, got.Column(c).Len(), row)
+				}
+			}
+			got.Release()
+		}
+		if _, err := rest.Take(names, make([]bool, n+1)); err == nil {
+			t.Fatalf("batch %d: a selection of %d rows taken from %d", k, n+1, n)
+		}
+		rest.Release()
+	}
+}
+
+func pattern(n int, keep func(int) bool) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = keep(i)
+	}
+	return out
 }

@@ -34,6 +34,7 @@ type Decoder struct {
 	vals     []byte
 	vpos     int     // in values, or in bits for booleans
 	open     bool    // the last row read may take more elements
+	skipping bool    // the last row read is not kept (ReadRows)
 	perRow   float64 // bytes of values per row in the chunk: a batch's capacity
 	left     int64   // values (levels) of the chunk not yet loaded
 	// The pages read ahead (nil until the first is wanted, or when they are
@@ -317,14 +318,20 @@ type batch struct {
 }
 
 // Read decodes the next n rows (fewer only at the end of the chunk).
-func (d *Decoder) Read(n int64) (arrow.Array, error) {
+func (d *Decoder) Read(n int64) (arrow.Array, error) { return d.ReadRows(n, nil) }
+
+// ReadRows decodes the next n rows (fewer only at the end of the chunk)
+// and returns those i where keep[i] is true, every one when keep is nil: a
+// row not kept has its levels checked and its values skipped, not copied.
+func (d *Decoder) ReadRows(n int64, keep []bool) (arrow.Array, error) {
 	// The footer's counts size the values buffer, but they are not trusted
 	// with more than 64 MiB before the values are there.
 	b := &batch{vals: make([]byte, 0, int(min(float64(n)*d.perRow, 64<<20))+8)}
 	if d.s.list {
 		b.offsets = make([]int32, 1, n+1)
 	}
-	for int64(b.rows) < n || d.s.list {
+	row := 0 // rows of the chunk read by this call, kept or not
+	for int64(row) < n || d.s.list {
 		if d.pos == len(d.def) {
 			ok, err := d.next()
 			if err != nil {
@@ -336,15 +343,27 @@ func (d *Decoder) Read(n int64) (arrow.Array, error) {
 			continue
 		}
 		if d.s.list {
-			if d.rep[d.pos] == 0 && int64(b.rows) == n {
-				break // the next row starts
+			if d.rep[d.pos] == 0 {
+				if int64(row) == n {
+					break // the next row starts
+				}
+				d.skipping = keep != nil && !keep[row]
+				row++
 			}
 			if err := d.listRun(b); err != nil {
 				return nil, err
 			}
-		} else if err := d.flatRun(b, int(n)-b.rows); err != nil {
+			continue
+		}
+		want := int(n) - row
+		if keep != nil {
+			want = sameRun(keep[row:n])
+		}
+		before := d.pos
+		if err := d.flatRun(b, want, keep != nil && !keep[row]); err != nil {
 			return nil, err
 		}
+		row += d.pos - before
 	}
 	if d.s.list && len(b.offsets) > 0 {
 		b.offsets = b.offsets[:b.rows+1]
@@ -352,18 +371,30 @@ func (d *Decoder) Read(n int64) (arrow.Array, error) {
 	return b.array(d.s), nil
 }
 
+// sameRun returns the length of the run of equal values keep starts with.
+func sameRun(keep []bool) int {
+	k := 1
+	for k < len(keep) && keep[k] == keep[0] {
+		k++
+	}
+	return k
+}
+
 // listRun takes the levels from pos up to the start of the next row, or the
-// end of the page (a row may go on in the next page).
+// end of the page (a row may go on in the next page); a row not kept
+// (skipping) has its values skipped.
 func (d *Decoder) listRun(b *batch) error {
 	s, i := d.s, d.pos
 	if d.rep[i] == 0 {
-		b.rows++
-		b.offsets = append(b.offsets, int32(b.nvals))
+		if !d.skipping {
+			b.rows++
+			b.offsets = append(b.offsets, int32(b.nvals))
+		}
 		switch l := d.def[i]; {
 		case l > s.emptyDef:
 			d.open = true
 		case l == s.emptyDef || l == s.nullDef:
-			if l == s.nullDef {
+			if l == s.nullDef && !d.skipping {
 				b.setNull(b.rows - 1)
 			}
 			d.open = false
@@ -380,7 +411,7 @@ func (d *Decoder) listRun(b *batch) error {
 	for i < end {
 		j := runEnd(d.def, i, end, s.maxDef)
 		if j > i {
-			if err := d.take(b, j-i); err != nil {
+			if err := d.take(b, j-i, d.skipping); err != nil {
 				return err
 			}
 			i = j
@@ -389,16 +420,21 @@ func (d *Decoder) listRun(b *batch) error {
 		if d.def[i] != s.elemNull || s.elemNull < 0 {
 			return errLevels
 		}
-		b.addElemNull(s)
+		if !d.skipping {
+			b.addElemNull(s)
+		}
 		i++
 	}
 	d.pos = end
-	b.offsets[b.rows] = int32(b.nvals)
+	if !d.skipping {
+		b.offsets[b.rows] = int32(b.nvals)
+	}
 	return nil
 }
 
-// flatRun takes up to want rows of a flat column from the page.
-func (d *Decoder) flatRun(b *batch, want int) error {
+// flatRun takes up to want rows of a flat column from the page, or skips
+// them.
+func (d *Decoder) flatRun(b *batch, want int, skip bool) error {
 	end := min(len(d.def), d.pos+want)
 	for i := d.pos; i < end; {
 		j := i
@@ -406,41 +442,46 @@ func (d *Decoder) flatRun(b *batch, want int) error {
 			j++
 		}
 		if j > i {
-			if err := d.take(b, j-i); err != nil {
+			if err := d.take(b, j-i, skip); err != nil {
 				return err
 			}
-			b.rows += j - i
+			if !skip {
+				b.rows += j - i
+			}
 			i = j
 			continue
 		}
 		if d.def[i] != d.s.nullDef {
 			return errLevels
 		}
-		b.setNull(b.rows)
-		b.addZero(d.s)
-		b.rows++
+		if !skip {
+			b.setNull(b.rows)
+			b.addZero(d.s)
+			b.rows++
+		}
 		i++
 	}
 	d.pos = end
 	return nil
 }
 
-// take copies k present values.
-func (d *Decoder) take(b *batch, k int) error {
+// take copies k present values, or skips them.
+func (d *Decoder) take(b *batch, k int, skip bool) error {
 	w := d.s.width
+	if (w == 0 && (d.vpos+k+7)/8 > len(d.vals)) || (w > 0 && (d.vpos+k)*w > len(d.vals)) {
+		return errors.New("data page shorter than its values")
+	}
+	if skip {
+		d.vpos += k
+		return nil
+	}
 	if w == 0 {
-		if (d.vpos+k+7)/8 > len(d.vals) {
-			return errors.New("data page shorter than its values")
-		}
 		need := int(bitutil.BytesForBits(int64(b.nvals + k)))
 		if need > len(b.vals) {
 			b.vals = append(b.vals, make([]byte, need-len(b.vals)+len(b.vals)/2)...)
 		}
 		bitutil.CopyBitmap(d.vals, d.vpos, k, b.vals, b.nvals)
 	} else {
-		if (d.vpos+k)*w > len(d.vals) {
-			return errors.New("data page shorter than its values")
-		}
 		b.vals = append(b.vals, d.vals[d.vpos*w:(d.vpos+k)*w]...)
 	}
 	d.vpos += k

@@ -116,10 +116,53 @@ func checkDecoder(t *testing.T, data []byte, n int64) {
 			if !arrow.TypeEqual(whole.DataType(), want.DataType()) || !array.Equal(whole, want) {
 				t.Fatalf("row group %d, %s, batches of %d: leaf codec\n%v\npqarrow\n%v", rg, f.Name, n, whole, want)
 			}
+			pr, err = pf.RowGroup(rg).GetColumnPageReader(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkKept(t, NewDecoder(s, pr, rgm.NumRows(), cc.NumValues()), want, n)
 			for _, a := range append(got, whole, want) {
 				a.Release()
 			}
 			col.Release()
 		}
+	}
+}
+
+// checkKept reads a chunk in batches of n with ReadRows, keeping runs of
+// rows of every length from 1 to 4 and dropping the others (the first and
+// last rows of a batch among them), and compares the rows kept with those
+// rows of want, the whole column.
+func checkKept(t *testing.T, d *Decoder, want arrow.Array, n int64) {
+	t.Helper()
+	kept := func(row int64) bool { return row%9 != 0 && row%9 != 5 && row%13 != 3 }
+	var got, exp []arrow.Array
+	for lo := int64(0); lo < int64(want.Len()); lo += n {
+		hi := min(lo+n, int64(want.Len()))
+		keep := make([]bool, hi-lo)
+		for i := range keep {
+			if keep[i] = kept(lo + int64(i)); keep[i] {
+				exp = append(exp, array.NewSlice(want, lo+int64(i), lo+int64(i)+1))
+			}
+		}
+		a, err := d.ReadRows(hi-lo, keep)
+		if err != nil {
+			t.Fatalf("rows %d to %d: %v", lo, hi, err)
+		}
+		got = append(got, a)
+	}
+	gotAll, err := array.Concatenate(got, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expAll, err := array.Concatenate(exp, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotAll.Len() == 0 || gotAll.Len() == want.Len() || !array.Equal(gotAll, expAll) {
+		t.Fatalf("batches of %d, the rows kept: leaf codec (%d rows)\n%v\nwant (%d rows)\n%v", n, gotAll.Len(), gotAll, expAll.Len(), expAll)
+	}
+	for _, a := range append(append(got, exp...), gotAll, expAll) {
+		a.Release()
 	}
 }
