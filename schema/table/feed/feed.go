@@ -23,6 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/fspath"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/table"
 	"github.com/rftpipe/rftpipe/schema/trinity"
@@ -65,6 +66,11 @@ func Ingest(ctx context.Context, src, dir string, o Options) (Result, error) {
 	files, err := store.Expand(src)
 	if err != nil {
 		return Result{}, err
+	}
+	for _, f := range files {
+		if !trinity.IsURL(f) && fspath.Within(dir, f) { // however spelled: the table would read its own rows back
+			return Result{}, schema.Errorf(f, -1, "", "lies inside the table %s: ingest reads sources outside it", dir)
+		}
 	}
 	t, err := table.Open(dir, true)
 	if err != nil {

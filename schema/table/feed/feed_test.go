@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -187,6 +188,47 @@ func TestFileSourceGrows(t *testing.T) {
 	write(5) // replaced by a shorter file
 	if _, err := Ingest(ctx, src, tbl, Options{Experiment: "files"}); err == nil || !strings.Contains(err.Error(), "the file was replaced") {
 		t.Fatalf("ingest of a file shorter than its watermark: %v, want an error", err)
+	}
+}
+
+// TestSourceInsideTable: a file of the table itself, however spelled, is
+// refused as a source, and the table is left as it was.
+func TestSourceInsideTable(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "rows.jsonl")
+	recs := records(t)
+	w, err := store.Create(src, recs[0].Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs[:10] {
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tbl := filepath.Join(dir, "table")
+	if _, err := Ingest(ctx, src, tbl, Options{Experiment: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := filepath.Glob(filepath.Join(tbl, "data", "*", "*.parquet"))
+	if err != nil || len(data) != 1 {
+		t.Fatalf("data files %v %v", data, err)
+	}
+	if err := os.Symlink(tbl, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(tbl, data[0])
+	for _, in := range []string{data[0], filepath.Join(dir, "link", rel), filepath.Join(tbl, "data", "*", "*.parquet")} {
+		if _, err := Ingest(ctx, in, tbl, Options{Experiment: "b"}); err == nil || !strings.Contains(err.Error(), "lies inside the table") {
+			t.Errorf("ingest of %s into its own table: %v, want a refusal", in, err)
+		}
+	}
+	if rows, _, _ := readAll(t, tbl); rows != 10 {
+		t.Errorf("the table holds %d rows, want 10", rows)
 	}
 }
 
