@@ -147,3 +147,31 @@ func TestSinceLastSplitStep(t *testing.T) {
 		t.Fatalf("night 1 read %d rows, want step 3's %d:\n%v", len(got), len(want), got)
 	}
 }
+
+// TestSinceLastWatermarkChecked: the watermark is an output like any
+// other: a link to nothing where it goes is refused before any work (no
+// output written), and the link is left as it was.
+func TestSinceLastWatermarkChecked(t *testing.T) {
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "table")
+	if _, stderr, code := runCLI(t, "ingest", "../../fixtures/stores/demo.parquet", tbl, "--experiment", "e"); code != 0 {
+		t.Fatalf("ingest: exit %d: %s", code, stderr)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "_since_last"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "_since_last", "grpo.json")
+	if err := os.Symlink(filepath.Join(tbl, "data", "mark.json"), link); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runCLI(t, "run", "--in", tbl, "--since-last", "--advantage-fn", "grpo", "--out", filepath.Join(dir, "out.parquet"), "--progress", "never")
+	if code != 2 || !strings.Contains(stderr, "grpo.json") {
+		t.Errorf("exit %d, want 2 naming the watermark: %s", code, stderr)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.parquet")); err == nil {
+		t.Error("the refused run wrote its output")
+	}
+}

@@ -139,6 +139,16 @@ func (p *plan) sinceLast() error {
 		return err
 	}
 	p.since, j.In = inc, inc.In
+	mark, _, err := inc.Mark()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(mark); err == nil { // an existing one is written over: refuse a link or a stream before any work
+		if err := store.CheckWritable(mark); err != nil {
+			return err
+		}
+	}
+	j.Also = append(j.Also, store.Output{Flag: "the --since-last watermark", Path: mark})
 	return nil
 }
 

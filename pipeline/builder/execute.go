@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -127,7 +128,7 @@ func (p *plan) run(ctx context.Context) (res *pipeline.Result, err error) {
 		return nil, err
 	}
 	if p.since != nil && !p.since.New { // nothing to read: nothing written
-		return &pipeline.Result{}, p.since.Commit()
+		return &pipeline.Result{}, p.commitSince()
 	}
 	var made []string // the directories made, removed again when the run fails
 	defer func() {
@@ -166,9 +167,26 @@ func (p *plan) run(ctx context.Context) (res *pipeline.Result, err error) {
 		}
 	}
 	if p.since != nil {
-		return res, p.since.Commit()
+		return res, p.commitSince()
 	}
 	return res, nil
+}
+
+// commitSince records a --since-last run's watermark, written as every
+// side file is (store.WriteFile: atomic, never renamed over a stream or
+// through a link), its directory made.
+func (p *plan) commitSince() error {
+	path, record, err := p.since.Mark()
+	if err != nil {
+		return err
+	}
+	if _, err := makeDir(path); err != nil {
+		return err
+	}
+	return store.WriteFile(path, func(w io.Writer) error {
+		_, err := w.Write(record)
+		return err
+	})
 }
 
 // claim claims a sharded run's directory of parts, and of rejected parts,

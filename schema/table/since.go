@@ -114,22 +114,17 @@ func readMark(path, abs string) (int64, error) {
 	return m.Snapshot, nil
 }
 
-// Commit records To as the job's watermark, atomically: call it once the
-// job's output is committed. A job that fails before leaves the watermark
-// as it was.
-func (inc *Increment) Commit() error {
+// Mark returns the watermark file and the record that makes To the job's
+// watermark: the caller writes it atomically (store.WriteFile) once the
+// job's output is committed, so a job that fails before leaves the
+// watermark as it was.
+func (inc *Increment) Mark() (path string, record []byte, err error) {
 	abs, err := filepath.Abs(inc.Dir)
 	if err != nil {
-		return schema.Errorf(inc.Dir, -1, "", "cannot resolve the path: %v", err)
+		return "", nil, schema.Errorf(inc.Dir, -1, "", "cannot resolve the path: %v", err)
 	}
 	b, _ := json.MarshalIndent(mark{Table: abs, Snapshot: inc.To, Time: time.Now().UTC()}, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(inc.mark), 0o755); err != nil {
-		return schema.Errorf(inc.mark, -1, "", "cannot write the watermark: %v", err)
-	}
-	if err := writeNew(inc.mark, append(b, '\n'), true); err != nil {
-		return schema.Errorf(inc.mark, -1, "", "cannot write the watermark: %v", err)
-	}
-	return nil
+	return inc.mark, append(b, '\n'), nil
 }
 
 // Since returns what a read of an increment (s.Since > 0) reads: the data
