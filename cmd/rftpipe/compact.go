@@ -16,16 +16,13 @@ func compactCommand() *cli.Command {
 		Usage:     "rewrite an experience table's runs of small data files into one file each, one snapshot per run; with --expire-before, remove the files only older snapshots read",
 		ArgsUsage: "TABLE",
 		Flags: []cli.Flag{
-			&cli.Int64Flag{Name: "target-rows", Value: feed.DefaultTargetRows, Usage: "merge data files of fewer rows than this"},
+			int64Flag(&cli.Int64Flag{Name: "target-rows", Value: feed.DefaultTargetRows, Usage: "merge data files of fewer rows than this"}, schema.AtLeast1),
 			&cli.TimestampFlag{Name: "expire-before", Layout: time.RFC3339, Usage: "expire the snapshots older than this time (RFC 3339) and remove the data files only they read"},
 			&cli.StringFlag{Name: "codec", Value: "zstd", Usage: "Parquet codec of the merged files: zstd | snappy | gzip | none"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return schema.Usagef("compact takes TABLE")
-			}
-			if c.Int64("target-rows") < 1 {
-				return schema.Usagef("--target-rows must be positive")
 			}
 			var before time.Time
 			if ts := c.Timestamp("expire-before"); ts != nil {
