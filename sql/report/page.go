@@ -18,8 +18,11 @@ type page struct {
 	Generated string
 	Elapsed   string
 	Numbers   []numberGroup
-	Sections  []section
-	Warnings  []string // the store reader's, shown as notes under the header
+	// Experiments compares the experiments of a store holding several;
+	// nil otherwise.
+	Experiments *comparison
+	Sections    []section
+	Warnings    []string // the store reader's, shown as notes under the header
 }
 
 type numberGroup struct {
@@ -31,6 +34,12 @@ type number struct{ Label, Value, Note string }
 
 func (g *numberGroup) add(label, value, note string) {
 	g.Rows = append(g.Rows, number{label, value, note})
+}
+
+// comparison is a table of numbers, one row per experiment.
+type comparison struct {
+	Header []string
+	Rows   [][]string
 }
 
 // section is one plot (Image) or, when the data is missing, a Note.
@@ -168,6 +177,15 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
     {{- end}}
   {{- end}}
   </table>
+  {{- with .Experiments}}
+  <h3>Per experiment</h3>
+  <table>
+    <tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+    {{- range .Rows}}
+    <tr>{{range $i, $v := .}}{{if $i}}<td class="value">{{$v}}</td>{{else}}<td>{{$v}}</td>{{end}}{{end}}</tr>
+    {{- end}}
+  </table>
+  {{- end}}
 </section>
 {{- range .Sections}}
 <section id="{{.ID}}">

@@ -232,21 +232,21 @@ func batchPlot(xs, ys []float64, overall float64, xLabel string) (*plot.Plot, er
 	return p, nil
 }
 
-// seriesColors are the colours of experimentsPlot's lines, in turn (then
-// again, dashed).
+// seriesColors are the colours of linesPlot's lines, in turn (then again,
+// dashed).
 var seriesColors = []color.Color{colBlue, colOrange, colGreen, colRed, colGrey, colLightBlue, colPeach}
 
-// experimentsPlot draws the mean reward per batch of each experiment, one
-// line each, named in the legend.
-func experimentsPlot(series []stepSeries, xLabel string) (*plot.Plot, error) {
-	p := newPlot("Mean reward per explore batch, per experiment", xLabel, "mean reward (reward units)")
+// linesPlot draws each series (an experiment's value per batch) as a line,
+// named in the legend.
+func linesPlot(title, yLabel, xLabel string, series []stepSeries) (*plot.Plot, error) {
+	p := newPlot(title, xLabel, yLabel)
 	var ys []float64
 	for i, s := range series {
 		pts := make(plotter.XYs, len(s.xs))
 		for k := range s.xs {
 			pts[k] = plotter.XY{X: s.xs[k], Y: s.ys[k]}
 		}
-		l, err := plotter.NewLine(pts)
+		l, dots, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return nil, err
 		}
@@ -256,6 +256,12 @@ func experimentsPlot(series []stepSeries, xLabel string) (*plot.Plot, error) {
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 		}
 		p.Add(l)
+		if len(pts) <= 60 { // a point per batch, so that a lone batch shows
+			dots.GlyphStyle.Color = l.Color
+			dots.GlyphStyle.Radius = vg.Points(2.5)
+			dots.GlyphStyle.Shape = draw.CircleGlyph{}
+			p.Add(dots)
+		}
 		p.Legend.Add(s.experiment, l)
 		ys = append(ys, s.ys...)
 	}

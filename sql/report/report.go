@@ -56,10 +56,21 @@ const (
 	SecGroups        = "groups"
 	SecLength        = "response-length"
 	SecAdvantages    = "advantages"
+
+	// The sections a page of several experiments adds after
+	// SecRewardByBatch: one line per experiment, one point per batch.
+	SecFilteredByBatch  = "filtered-by-batch"
+	SecLengthByBatch    = "length-by-batch"
+	SecEntropyByBatch   = "entropy-by-batch"
+	SecAdvantageByBatch = "advantage-by-batch"
 )
 
 // Sections lists the section ids in page order.
 var Sections = []string{SecNumbers, SecReward, SecRewardByBatch, SecGroupStd, SecGroups, SecLength, SecAdvantages}
+
+// ExperimentSections lists, in page order, the sections a page of several
+// experiments has after SecRewardByBatch.
+var ExperimentSections = []string{SecFilteredByBatch, SecLengthByBatch, SecEntropyByBatch, SecAdvantageByBatch}
 
 // scalarColumns are the store columns the report keeps, when present.
 var scalarColumns = []string{
@@ -103,7 +114,7 @@ func Write(ctx context.Context, o Options, w io.Writer) error {
 		}
 	}
 	b := &builder{ctx: ctx, db: db, o: o}
-	steps := []func(*page) error{b.numbers, b.rewardSections, b.groupSections, b.lengthSection, b.advantageSection}
+	steps := []func(*page) error{b.numbers, b.rewardSections, b.experimentSections, b.groupSections, b.lengthSection, b.advantageSection}
 	progress := func(done int) {
 		if o.Progress != nil {
 			o.Progress(done, len(steps)+1)
@@ -131,6 +142,9 @@ type builder struct {
 	o      Options
 	cols   []string // columns of the temp table experiences
 	lenSrc string   // what response_length was measured on
+	// experiments are the names in the store's experiment column, sorted;
+	// with more than one, the page compares them.
+	experiments []string
 
 	// Results the numbers pass keeps for the plots.
 	groups    map[string]any // the group_filter row; nil without batch, task and reward
@@ -148,14 +162,20 @@ func (b *builder) has(cols ...string) bool {
 }
 
 // load reads the store once into the temp table experiences: the scalar
-// columns present, response_length and (after `rftpipe run`) the per-row
-// advantage.
+// columns present, response_length, (after `rftpipe run`) the per-row
+// advantage and, in a store of several experiments, the sum and count of
+// the entropies of the masked response tokens.
 func (b *builder) load() error {
 	raw, err := duckdb.Columns(b.ctx, b.db, "store")
 	if err != nil {
 		return err
 	}
 	in := func(c string) bool { return slices.Contains(raw, c) }
+	if in(experiment) {
+		if b.experiments, err = b.list("SELECT DISTINCT " + duckdb.QuoteIdent(experiment) + "::VARCHAR AS e FROM store WHERE e IS NOT NULL ORDER BY e"); err != nil {
+			return err
+		}
+	}
 	var sel []string
 	for _, c := range scalarColumns {
 		if in(c) {
@@ -198,6 +218,11 @@ func (b *builder) load() error {
 	case in(schema.Advantages):
 		sel = append(sel, "list_avg(advantages) AS advantage")
 	}
+	if len(b.experiments) > 1 && in(schema.Entropy) && in(schema.ActionMask) {
+		// As the entropy_drift analysis: a token mean over the masked tokens.
+		sel = append(sel, `list_sum(list_transform(range(1, len(entropy) + 1), i -> CASE WHEN action_mask[i] THEN entropy[i] ELSE 0 END)) AS entropy_sum`,
+			`len(list_filter(action_mask, m -> m)) AS entropy_tokens`)
+	}
 	if len(sel) == 0 {
 		return schema.Errorf(b.o.Store, -1, "", "nothing to report: the store has none of the columns %s, action_mask, logprobs, tokens, chosen, advantages",
 			strings.Join(scalarColumns, ", "))
@@ -231,6 +256,24 @@ func (b *builder) row(q string, dest ...any) error {
 		return fmt.Errorf("report: %w\n%s", err, q)
 	}
 	return nil
+}
+
+// list runs a query whose rows are one string each and returns them.
+func (b *builder) list(q string) ([]string, error) {
+	rows, err := b.db.QueryContext(b.ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w\n%s", err, q)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
 
 // analysis runs a canned analysis with variables (SQL literals) and returns

@@ -6,11 +6,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"html"
 	"image/png"
 	"io"
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,12 +44,18 @@ func render(t *testing.T, o Options) string {
 // decodes as a PNG of the plot size; it returns the sections holding an image.
 func checkPage(t *testing.T, page string) map[string]bool {
 	t.Helper()
+	return checkSections(t, page, Sections)
+}
+
+// checkSections is checkPage for a page whose sections are want.
+func checkSections(t *testing.T, page string, want []string) map[string]bool {
+	t.Helper()
 	var ids []string
 	for _, m := range sectionRE.FindAllStringSubmatch(page, -1) {
 		ids = append(ids, m[1])
 	}
-	if strings.Join(ids, ",") != strings.Join(Sections, ",") {
-		t.Fatalf("sections %v, want %v", ids, Sections)
+	if strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Fatalf("sections %v, want %v", ids, want)
 	}
 	withImage := map[string]bool{}
 	for i, part := range strings.Split(page, "<section id=")[1:] {
@@ -292,15 +300,49 @@ func TestReportTrinityBuffers(t *testing.T) {
 	}
 }
 
-// TestReportExperiments renders a table of two experiments: the mean reward
-// per batch is one line per experiment, with the values computed by hand
-// from the table's rows (fixtures/tables/experiments-*.jsonl).
+// TestReportExperiments renders a table of two experiments: every per-batch
+// plot is one line per experiment, and a table gives each experiment's
+// numbers, with the values computed by hand from the table's rows
+// (fixtures/tables/experiments-*.jsonl).
 func TestReportExperiments(t *testing.T) {
 	const tbl = "../../fixtures/tables/experiments"
 	page := render(t, Options{Store: tbl, Threads: 2})
-	if withImage := checkPage(t, page); !withImage[SecRewardByBatch] || !strings.Contains(page, "2 experiments, one line each") {
-		t.Fatalf("the reward per batch section draws no line per experiment")
+	want := slices.Concat(Sections[:3], ExperimentSections, Sections[3:])
+	withImage := checkSections(t, page, want)
+	for _, id := range []string{SecRewardByBatch, SecFilteredByBatch, SecLengthByBatch, SecEntropyByBatch} {
+		if !withImage[id] {
+			t.Errorf("section %s has no plot", id)
+		}
 	}
+	if withImage[SecAdvantageByBatch] || strings.Count(page, "2 experiments, one line each") != 4 {
+		t.Errorf("plots %v: want one line per experiment on the reward, filtered, length and entropy plots, a note on advantages", withImage)
+	}
+
+	// The numbers per experiment. a: rewards 1, 0, 1, 0.5; one of 4 rows
+	// filtered; responses of 2, 4, 6, 2 tokens, 2, 3, 6, 2 of them masked,
+	// their entropies summing to 2, 3, 12, 1. b: rewards 0.5, 0.25, 0.75 and
+	// a null; 2 of 4 filtered; responses of 3, 1, 5, 2 tokens, 3, 1, 5, 1
+	// masked, entropies summing to 9, 1, 5, 4.
+	std := func(xs ...float64) float64 {
+		var m, ss float64
+		for _, x := range xs {
+			m += x / float64(len(xs))
+		}
+		for _, x := range xs {
+			ss += (x - m) * (x - m)
+		}
+		return math.Sqrt(ss / float64(len(xs)-1))
+	}
+	header := []string{"experiment", "rows", "explore batches", "model versions", "reward mean ± std",
+		"null, NaN or infinite rewards", "filtered rows", "response length mean", "entropy mean"}
+	rows := [][]string{
+		{"a", "4", "2", "0 – 1", fnum(2.5/4) + " ± " + fnum(std(1, 0, 1, 0.5)), "0", fpct(0.25), fnum(14.0 / 4), fnum(18.0 / 13)},
+		{"b", "4", "2", "0 – 2", fnum(0.5) + " ± " + fnum(std(0.5, 0.25, 0.75)), "1", fpct(0.5), fnum(11.0 / 4), fnum(19.0 / 10)},
+	}
+	if got := comparisonTable(t, page); fmt.Sprint(got) != fmt.Sprint(append([][]string{header}, rows...)) {
+		t.Errorf("per-experiment table\n%q\nwant\n%q", got, append([][]string{header}, rows...))
+	}
+
 	db, err := duckdb.Open(duckdb.Options{Threads: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -314,15 +356,54 @@ func TestReportExperiments(t *testing.T) {
 	if err := b.load(); err != nil {
 		t.Fatal(err)
 	}
-	series, ordinal, err := b.meanRewardByBatch()
-	if err != nil || ordinal {
-		t.Fatalf("series: ordinal %v, %v", ordinal, err)
+	// What each plot draws: batches 0 and 1 of a, 0 and 2 of b.
+	for _, c := range []struct {
+		y    string
+		a, b []float64
+	}{
+		{meanReward, []float64{(1.0 + 0) / 2, (1 + 0.5) / 2}, []float64{0.5, (0.25 + 0.75) / 2}}, // b's null reward left out
+		{experimentPlots[0].y, []float64{50, 0}, []float64{0, 100 * 2.0 / 3}},
+		{experimentPlots[1].y, []float64{(2 + 4) / 2.0, (6 + 2) / 2.0}, []float64{3, (1 + 5 + 2) / 3.0}},
+		{experimentPlots[2].y, []float64{(2 + 3) / 5.0, (12 + 1) / 8.0}, []float64{9 / 3.0, (1 + 5 + 4) / 7.0}},
+	} {
+		series, ordinal, err := b.perBatch(c.y)
+		if err != nil || ordinal {
+			t.Fatalf("%s: ordinal %v, %v", c.y, ordinal, err)
+		}
+		want := []stepSeries{{"a", []float64{0, 1}, c.a}, {"b", []float64{0, 2}, c.b}}
+		if len(series) != 2 {
+			t.Fatalf("%s: series %v, want %v", c.y, series, want)
+		}
+		for i, s := range series {
+			w := want[i]
+			if s.experiment != w.experiment || !slices.Equal(s.xs, w.xs) || len(s.ys) != len(w.ys) {
+				t.Fatalf("%s: series %v, want %v", c.y, series, want)
+			}
+			for k := range s.ys {
+				if math.Abs(s.ys[k]-w.ys[k]) > 1e-9*math.Abs(w.ys[k]) {
+					t.Errorf("%s: %s batch %v: %v, want %v", c.y, s.experiment, s.xs[k], s.ys[k], w.ys[k])
+				}
+			}
+		}
 	}
-	want := []stepSeries{
-		{"a", []float64{0, 1}, []float64{(1.0 + 0) / 2, (1 + 0.5) / 2}},
-		{"b", []float64{0, 2}, []float64{0.5, (0.25 + 0.75) / 2}}, // the null reward left out
+}
+
+// comparisonTable returns the cells of the page's per-experiment table,
+// the header first.
+func comparisonTable(t *testing.T, page string) [][]string {
+	t.Helper()
+	_, tbl, ok := strings.Cut(page, "<h3>Per experiment</h3>")
+	if !ok {
+		t.Fatal("the page has no per-experiment table")
 	}
-	if fmt.Sprint(series) != fmt.Sprint(want) {
-		t.Fatalf("series %v, want %v", series, want)
+	tbl, _, _ = strings.Cut(tbl, "</table>")
+	var out [][]string
+	for _, tr := range regexp.MustCompile(`<tr>(.*)</tr>`).FindAllStringSubmatch(tbl, -1) {
+		var row []string
+		for _, td := range regexp.MustCompile(`<t[hd][^>]*>([^<]*)</t[hd]>`).FindAllStringSubmatch(tr[1], -1) {
+			row = append(row, html.UnescapeString(td[1]))
+		}
+		out = append(out, row)
 	}
+	return out
 }

@@ -46,7 +46,7 @@ func (b *builder) summary(name string, vars map[string]string, expr, where strin
 // a group whose columns the store lacks is left out.
 func (b *builder) numbers(p *page) error {
 	groups := []func(*page) error{b.storeNumbers, b.rewardNumbers, b.groupNumbers, b.responseNumbers,
-		b.advantageNumbers, b.duplicationNumbers, b.dropNumbers}
+		b.advantageNumbers, b.duplicationNumbers, b.dropNumbers, b.experimentNumbers}
 	for _, group := range groups {
 		if err := group(p); err != nil {
 			return err
@@ -237,6 +237,80 @@ func (b *builder) dropNumbers(p *page) error {
 	return nil
 }
 
+// experimentColumn is a column of the per-experiment table: the
+// aggregates exprs over an experiment's rows, rendered by format.
+type experimentColumn struct {
+	label  string
+	needs  []string // the columns of experiences exprs read
+	exprs  []string
+	format func(v []any) string
+}
+
+// experimentColumns are the per-experiment table's columns after the
+// experiment's name, computed as the key numbers and plots of the page
+// compute them; those whose columns the store lacks are left out.
+var experimentColumns = []experimentColumn{
+	{"rows", nil, []string{"count(*)"}, func(v []any) string { return fint(num(v[0])) }},
+	{"explore batches", []string{schema.Batch}, []string{"count(DISTINCT batch)"}, func(v []any) string { return fint(num(v[0])) }},
+	{"model versions", []string{schema.ModelVersion}, []string{"min(model_version)", "max(model_version)"},
+		func(v []any) string { return text(v[0]) + " – " + text(v[1]) }},
+	{"reward mean ± std", []string{schema.Reward}, []string{meanReward, "stddev_samp(reward) FILTER (WHERE isfinite(reward))"},
+		func(v []any) string { return fnum(num(v[0])) + " ± " + fnum(num(v[1])) }},
+	{"null, NaN or infinite rewards", []string{schema.Reward}, []string{"count(*) FILTER (WHERE reward IS NULL OR NOT isfinite(reward))"},
+		func(v []any) string { return fint(num(v[0])) }},
+	{"filtered rows", []string{dropReason}, []string{"count(drop_reason) / count(*)"}, func(v []any) string { return fpct(num(v[0])) }},
+	{"response length mean", []string{"response_length"}, []string{"avg(response_length)"}, func(v []any) string { return fnum(num(v[0])) }},
+	{"entropy mean", []string{"entropy_sum", "entropy_tokens"}, []string{"sum(entropy_sum) / nullif(sum(entropy_tokens), 0)"},
+		func(v []any) string { return fnum(num(v[0])) }},
+	{"advantage mean", []string{"advantage"}, []string{"avg(advantage)"}, func(v []any) string { return fnum(num(v[0])) }},
+}
+
+// experimentNumbers adds, when the store holds several experiments, the
+// table of each one's key numbers (experimentColumns).
+func (b *builder) experimentNumbers(p *page) error {
+	if len(b.experiments) < 2 {
+		return nil
+	}
+	t := &comparison{Header: []string{"experiment"}}
+	var cols []experimentColumn
+	exprs := []string{duckdb.QuoteIdent(experiment) + "::VARCHAR AS e"}
+	for _, c := range experimentColumns {
+		if b.has(c.needs...) {
+			cols = append(cols, c)
+			t.Header = append(t.Header, c.label)
+			exprs = append(exprs, c.exprs...)
+		}
+	}
+	q := "SELECT " + strings.Join(exprs, ", ") + " FROM experiences WHERE e IS NOT NULL GROUP BY e ORDER BY e"
+	rows, err := b.db.QueryContext(b.ctx, q)
+	if err != nil {
+		return fmt.Errorf("report: %w\n%s", err, q)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals := make([]any, len(exprs))
+		ptrs := make([]any, len(exprs))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		row := []string{text(vals[0])}
+		k := 1
+		for _, c := range cols {
+			row = append(row, c.format(vals[k:k+len(c.exprs)]))
+			k += len(c.exprs)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	p.Experiments = t
+	return nil
+}
+
 // The columns of a rejected-rows store (rftpipe run --rejected).
 const (
 	dropReason = schema.DropReason
@@ -270,25 +344,21 @@ func (b *builder) rewardSections(p *page) error {
 		p.note(SecRewardByBatch, "Mean reward per explore batch", "The store has no batch column.")
 		return nil
 	}
-	series, ordinal, err := b.meanRewardByBatch()
+	series, ordinal, err := b.perBatch(meanReward)
 	if err != nil {
 		return err
-	}
-	xLabel := "explore step (batch id)"
-	if ordinal {
-		xLabel = "explore batch (position in batch order)"
 	}
 	var bp *plot.Plot
 	caption := fmt.Sprintf("%d batches; one point per batch, in batch order.", len(series[0].xs))
 	if len(series) > 1 {
-		bp, err = experimentsPlot(series, xLabel)
+		bp, err = linesPlot("Mean reward per explore batch, per experiment", "mean reward (reward units)", batchLabel(ordinal), series)
 		caption = fmt.Sprintf("%d experiments, one line each; one point per batch, in batch order.", len(series))
 	} else {
 		var overall float64
 		if err := b.row("SELECT avg(reward) FROM experiences WHERE isfinite(reward)", &overall); err != nil {
 			return err
 		}
-		bp, err = batchPlot(series[0].xs, series[0].ys, overall, xLabel)
+		bp, err = batchPlot(series[0].xs, series[0].ys, overall, batchLabel(ordinal))
 	}
 	if err != nil {
 		return err
@@ -300,23 +370,36 @@ func (b *builder) rewardSections(p *page) error {
 	return nil
 }
 
-// stepSeries is the mean reward per explore batch of one experiment.
+// batchLabel is the x axis label of a per-batch plot; ordinal: the batch
+// ids are not integers (perBatch).
+func batchLabel(ordinal bool) string {
+	if ordinal {
+		return "explore batch (position in batch order)"
+	}
+	return "explore step (batch id)"
+}
+
+// stepSeries is a value per explore batch of one experiment.
 type stepSeries struct {
 	experiment string
 	xs, ys     []float64
 }
 
-// meanRewardByBatch returns the mean finite reward per batch, one series
-// per experiment when the store's experiment column holds more than one
-// (an experience table), else one series. ordinal: the batch ids are not
-// integers, so xs are the batches' positions in batch order.
-func (b *builder) meanRewardByBatch() (series []stepSeries, ordinal bool, err error) {
+// meanReward is the mean finite reward of a batch, perBatch's expression.
+const meanReward = "avg(reward) FILTER (WHERE isfinite(reward))"
+
+// perBatch returns the aggregate expression y over each batch's rows, one
+// series per experiment when the store's experiment column holds more than
+// one (an experience table), else one series; batches where y is null are
+// left out. ordinal: the batch ids are not integers, so xs are the
+// batches' positions in batch order.
+func (b *builder) perBatch(y string) (series []stepSeries, ordinal bool, err error) {
 	exp := "''"
 	if b.has(experiment) {
 		exp = duckdb.QuoteIdent(experiment)
 	}
-	rows, err := b.db.QueryContext(b.ctx, `SELECT `+exp+`, batch, avg(reward) FILTER (WHERE isfinite(reward)) AS mean
-		FROM experiences GROUP BY ALL HAVING mean IS NOT NULL ORDER BY 1, 2`)
+	rows, err := b.db.QueryContext(b.ctx, `SELECT `+exp+`, batch, `+y+` AS y
+		FROM experiences GROUP BY ALL HAVING y IS NOT NULL ORDER BY 1, 2`)
 	if err != nil {
 		return nil, false, fmt.Errorf("report: %w", err)
 	}
@@ -349,6 +432,70 @@ func (b *builder) meanRewardByBatch() (series []stepSeries, ordinal bool, err er
 		}
 	}
 	return series, ordinal, nil
+}
+
+// experimentPlot is one of the plots a page of several experiments adds:
+// the expression y over each batch, per experiment.
+type experimentPlot struct {
+	id, title, yLabel string
+	y                 string   // the aggregate perBatch computes
+	needs             []string // the columns of experiences y reads
+	missing           string   // the note when the store lacks them
+	caption           string
+}
+
+// experimentPlots are the per-batch comparisons of a page of several
+// experiments, in ExperimentSections' order.
+var experimentPlots = []experimentPlot{
+	{SecFilteredByBatch, "Filtered rows per explore batch", "filtered rows (%)",
+		"100 * count(drop_reason) / count(*)", []string{dropReason},
+		"The store has no drop_reason column (a run's --rejected rows carry it).",
+		"Rows with a drop_reason over all rows of the batch, as the filtered_share analysis counts them."},
+	{SecLengthByBatch, "Mean response length per explore batch", "mean response length (tokens)",
+		"avg(response_length)", []string{"response_length"},
+		"The store has no action_mask, logprobs, tokens or chosen column to measure responses on.",
+		"Response lengths measured as in the Response length section."},
+	{SecEntropyByBatch, "Mean entropy per explore batch", "mean token entropy (nats)",
+		"sum(entropy_sum) / nullif(sum(entropy_tokens), 0)", []string{"entropy_sum", "entropy_tokens"},
+		"The store has no entropy or action_mask column.",
+		"The mean entropy of the response tokens whose action_mask is set, as the entropy_drift analysis computes it."},
+	{SecAdvantageByBatch, "Mean advantage per explore batch", "mean advantage (unitless)",
+		"avg(advantage)", []string{"advantage"},
+		"The store has no advantages column: compute them with rftpipe run, then report on its output.",
+		"A row's advantage is the mean over its action-mask tokens; rows without advantages are left out."},
+}
+
+// experimentSections adds, when the store holds several experiments, the
+// per-experiment summary table and the per-batch comparisons, one line per
+// experiment.
+func (b *builder) experimentSections(p *page) error {
+	if len(b.experiments) < 2 || !b.has(schema.Batch) {
+		return nil
+	}
+	for _, e := range experimentPlots {
+		if !b.has(e.needs...) {
+			p.note(e.id, e.title, e.missing)
+			continue
+		}
+		series, ordinal, err := b.perBatch(e.y)
+		if err != nil {
+			return err
+		}
+		if len(series) == 0 {
+			p.note(e.id, e.title, "No batch has a value.")
+			continue
+		}
+		lp, err := linesPlot(e.title+", per experiment", e.yLabel, batchLabel(ordinal), series)
+		if err != nil {
+			return err
+		}
+		img, err := pngURL(lp)
+		if err != nil {
+			return err
+		}
+		p.image(e.id, e.title, fmt.Sprintf("%d experiments, one line each; one point per batch. %s", len(series), e.caption), img)
+	}
+	return nil
 }
 
 // groupSections adds the group std histogram and the filtered/duplicated shares.
