@@ -36,17 +36,39 @@ var ErrConcurrent = errors.New("another ingest of this source committed first")
 // other sources.
 const maxAttempts = 100
 
-// Commit appends a's files and watermark as one snapshot and returns its
-// number. When another commit lands first: if it moved a's source's
-// watermark, a is refused (ErrConcurrent: its rows may be in the table
-// already); otherwise a is committed again on top of it.
-func (t *Table) Commit(ctx context.Context, a Append) (int64, error) {
+// Base is the snapshot an append is prepared on: the table's state, read
+// once before the rows are written (their source's watermark, the table's
+// columns). Commit brings it up to date by reading only the commits made
+// since, so that an append reads the whole log once, however long it is.
+type Base struct{ s *state }
+
+// Base reads the table's current snapshot.
+func (t *Table) Base() (*Base, error) {
+	s, _, err := t.head()
+	if err != nil {
+		return nil, err
+	}
+	return &Base{s}, nil
+}
+
+// Watermark returns the watermark of source, "" when the table holds none
+// of its rows.
+func (b *Base) Watermark(source string) string {
+	return b.s.watermarks[source]
+}
+
+// Commit appends a's files and watermark, prepared on base (which it
+// consumes), as one snapshot and returns its number. When another commit
+// lands first: if it moved a's source's watermark, a is refused
+// (ErrConcurrent: its rows may be in the table already); otherwise a is
+// committed again on top of it.
+func (t *Table) Commit(ctx context.Context, base *Base, a Append) (int64, error) {
 	e := entry{Operation: "append", Source: a.Source, Experiment: a.Experiment, Added: a.Files,
 		Watermarks: map[string]string{a.Source: a.To}}
 	if a.Config != nil {
 		e.Config = map[string]map[string]string{a.Experiment: a.Config}
 	}
-	return t.commit(ctx, e, func(s *state, e *entry) error {
+	return t.commit(ctx, base.s, e, func(s *state, e *entry) error {
 		if got := s.watermarks[a.Source]; got != a.From {
 			return &schema.InputError{File: t.Dir, Row: -1, Err: ErrConcurrent,
 				Msg: fmt.Sprintf("nothing committed; rerun to ingest the rest (%s read from watermark %q, now at %q)", a.Source, a.From, got)}
@@ -81,31 +103,32 @@ func (t *Table) addColumns(src string, have, add []Column) ([]Column, error) {
 	return out, nil
 }
 
-// CheckColumns refuses rows of src of these columns when the table's
-// current snapshot has one of them with another type (addColumns), before
-// they are written; Commit checks again against the snapshot it commits
-// on.
-func (t *Table) CheckColumns(src string, cols []Column) error {
-	s, _, err := t.head()
-	if err != nil {
-		return err
-	}
-	_, err = t.addColumns(src, s.columns, cols)
+// CheckColumns refuses rows of src of these columns when base has one of
+// them with another type (addColumns), before they are written; Commit
+// checks again against the snapshot it commits on.
+func (t *Table) CheckColumns(base *Base, src string, cols []Column) error {
+	_, err := t.addColumns(src, base.s.columns, cols)
 	return err
 }
 
 // commit writes e as the next snapshot once check accepts the current one,
-// retrying on the new one when another commit takes the number first.
-func (t *Table) commit(ctx context.Context, e entry, check func(*state, *entry) error) (int64, error) {
+// retrying on the new one when another commit takes the number first. s,
+// when not nil, is a state read before (brought up to date from the commits
+// after it); nil reads the current one.
+func (t *Table) commit(ctx context.Context, s *state, e entry, check func(*state, *entry) error) (int64, error) {
 	commitPoint("start")
+	if s == nil {
+		s = replay(nil, -1)
+	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		s, _, err := t.head()
+		es, err := t.entriesAfter(s.snapshot)
 		if err != nil {
 			return 0, err
 		}
+		s.replay(es, -1)
 		if err := check(s, &e); err != nil {
 			return 0, err
 		}
@@ -125,16 +148,6 @@ func (t *Table) commit(ctx context.Context, e entry, check func(*state, *entry) 
 		return e.Snapshot, nil
 	}
 	return 0, schema.Errorf(t.Dir, -1, "", "commit lost the race to concurrent commits %d times: nothing committed; rerun", maxAttempts)
-}
-
-// Watermark returns the watermark of source in the current snapshot, "" when
-// the table holds none of its rows.
-func (t *Table) Watermark(source string) (string, error) {
-	s, _, err := t.head()
-	if err != nil {
-		return "", err
-	}
-	return s.watermarks[source], nil
 }
 
 // Rel returns the path of a data file relative to the table directory.

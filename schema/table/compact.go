@@ -49,7 +49,7 @@ func (t *Table) SmallRuns(target int64) ([][]DataFile, error) {
 // land first are kept.
 func (t *Table) Replace(ctx context.Context, removed []string, added []DataFile) (int64, error) {
 	e := entry{Operation: "compact", Added: added, Removed: removed}
-	return t.commit(ctx, e, func(s *state, _ *entry) error {
+	return t.commit(ctx, nil, e, func(s *state, _ *entry) error {
 		for _, p := range removed {
 			if _, ok := s.files[p]; !ok {
 				return schema.Errorf(t.Dir, -1, "", "data file %s was compacted concurrently: nothing committed", p)
@@ -93,7 +93,7 @@ func (t *Table) Expire(ctx context.Context, before time.Time) ([]string, error) 
 		}
 	}
 	if first > 1 {
-		if _, err := t.commit(ctx, entry{Operation: "expire", ExpiredBefore: first}, func(*state, *entry) error { return nil }); err != nil {
+		if _, err := t.commit(ctx, nil, entry{Operation: "expire", ExpiredBefore: first}, func(*state, *entry) error { return nil }); err != nil {
 			return nil, err
 		}
 	}

@@ -212,6 +212,12 @@ func (t *Table) logName(n int64) string {
 
 // entries reads the log, oldest first: the commits whose files are there.
 func (t *Table) entries() ([]entry, error) {
+	return t.entriesAfter(0)
+}
+
+// entriesAfter reads the commits after snapshot n, oldest first; it reads
+// only their files.
+func (t *Table) entriesAfter(n int64) ([]entry, error) {
 	des, err := os.ReadDir(filepath.Join(t.Dir, logDir))
 	if err != nil {
 		return nil, schema.Errorf(t.Dir, -1, "", "cannot list the commit log: %v", err)
@@ -222,7 +228,7 @@ func (t *Table) entries() ([]entry, error) {
 		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
 			continue
 		}
-		if _, err := strconv.ParseInt(strings.TrimSuffix(name, ".json"), 10, 64); err != nil {
+		if k, err := strconv.ParseInt(strings.TrimSuffix(name, ".json"), 10, 64); err != nil || k <= n {
 			continue
 		}
 		p := filepath.Join(t.Dir, logDir, name)
@@ -238,8 +244,8 @@ func (t *Table) entries() ([]entry, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Snapshot < out[j].Snapshot })
 	for i, e := range out {
-		if e.Snapshot != int64(i+1) {
-			return nil, schema.Errorf(t.logName(int64(i+1)), -1, "", "commit log has a gap: snapshot %d missing", i+1)
+		if want := n + int64(i) + 1; e.Snapshot != want {
+			return nil, schema.Errorf(t.logName(want), -1, "", "commit log has a gap: snapshot %d missing", want)
 		}
 	}
 	return out, nil
@@ -249,6 +255,12 @@ func (t *Table) entries() ([]entry, error) {
 // n < 0).
 func replay(es []entry, n int64) *state {
 	s := &state{files: map[string]DataFile{}, watermarks: map[string]string{}, config: map[string]map[string]string{}}
+	s.replay(es, n)
+	return s
+}
+
+// replay applies to s the entries up to snapshot n (all when n < 0).
+func (s *state) replay(es []entry, n int64) {
 	for _, e := range es {
 		if n >= 0 && e.Snapshot > n {
 			break
@@ -268,7 +280,6 @@ func replay(es []entry, n int64) *state {
 			s.columns = e.Columns
 		}
 	}
-	return s
 }
 
 // apply applies e's files to s: appended files go last, and the files a

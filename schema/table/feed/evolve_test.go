@@ -47,7 +47,11 @@ func TestNewColumnJoinsTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.CheckColumns("judge.jsonl", []table.Column{{Name: "judge_score", Type: "float64"}}); err != nil {
+	base, err := tb.Base()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.CheckColumns(base, "judge.jsonl", []table.Column{{Name: "judge_score", Type: "float64"}}); err != nil {
 		t.Fatalf("the table's columns lack judge_score float64: %v", err)
 	}
 	files, _ := filepath.Glob(filepath.Join(tbl, "data", "experiment=e", "*.parquet"))

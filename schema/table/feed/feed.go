@@ -119,10 +119,11 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	from, err := t.Watermark(key)
+	base, err := t.Base()
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	from := base.Watermark(key)
 	var mark int64 // a buffer's last id, a file's rows read
 	if from != "" {
 		if mark, err = strconv.ParseInt(from, 10, 64); err != nil {
@@ -143,7 +144,7 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 	}
 	defer r.Close()
 	cols := columns(withExperiment(r.Schema()))
-	if err := t.CheckColumns(f, cols); err != nil {
+	if err := t.CheckColumns(base, f, cols); err != nil {
 		return 0, 0, 0, err
 	}
 	out, err := dataFile(t, o.Experiment)
@@ -166,7 +167,7 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 	if buffer {
 		to = r.LastID()
 	}
-	snap, err = t.Commit(ctx, table.Append{Source: key, From: from, To: strconv.FormatInt(to, 10),
+	snap, err = t.Commit(ctx, base, table.Append{Source: key, From: from, To: strconv.FormatInt(to, 10),
 		Files: []table.DataFile{df}, Columns: cols, Experiment: o.Experiment, Config: cfg})
 	if err != nil {
 		os.Remove(out)
