@@ -1,4 +1,5 @@
--- One row per group (tid = batch/task, as GRPO groups rollouts): its reward
+-- One row per group (tid = batch/task, as GRPO groups rollouts, within an
+-- experiment of an experience table): its reward
 -- and advantage statistics, and whether it was kept or dropped (a row is
 -- dropped when it has a drop_reason: the rows of a --rejected store, or a
 -- rejected-rows store viewed itself) and by what. The stages and reasons
@@ -9,6 +10,7 @@ CREATE OR REPLACE TABLE groups AS
 SELECT g.*, coalesce(d.dropped_by, '') AS dropped_by, coalesce(d.drop_reason, '') AS drop_reason
 FROM (
     SELECT
+        experiment,
         batch,
         any_value(batch_num)                                             AS batch_num,
         task,
@@ -27,15 +29,16 @@ FROM (
             ELSE 'partly dropped'
         END                                                              AS status
     FROM {{rows}}
-    GROUP BY batch, task
+    GROUP BY experiment, batch, task
 ) g
 LEFT JOIN (
     SELECT
+        experiment,
         batch,
         task,
         string_agg(DISTINCT dropped_by, ', ' ORDER BY dropped_by)   AS dropped_by,
         string_agg(DISTINCT drop_reason, ', ' ORDER BY drop_reason) AS drop_reason
     FROM {{rows}}
     WHERE drop_reason IS NOT NULL OR dropped_by IS NOT NULL
-    GROUP BY batch, task
-) d USING (batch, task);
+    GROUP BY experiment, batch, task
+) d USING (experiment, batch, task);

@@ -46,6 +46,11 @@ func (v *Viewer) index(ctx context.Context) error {
 		if _, err := v.db.ExecContext(ctx, "CREATE VIEW "+view+" AS SELECT * FROM "+duckdb.ReadParquet(files)); err != nil {
 			return badStore(p, err)
 		}
+		if i == srcStore {
+			if v.tableStore, err = duckdb.AttachExperiments(ctx, v.db, p); err != nil {
+				return err
+			}
+		}
 		rows, err := v.db.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE "+view+")")
 		if err != nil {
 			return badStore(p, err)
@@ -75,6 +80,40 @@ func (v *Viewer) index(ctx context.Context) error {
 		if _, err := v.db.ExecContext(ctx, query(q, scan)); err != nil {
 			return badStore(v.o.Store, duckdb.Located(ctx, err, paths...))
 		}
+	}
+	return v.indexExperiments(ctx)
+}
+
+// indexExperiments reads the experiments of the index and, when there are
+// several, the table the overview shows of them: the view experiments of
+// an experience table (its config key fields, first and last
+// model_version, rows), else each one's first and last explore step and
+// rows from the index.
+func (v *Viewer) indexExperiments(ctx context.Context) error {
+	rows, err := v.db.QueryContext(ctx, "SELECT DISTINCT experiment FROM steps ORDER BY experiment")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e string
+		if err := rows.Scan(&e); err != nil {
+			return err
+		}
+		v.experiments = append(v.experiments, e)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(v.experiments) < 2 {
+		return nil
+	}
+	q := query("experiments", nil)
+	if v.tableStore {
+		q = "SELECT * FROM " + duckdb.ExperimentsView
+	}
+	if v.expTable, err = v.table(ctx, q, -1); err != nil {
+		return badStore(v.o.Store, duckdb.Located(ctx, err, v.o.Store))
 	}
 	return nil
 }
@@ -209,7 +248,7 @@ func (v *Viewer) Wait(ctx context.Context) error {
 
 // rowExprs fills rows_select.sql for source i: the expression of each
 // index column over the columns the source has (a typed NULL for those it
-// lacks), advantage and response_length NULL unless withLists.
+// lacks), advantage, entropy and response_length NULL unless withLists.
 func (s source) rowExprs(i int, withLists bool) map[string]string {
 	// col is the column name as it is (cast "") or cast to typ.
 	col := func(name, typ, cast string) string {
@@ -220,6 +259,7 @@ func (s source) rowExprs(i int, withLists bool) map[string]string {
 	}
 	e := map[string]string{
 		"src":             fmt.Sprint(i),
+		"experiment":      col(schema.Experiment, "VARCHAR", "::VARCHAR"),
 		"batch":           col(schema.Batch, "VARCHAR", ""),
 		"task":            col(schema.Task, "VARCHAR", ""),
 		"run":             col(schema.Run, "BIGINT", "::BIGINT"),
@@ -228,6 +268,7 @@ func (s source) rowExprs(i int, withLists bool) map[string]string {
 		"drop_reason":     col(schema.DropReason, "VARCHAR", ""),
 		"dropped_by":      col(schema.DroppedBy, "VARCHAR", ""),
 		"advantage":       "NULL::DOUBLE",
+		"entropy":         "NULL::DOUBLE",
 		"response_length": "NULL::BIGINT",
 	}
 	if !withLists {
@@ -243,12 +284,14 @@ func (s source) rowExprs(i int, withLists bool) map[string]string {
 	case s.has(schema.Chosen):
 		e["response_length"] = "len(chosen)"
 	}
-	switch {
-	case s.has(schema.Advantages, schema.ActionMask):
-		// The mean over the action-mask tokens, as the report's advantage.
-		e["advantage"] = "list_avg(list_filter(advantages, (a, k) -> action_mask[k]))"
-	case s.has(schema.Advantages):
-		e["advantage"] = "list_avg(advantages)"
+	// The means over the action-mask tokens, as the report's advantage.
+	for name, list := range map[string]string{"advantage": schema.Advantages, "entropy": schema.Entropy} {
+		switch {
+		case s.has(list, schema.ActionMask):
+			e[name] = "list_avg(list_filter(" + list + ", (a, k) -> action_mask[k]))"
+		case s.has(list):
+			e[name] = "list_avg(" + list + ")"
+		}
 	}
 	return e
 }
