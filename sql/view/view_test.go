@@ -246,7 +246,7 @@ const experimentsTable = "../../fixtures/tables/experiments"
 // group are those of the experiment asked for, which must be one of the
 // table's. The values are computed by hand from the fixture's rows.
 func TestExperiments(t *testing.T) {
-	_, srv := serveTestViewer(t, Options{Store: experimentsTable, Threads: 1})
+	_, srv := serveTestViewer(t, Options{Store: experimentsTable, AllowSQL: true, Threads: 1})
 	const steps = "experiment batch groups rollouts reward_mean reward_std adv_mean entropy_mean length_mean dropped_groups"
 	const groups = "experiment task rollouts dropped reward_mean reward_std adv_mean adv_min adv_max length_mean status dropped_by drop_reason"
 	for _, c := range []struct {
@@ -287,6 +287,8 @@ func TestExperiments(t *testing.T) {
 		}},
 		{name: "group of b", url: "/group?batch=2&task=0&experiment=b", code: 200, want: []string{`href="/step?batch=2&amp;experiment=b">step 2 of b</a>`, "<dd>stale ()</dd>"}},
 		{name: "rollout of b", url: "/rollout?id=5", code: 200, want: []string{`href="/group?batch=2&amp;task=0&amp;experiment=b"`}},
+		{name: "SQL over the experiments view", url: "/sql?q=" + url.QueryEscape("SELECT experiment, last_step, rows FROM experiments"), code: 200,
+			rows: map[string][]string{"sql-result": {"experiment last_step rows", "a 1 4", "b 2 4"}}},
 		{name: "unknown experiment", url: "/?experiment=c", code: 400, want: []string{"parameter experiment: want one of the store&#39;s experiments a, b, got &#34;c&#34;"}},
 		{name: "step not in the experiment", url: "/step?batch=1&experiment=b", code: 404, want: []string{"the experiment &#34;b&#34; has no explore step (batch) &#34;1&#34;"}},
 		{name: "group without its experiment", url: "/group?batch=0&task=0", code: 400, want: []string{"missing parameter experiment (the store&#39;s experiments: a, b)"}},
