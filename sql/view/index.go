@@ -70,13 +70,11 @@ func (v *Viewer) index(ctx context.Context) error {
 		if err := v.countRows(ctx, &s); err != nil {
 			return badStore(p, err)
 		}
-		e := s.rowExprs(i, false)
-		e["file"], e["source"] = "NULL::INTEGER", duckdb.ReadParquet(files, "file_row_number = true")
-		scans = append(scans, "("+query("rows_select", e)+")")
+		scans = append(scans, "("+query("scan_select", s.scanExprs(i))+")")
 		v.sources = append(v.sources, s)
 	}
-	scan := map[string]string{"rows": "(" + strings.Join(scans, "\nUNION ALL\n") + ")"}
-	for _, q := range []string{"groups_create", "steps_create", "summary_create", "reasons_create"} {
+	scan := v.rowsRead("(" + strings.Join(scans, "\nUNION ALL\n") + ")")
+	for _, q := range []string{"aggregates_create", "groups_create", "steps_create", "summary_create", "reasons_create"} {
 		if _, err := v.db.ExecContext(ctx, query(q, scan)); err != nil {
 			return badStore(v.o.Store, duckdb.Located(ctx, err, paths...))
 		}
@@ -213,8 +211,8 @@ func (v *Viewer) fillRows(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback()
-	for _, q := range []string{"groups_create", "steps_create", "summary_create"} {
-		if _, err := tx.ExecContext(ctx, query(q, map[string]string{"rows": "rows"})); err != nil {
+	for _, q := range []string{"aggregates_create", "groups_create", "steps_create", "summary_create"} {
+		if _, err := tx.ExecContext(ctx, query(q, v.rowsRead("rows"))); err != nil {
 			return err
 		}
 	}
@@ -293,6 +291,32 @@ func (s source) rowExprs(i int, withLists bool) map[string]string {
 			e[name] = "list_avg(" + list + ")"
 		}
 	}
+	return e
+}
+
+// rowsRead fills the placeholders of the queries building groups, steps,
+// summary and reasons: rows, the rows they read, and drops, those of them
+// that can be dropped: none when no store has drop_reason or dropped_by.
+func (v *Viewer) rowsRead(rows string) map[string]string {
+	for _, s := range v.sources {
+		if s.has(schema.DropReason) || s.has(schema.DroppedBy) {
+			return map[string]string{"rows": rows, "drops": rows}
+		}
+	}
+	return map[string]string{"rows": rows, "drops": "(SELECT NULL::VARCHAR AS experiment, NULL::VARCHAR AS batch, NULL::VARCHAR AS task, NULL::VARCHAR AS drop_reason, NULL::VARCHAR AS dropped_by LIMIT 0)"}
+}
+
+// scanExprs fills scan_select.sql for source i: as rowExprs without the
+// lists, over all its files, a text id coalesced to '' (a number id stays
+// a number; aggregates_create.sql makes it text per group).
+func (s source) scanExprs(i int) map[string]string {
+	e := s.rowExprs(i, false)
+	for name, c := range map[string]string{"experiment": schema.Experiment, "batch": schema.Batch, "task": schema.Task} {
+		if s.cols[c] == "VARCHAR" {
+			e[name] = "coalesce(" + e[name] + ", '')"
+		}
+	}
+	e["source"] = duckdb.ReadParquet(s.files)
 	return e
 }
 
