@@ -74,7 +74,7 @@ func (v *Viewer) index(ctx context.Context) error {
 		v.sources = append(v.sources, s)
 	}
 	scan := v.rowsRead("(" + strings.Join(scans, "\nUNION ALL\n") + ")")
-	for _, q := range []string{"aggregates_create", "groups_create", "steps_create", "summary_create", "reasons_create"} {
+	for _, q := range []string{"groups_create", "steps_create", "summary_create", "reasons_create"} {
 		if _, err := v.db.ExecContext(ctx, query(q, scan)); err != nil {
 			return badStore(v.o.Store, duckdb.Located(ctx, err, paths...))
 		}
@@ -211,7 +211,7 @@ func (v *Viewer) fillRows(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback()
-	for _, q := range []string{"aggregates_create", "groups_create", "steps_create", "summary_create"} {
+	for _, q := range []string{"groups_create", "steps_create", "summary_create"} {
 		if _, err := tx.ExecContext(ctx, query(q, v.rowsRead("rows"))); err != nil {
 			return err
 		}
@@ -308,7 +308,7 @@ func (v *Viewer) rowsRead(rows string) map[string]string {
 
 // scanExprs fills scan_select.sql for source i: as rowExprs without the
 // lists, over all its files, a text id coalesced to '' (a number id stays
-// a number; aggregates_create.sql makes it text per group).
+// a number; groups_create.sql and steps_create.sql make it text per group).
 func (s source) scanExprs(i int) map[string]string {
 	e := s.rowExprs(i, false)
 	for name, c := range map[string]string{"experiment": schema.Experiment, "batch": schema.Batch, "task": schema.Task} {

@@ -1,5 +1,5 @@
 -- One source's scalars as the index's first pass reads them: its ids as
--- the store has them (aggregates_create.sql makes them text, per group;
+-- the store has them (groups_create.sql makes them text, per group;
 -- text ids coalesced to '' here, as the index holds them), no row number
 -- and no list. Go fills in the expressions as for rows_select.sql.
 SELECT
