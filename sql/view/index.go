@@ -307,7 +307,7 @@ func (v *Viewer) rowsRead(rows string) map[string]string {
 }
 
 // scanExprs fills scan_select.sql for source i: as rowExprs without the
-// lists, over all its files, a text id coalesced to '' (a number id stays
+// lists, over all its files, a text id coalesced to the empty string (a number id stays
 // a number; groups_create.sql and steps_create.sql make it text per group).
 func (s source) scanExprs(i int) map[string]string {
 	e := s.rowExprs(i, false)
