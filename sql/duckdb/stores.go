@@ -96,7 +96,7 @@ func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) (war
 			}
 		}
 		if i == 0 {
-			if err := attachExperiments(ctx, db, s.Path); err != nil {
+			if _, err := AttachExperiments(ctx, db, s.Path); err != nil {
 				return nil, err
 			}
 		}
@@ -109,20 +109,21 @@ func Attach(ctx context.Context, db *sql.DB, stores []Store, tmpDir string) (war
 // model_version (explore step) and its rows.
 const ExperimentsView = "experiments"
 
-// attachExperiments creates ExperimentsView when the first store, the view
-// DefaultView, is an experience table.
-func attachExperiments(ctx context.Context, db *sql.DB, path string) error {
+// AttachExperiments creates ExperimentsView over the view DefaultView when
+// path, the store DefaultView reads, is an experience table, and reports
+// whether it did.
+func AttachExperiments(ctx context.Context, db *sql.DB, path string) (bool, error) {
 	dir, spec, ok, err := table.ParseStore(path)
 	if !ok || err != nil {
-		return err
+		return false, err
 	}
 	t, err := table.Open(dir, false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	configs, err := t.Configs(spec)
 	if err != nil {
-		return err
+		return false, err
 	}
 	cols := []string{QuoteIdent(table.ExperimentColumn)}
 	for _, f := range table.ConfigFields {
@@ -149,9 +150,9 @@ func attachExperiments(ctx context.Context, db *sql.DB, path string) error {
 		" FROM (SELECT " + cols[0] + ", min(model_version) AS first_step, max(model_version) AS last_step, count(*) AS rows FROM " +
 		QuoteIdent(DefaultView) + " GROUP BY ALL) e LEFT JOIN (" + cfg + ") c(" + strings.Join(cols, ", ") + ") USING (" + cols[0] + ") ORDER BY e." + cols[0]
 	if _, err := db.ExecContext(ctx, q); err != nil {
-		return schema.Errorf(path, -1, "", "cannot make the view %s: %s", ExperimentsView, FirstLine(err.Error()))
+		return false, schema.Errorf(path, -1, "", "cannot make the view %s: %s", ExperimentsView, FirstLine(err.Error()))
 	}
-	return nil
+	return true, nil
 }
 
 // ParquetFiles returns the Parquet files DuckDB reads for the store at path

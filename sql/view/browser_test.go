@@ -31,7 +31,9 @@ func chromium(t *testing.T) string {
 
 // TestBrowser drives a real browser through the pages: overview (numbers,
 // curves, hover, zoom) → step (filter) → group → rollout (text, colouring)
-// → search (token ids, marked on the rollout). It saves a screenshot of
+// → search (token ids, marked on the rollout), then the overview of a table
+// of two experiments (legend, hover, experiments table) and its steps
+// filtered to one. It saves a screenshot of
 // each page in the test's temp dir, or in $RFTPIPE_VIEW_SCREENSHOTS when
 // set (to look at them).
 func TestBrowser(t *testing.T) {
@@ -100,7 +102,7 @@ func TestBrowser(t *testing.T) {
 	text("overview", "#n-rollouts", "96")
 	text("overview", "#n-dropped-groups", "2 (8.3%)")
 	plots := evalJS[[]string](t, ctx, "overview plots", `[...document.querySelectorAll("#plots .plot h3")].map(h => h.textContent)`)
-	if want := "Mean reward,Reward std (over rows),Mean advantage,Mean response length (tokens),Dropped groups"; strings.Join(plots, ",") != want {
+	if want := "Mean reward,Reward std (over rows),Mean advantage,Mean response length (tokens),Filtered share (dropped rollouts),Dropped groups"; strings.Join(plots, ",") != want {
 		t.Errorf("plots %q, want %s", plots, want)
 	}
 	tip := evalJS[string](t, ctx, "hover", `(() => {
@@ -194,6 +196,42 @@ func TestBrowser(t *testing.T) {
 	if strings.Join(marked, " ") != "8 9 3" {
 		t.Errorf("marked tokens %q, want 8 9 3", marked)
 	}
+
+	// A table of two experiments: a series each, named by the legend and
+	// on hover; the experiments table; the steps of one.
+	_, exps := serveTestViewer(t, Options{Store: experimentsTable, Threads: 1})
+	run("experiments", chromedp.Navigate(exps.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#plots svg circle")))
+	legend := evalJS[[]string](t, ctx, "legend", `[...document.querySelectorAll("#legend .key")].map(k => k.className + " " + k.textContent)`)
+	if strings.Join(legend, ",") != "key c0 a,key c1 b" {
+		t.Errorf("legend %q, want a and b in two colours", legend)
+	}
+	plots = evalJS[[]string](t, ctx, "experiments plots", `[...document.querySelectorAll("#plots .plot")].map(p => p.querySelector("h3").textContent + ": " + [...p.querySelectorAll("path.line")].map(l => l.getAttribute("class")).join(" "))`)
+	if want := "Mean reward: line c0 line c1|Reward std (over rows): line c0 line c1|Mean entropy (response tokens): line c0 line c1|Mean response length (tokens): line c0 line c1|Filtered share (dropped rollouts): line c0 line c1|Dropped groups: line c0 line c1"; strings.Join(plots, "|") != want {
+		t.Errorf("plots %q, want %s", plots, want)
+	}
+	for i, want := range []string{"a · step 1: reward_mean = 0.75", "b · step 2: reward_mean = 0.5"} {
+		tip := evalJS[string](t, ctx, "experiments hover", fmt.Sprintf(`(() => {
+			const svg = document.querySelector("#plots .plot svg"), c = svg.querySelectorAll("circle")[%d].getBoundingClientRect();
+			svg.dispatchEvent(new MouseEvent("mousemove", {clientX: c.x + c.width / 2, clientY: c.y + c.height / 2, bubbles: true}));
+			return document.querySelector("#plots .plot .tip").textContent;
+		})()`, 2*i+1))
+		if tip != want {
+			t.Errorf("hover tip %q, want %q", tip, want)
+		}
+	}
+	exTable := evalJS[[]string](t, ctx, "experiments table", `[...document.querySelectorAll("#experiments-table tr")].map(tr => [...tr.cells].map(c => c.textContent).join(" "))`)
+	if want := "experiment algorithm_type repeat_times learning_rate model_path project group name first_step last_step rows|a – – – – – – – 0 1 4|b – – – – – – – 0 2 4"; strings.Join(exTable, "|") != want {
+		t.Errorf("experiments table %q, want %s", exTable, want)
+	}
+	run("experiments", shot("experiments"))
+	run("experiment filter", chromedp.SetValue(chromedp.CSS("#experiment"), "b"), chromedp.Submit(chromedp.CSS("#experiment-filter")),
+		until(`location.search.includes("experiment=b")`),
+		chromedp.WaitVisible(chromedp.CSS("#steps-table")))
+	stepRows := evalJS[[]string](t, ctx, "experiment filter", `[...document.querySelectorAll("#steps-table tr")].slice(1).map(tr => tr.cells[0].textContent + " " + tr.cells[1].textContent)`)
+	if strings.Join(stepRows, ",") != "b 0,b 2" {
+		t.Errorf("the steps of b: %q, want b 0, b 2", stepRows)
+	}
+	run("experiment filter", shot("experiment-steps"))
 	t.Logf("screenshots in %s", shots)
 }
 

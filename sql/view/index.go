@@ -46,6 +46,11 @@ func (v *Viewer) index(ctx context.Context) error {
 		if _, err := v.db.ExecContext(ctx, "CREATE VIEW "+view+" AS SELECT * FROM "+duckdb.ReadParquet(files)); err != nil {
 			return badStore(p, err)
 		}
+		if i == srcStore {
+			if v.tableStore, err = duckdb.AttachExperiments(ctx, v.db, p); err != nil {
+				return err
+			}
+		}
 		rows, err := v.db.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE "+view+")")
 		if err != nil {
 			return badStore(p, err)
@@ -65,16 +70,48 @@ func (v *Viewer) index(ctx context.Context) error {
 		if err := v.countRows(ctx, &s); err != nil {
 			return badStore(p, err)
 		}
-		e := s.rowExprs(i, false)
-		e["file"], e["source"] = "NULL::INTEGER", duckdb.ReadParquet(files, "file_row_number = true")
-		scans = append(scans, "("+query("rows_select", e)+")")
+		scans = append(scans, "("+query("scan_select", s.scanExprs(i))+")")
 		v.sources = append(v.sources, s)
 	}
-	scan := map[string]string{"rows": "(" + strings.Join(scans, "\nUNION ALL\n") + ")"}
+	scan := v.rowsRead("(" + strings.Join(scans, "\nUNION ALL\n") + ")")
 	for _, q := range []string{"groups_create", "steps_create", "summary_create", "reasons_create"} {
 		if _, err := v.db.ExecContext(ctx, query(q, scan)); err != nil {
 			return badStore(v.o.Store, duckdb.Located(ctx, err, paths...))
 		}
+	}
+	return v.indexExperiments(ctx)
+}
+
+// indexExperiments reads the experiments of the index and, when there are
+// several, the table the overview shows of them: the view experiments of
+// an experience table (its config key fields, first and last
+// model_version, rows), else each one's first and last explore step and
+// rows from the index.
+func (v *Viewer) indexExperiments(ctx context.Context) error {
+	rows, err := v.db.QueryContext(ctx, "SELECT DISTINCT experiment FROM steps ORDER BY experiment")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e string
+		if err := rows.Scan(&e); err != nil {
+			return err
+		}
+		v.experiments = append(v.experiments, e)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(v.experiments) < 2 {
+		return nil
+	}
+	q := query("experiments", nil)
+	if v.tableStore {
+		q = "SELECT * FROM " + duckdb.ExperimentsView
+	}
+	if v.expTable, err = v.table(ctx, q, -1); err != nil {
+		return badStore(v.o.Store, duckdb.Located(ctx, err, v.o.Store))
 	}
 	return nil
 }
@@ -175,7 +212,7 @@ func (v *Viewer) fillRows(ctx context.Context) error {
 	}
 	defer tx.Rollback()
 	for _, q := range []string{"groups_create", "steps_create", "summary_create"} {
-		if _, err := tx.ExecContext(ctx, query(q, map[string]string{"rows": "rows"})); err != nil {
+		if _, err := tx.ExecContext(ctx, query(q, v.rowsRead("rows"))); err != nil {
 			return err
 		}
 	}
@@ -209,7 +246,7 @@ func (v *Viewer) Wait(ctx context.Context) error {
 
 // rowExprs fills rows_select.sql for source i: the expression of each
 // index column over the columns the source has (a typed NULL for those it
-// lacks), advantage and response_length NULL unless withLists.
+// lacks), advantage, entropy and response_length NULL unless withLists.
 func (s source) rowExprs(i int, withLists bool) map[string]string {
 	// col is the column name as it is (cast "") or cast to typ.
 	col := func(name, typ, cast string) string {
@@ -220,6 +257,7 @@ func (s source) rowExprs(i int, withLists bool) map[string]string {
 	}
 	e := map[string]string{
 		"src":             fmt.Sprint(i),
+		"experiment":      col(schema.Experiment, "VARCHAR", "::VARCHAR"),
 		"batch":           col(schema.Batch, "VARCHAR", ""),
 		"task":            col(schema.Task, "VARCHAR", ""),
 		"run":             col(schema.Run, "BIGINT", "::BIGINT"),
@@ -228,6 +266,7 @@ func (s source) rowExprs(i int, withLists bool) map[string]string {
 		"drop_reason":     col(schema.DropReason, "VARCHAR", ""),
 		"dropped_by":      col(schema.DroppedBy, "VARCHAR", ""),
 		"advantage":       "NULL::DOUBLE",
+		"entropy":         "NULL::DOUBLE",
 		"response_length": "NULL::BIGINT",
 	}
 	if !withLists {
@@ -243,13 +282,41 @@ func (s source) rowExprs(i int, withLists bool) map[string]string {
 	case s.has(schema.Chosen):
 		e["response_length"] = "len(chosen)"
 	}
-	switch {
-	case s.has(schema.Advantages, schema.ActionMask):
-		// The mean over the action-mask tokens, as the report's advantage.
-		e["advantage"] = "list_avg(list_filter(advantages, (a, k) -> action_mask[k]))"
-	case s.has(schema.Advantages):
-		e["advantage"] = "list_avg(advantages)"
+	// The means over the action-mask tokens, as the report's advantage.
+	for name, list := range map[string]string{"advantage": schema.Advantages, "entropy": schema.Entropy} {
+		switch {
+		case s.has(list, schema.ActionMask):
+			e[name] = "list_avg(list_filter(" + list + ", (a, k) -> action_mask[k]))"
+		case s.has(list):
+			e[name] = "list_avg(" + list + ")"
+		}
 	}
+	return e
+}
+
+// rowsRead fills the placeholders of the queries building groups, steps,
+// summary and reasons: rows, the rows they read, and drops, those of them
+// that can be dropped: none when no store has drop_reason or dropped_by.
+func (v *Viewer) rowsRead(rows string) map[string]string {
+	for _, s := range v.sources {
+		if s.has(schema.DropReason) || s.has(schema.DroppedBy) {
+			return map[string]string{"rows": rows, "drops": rows}
+		}
+	}
+	return map[string]string{"rows": rows, "drops": "(SELECT NULL::VARCHAR AS experiment, NULL::VARCHAR AS batch, NULL::VARCHAR AS task, NULL::VARCHAR AS drop_reason, NULL::VARCHAR AS dropped_by LIMIT 0)"}
+}
+
+// scanExprs fills scan_select.sql for source i: as rowExprs without the
+// lists, over all its files, a text id coalesced to the empty string (a number id stays
+// a number; groups_create.sql and steps_create.sql make it text per group).
+func (s source) scanExprs(i int) map[string]string {
+	e := s.rowExprs(i, false)
+	for name, c := range map[string]string{"experiment": schema.Experiment, "batch": schema.Batch, "task": schema.Task} {
+		if s.cols[c] == "VARCHAR" {
+			e[name] = "coalesce(" + e[name] + ", '')"
+		}
+	}
+	e["source"] = duckdb.ReadParquet(s.files)
 	return e
 }
 

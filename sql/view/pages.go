@@ -117,13 +117,19 @@ type page struct {
 	Rejected string
 	AllowSQL bool
 	Indexing string // what the pages lack while the index's second pass runs, or why they lack it
-	Data     any
+	// Experiments are the store's experiments when it has several: the
+	// pages then show each row's and filter by one.
+	Experiments []string
+	Data        any
 }
 
 func (v *Viewer) page(title string, data any) page {
 	p := page{Title: title, Store: v.sources[0].name, AllowSQL: v.o.AllowSQL, Indexing: v.indexing(), Data: data}
 	if len(v.sources) > 1 {
 		p.Rejected = v.sources[1].name
+	}
+	if len(v.experiments) > 1 {
+		p.Experiments = v.experiments
 	}
 	return p
 }

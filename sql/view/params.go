@@ -152,3 +152,22 @@ func checkRegexp(s string) error {
 	}
 	return nil
 }
+
+// experiment returns parameter experiment, one of the store's experiments.
+// Absent or empty, it is the store's only one, else "" (all of them)
+// unless required, which a store of several experiments refuses.
+func (v *Viewer) experiment(p params, required bool) (string, error) {
+	e := p.q.Get("experiment")
+	switch {
+	case e == "" && len(v.experiments) == 1:
+		return v.experiments[0], nil
+	case e == "" && required && len(v.experiments) > 1:
+		return "", badRequest("missing parameter experiment (the store's experiments: %s)", strings.Join(v.experiments, ", "))
+	case e == "" || slices.Contains(v.experiments, e):
+		return e, nil
+	}
+	if len(v.experiments) < 2 {
+		return "", badRequest("parameter experiment: the store has no experiments (no experiment column of several values), got %q", e)
+	}
+	return "", badRequest("parameter experiment: want one of the store's experiments %s, got %q", strings.Join(v.experiments, ", "), e)
+}

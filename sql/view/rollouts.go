@@ -65,6 +65,7 @@ func (v *Viewer) readRows(ctx context.Context, s source, k int64, want []int64, 
 
 // groupData is a group's page: its rollouts side by side.
 type groupData struct {
+	Experiment  string
 	Batch, Task string
 	Group       record
 	Rollouts    []card
@@ -80,7 +81,11 @@ type card struct {
 
 // group shows one group's rollouts side by side.
 func (v *Viewer) group(w http.ResponseWriter, r *http.Request) error {
-	p, err := parseParams(r, "batch", "task")
+	p, err := parseParams(r, "experiment", "batch", "task")
+	if err != nil {
+		return err
+	}
+	exp, err := v.experiment(p, true)
 	if err != nil {
 		return err
 	}
@@ -93,14 +98,17 @@ func (v *Viewer) group(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
-	groups, err := v.records(ctx, "SELECT * FROM groups WHERE batch = ? AND task = ?", batch, task)
+	groups, err := v.records(ctx, "SELECT * FROM groups WHERE experiment = ? AND batch = ? AND task = ?", exp, batch, task)
 	if err != nil {
 		return err
+	}
+	if len(groups) == 0 && exp != "" {
+		return notFound("the experiment %q has no group batch %q, task %q", exp, batch, task)
 	}
 	if len(groups) == 0 {
 		return notFound("the store has no group batch %q, task %q", batch, task)
 	}
-	idx, err := v.records(ctx, query("group_rollouts", nil), batch, task)
+	idx, err := v.records(ctx, query("group_rollouts", nil), exp, batch, task)
 	if err != nil {
 		return err
 	}
@@ -117,7 +125,7 @@ func (v *Viewer) group(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	d := groupData{Batch: batch, Task: task, Group: groups[0]}
+	d := groupData{Experiment: exp, Batch: batch, Task: task, Group: groups[0]}
 	for _, x := range idx {
 		k := fileKey{asInt(x["src"]), asInt(x["file"])}
 		c := card{Index: x}

@@ -8,6 +8,7 @@ CREATE TABLE rows (
     src             TINYINT,  -- 0: the store, 1: the --rejected store
     file            INTEGER,  -- the Parquet file holding the row: its number among the source's files, from 0
     file_row        BIGINT,   -- its row number in the file
+    experiment      VARCHAR,  -- the experiment of an experience table ('' when absent)
     batch           VARCHAR,  -- the explore step ('' when absent)
     batch_num       BIGINT,   -- batch as a number, when it is one (order)
     task            VARCHAR,
@@ -16,6 +17,7 @@ CREATE TABLE rows (
     step            BIGINT,
     reward          DOUBLE,
     advantage       DOUBLE,   -- the mean over the response's action-mask tokens
+    entropy         DOUBLE,   -- the mean entropy over them
     response_length BIGINT,
     drop_reason     VARCHAR,  -- why the row was dropped (null: kept)
     dropped_by      VARCHAR   -- the operator or advantage fn that dropped it

@@ -4,7 +4,7 @@
 -- token-id sequence, with its parameters), the snippet what the results
 -- show of it; Go adds the id of the file's row 0 to its row number. The
 -- index rows joined are those of the same ids, [?, ?].
-SELECT id, r.batch, r.task, r.run, r.step, r.reward, r.drop_reason, m.snippet
+SELECT id, r.experiment, r.batch, r.task, r.run, r.step, r.reward, r.drop_reason, m.snippet
 FROM (
     SELECT {{first}} + file_row_number AS id, {{snippet}} AS snippet
     FROM {{source}}

@@ -18,7 +18,8 @@ const (
 	sqlRows    = 1000
 )
 
-// sqlViews are the tables and views a query of the SQL box may read.
+// sqlViews are the tables and views a query of the SQL box may read (and
+// the view experiments of an experience table).
 var sqlViews = []string{"experiences", "rejected", "rows", "groups", "steps"}
 
 // sqlData is the SQL box's page.
@@ -44,6 +45,9 @@ func (v *Viewer) sqlBox(w http.ResponseWriter, r *http.Request) error {
 		d.Views = sqlViews[:1]
 	}
 	d.Views = append(slices.Clone(d.Views), sqlViews[2:]...)
+	if v.tableStore {
+		d.Views = append(d.Views, duckdb.ExperimentsView)
+	}
 	if strings.TrimSpace(d.Q) == "" {
 		return v.render(w, "sql", v.page("SQL", d))
 	}

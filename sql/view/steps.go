@@ -4,12 +4,14 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/rftpipe/rftpipe/schema"
 )
 
 // Sort columns of the steps and groups tables.
 var (
-	stepSorts  = []string{"batch", "groups", "rollouts", "reward_mean", "reward_std", "adv_mean", "length_mean", "dropped_groups"}
-	groupSorts = []string{"task", "rollouts", "dropped", "reward_mean", "reward_std", "adv_mean", "adv_min", "adv_max", "length_mean", "status"}
+	stepSorts  = []string{"batch", "groups", "rollouts", "reward_mean", "reward_std", "adv_mean", "entropy_mean", "length_mean", "dropped_groups", "experiment"}
+	groupSorts = []string{"task", "rollouts", "dropped", "reward_mean", "reward_std", "adv_mean", "adv_min", "adv_max", "length_mean", "status", "experiment"}
 	statuses   = []string{"kept", "dropped", "partly dropped"}
 )
 
@@ -73,19 +75,26 @@ func pageLink(base string, q url.Values) func(int64) string {
 
 // overviewData is the overview page.
 type overviewData struct {
-	Numbers record
-	Reasons []record
-	Curves  []record // every step: the plots' data
-	Steps   []record // this page of the steps table
-	Pager   pager
-	Sort    string
-	Dir     string
-	Sorts   map[string]string
+	Numbers    record
+	Reasons    []record
+	ExpTable   table    // the experiments, when there are several
+	Entropy    bool     // the store has per-token entropy: the steps' mean is shown
+	Experiment string   // the experiment the steps table shows ("": all)
+	Curves     []record // every step of every experiment: the plots' data
+	Steps      []record // this page of the steps table
+	Pager      pager
+	Sort       string
+	Dir        string
+	Sorts      map[string]string
 }
 
 // overview shows the key numbers, the curves per step and the steps table.
 func (v *Viewer) overview(w http.ResponseWriter, r *http.Request) error {
-	p, err := parseParams(r, "page", "sort", "dir")
+	p, err := parseParams(r, "experiment", "page", "sort", "dir")
+	if err != nil {
+		return err
+	}
+	exp, err := v.experiment(p, false)
 	if err != nil {
 		return err
 	}
@@ -93,12 +102,12 @@ func (v *Viewer) overview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	col, dir, order, err := p.sorting(stepSorts, "batch", "asc", "batch_num, batch")
+	col, dir, order, err := p.sorting(stepSorts, "batch", "asc", "batch_num, batch, experiment")
 	if err != nil {
 		return err
 	}
 	ctx := r.Context()
-	d := overviewData{Sort: col, Dir: dir, Sorts: sortLinks("/", p.q, stepSorts, col, dir)}
+	d := overviewData{ExpTable: v.expTable, Entropy: v.sources[0].has(schema.Entropy), Experiment: exp, Sort: col, Dir: dir, Sorts: sortLinks("/", p.q, stepSorts, col, dir)}
 	nums, err := v.records(ctx, "SELECT * FROM summary")
 	if err != nil {
 		return err
@@ -110,7 +119,7 @@ func (v *Viewer) overview(w http.ResponseWriter, r *http.Request) error {
 	if d.Curves, err = v.records(ctx, query("steps_all", nil)); err != nil {
 		return err
 	}
-	if d.Steps, err = v.records(ctx, query("steps_page", map[string]string{"order": order}), pageSize+1, (page-1)*pageSize); err != nil {
+	if d.Steps, err = v.records(ctx, query("steps_page", map[string]string{"order": order}), exp, exp, pageSize+1, (page-1)*pageSize); err != nil {
 		return err
 	}
 	more := len(d.Steps) > pageSize
@@ -121,24 +130,29 @@ func (v *Viewer) overview(w http.ResponseWriter, r *http.Request) error {
 
 // stepData is a step's page: its groups.
 type stepData struct {
-	Batch  string
-	Step   record
-	Groups []record
-	Status string
-	Reason string
-	Pager  pager
-	Sort   string
-	Dir    string
-	Sorts  map[string]string
+	Batch      string
+	Experiment string   // the experiment the page shows ("": all)
+	Steps      []record // the step of each experiment shown
+	Groups     []record
+	Status     string
+	Reason     string
+	Pager      pager
+	Sort       string
+	Dir        string
+	Sorts      map[string]string
 }
 
 // step shows one explore step's groups, filtered and sorted as asked.
 func (v *Viewer) step(w http.ResponseWriter, r *http.Request) error {
-	p, err := parseParams(r, "batch", "status", "reason", "page", "sort", "dir")
+	p, err := parseParams(r, "batch", "experiment", "status", "reason", "page", "sort", "dir")
 	if err != nil {
 		return err
 	}
 	batch, err := p.key("batch")
+	if err != nil {
+		return err
+	}
+	exp, err := v.experiment(p, false)
 	if err != nil {
 		return err
 	}
@@ -150,22 +164,25 @@ func (v *Viewer) step(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	col, dir, order, err := p.sorting(groupSorts, "task", "asc", "task_num, task")
+	col, dir, order, err := p.sorting(groupSorts, "task", "asc", "task_num, task, experiment")
 	if err != nil {
 		return err
 	}
 	ctx := r.Context()
-	steps, err := v.records(ctx, "SELECT * FROM steps WHERE batch = ?", batch)
+	steps, err := v.records(ctx, "SELECT * FROM steps WHERE batch = ? AND (? = '' OR experiment = ?) ORDER BY experiment", batch, exp, exp)
 	if err != nil {
 		return err
+	}
+	if len(steps) == 0 && exp != "" {
+		return notFound("the experiment %q has no explore step (batch) %q", exp, batch)
 	}
 	if len(steps) == 0 {
 		return notFound("the store has no explore step (batch) %q", batch)
 	}
-	d := stepData{Batch: batch, Step: steps[0], Status: status, Reason: p.str("reason"), Sort: col, Dir: dir,
+	d := stepData{Batch: batch, Experiment: exp, Steps: steps, Status: status, Reason: p.str("reason"), Sort: col, Dir: dir,
 		Sorts: sortLinks("/step", p.q, groupSorts, col, dir)}
 	d.Groups, err = v.records(ctx, query("groups_page", map[string]string{"order": order}),
-		batch, status, status, d.Reason, d.Reason, d.Reason, pageSize+1, (page-1)*pageSize)
+		batch, exp, exp, status, status, d.Reason, d.Reason, d.Reason, pageSize+1, (page-1)*pageSize)
 	if err != nil {
 		return err
 	}

@@ -65,16 +65,19 @@ type Options struct {
 
 // Viewer is an indexed store and the HTTP handler serving it.
 type Viewer struct {
-	o          Options
-	db         *sql.DB
-	tmp        string
-	sources    []source
-	n          int64 // experiences in the index (both sources)
-	searchRows int64 // rollouts a search page reads at most
-	pass       *secondPass
-	warns      []string
-	tmpl       *template.Template
-	handler    http.Handler
+	o           Options
+	db          *sql.DB
+	tmp         string
+	sources     []source
+	n           int64 // experiences in the index (both sources)
+	searchRows  int64 // rollouts a search page reads at most
+	pass        *secondPass
+	tableStore  bool     // the store is an experience table: the view experiments is its experiments'
+	experiments []string // the experiments in the index, sorted ("" for rows without one)
+	expTable    table    // the overview's table of the experiments, when there are several
+	warns       []string
+	tmpl        *template.Template
+	handler     http.Handler
 }
 
 // source is one store the viewer reads: the store (0) or its rejected rows (1).

@@ -235,6 +235,83 @@ func TestPages(t *testing.T) {
 	}
 }
 
+// experimentsTable is a table of two experiments (a: batches 0 and 1, b: 0
+// and 2; their rows are experiments-a.jsonl and experiments-b.jsonl beside
+// it), without recorded configs.
+const experimentsTable = "../../fixtures/tables/experiments"
+
+// TestExperiments: over a table of two experiments the overview lists them
+// (the view experiments), its curves hold a series each and its steps
+// table names each step's experiment; the steps, a step's groups and a
+// group are those of the experiment asked for, which must be one of the
+// table's. The values are computed by hand from the fixture's rows.
+func TestExperiments(t *testing.T) {
+	_, srv := serveTestViewer(t, Options{Store: experimentsTable, AllowSQL: true, Threads: 1})
+	const steps = "experiment batch groups rollouts reward_mean reward_std adv_mean entropy_mean length_mean dropped_groups"
+	const groups = "experiment task rollouts dropped reward_mean reward_std adv_mean adv_min adv_max length_mean status dropped_by drop_reason"
+	for _, c := range []struct {
+		name, url string
+		code      int
+		want      []string // in the body
+		rows      map[string][]string
+	}{
+		{name: "overview", url: "/", code: 200, want: []string{
+			`id="n-steps">4<`,
+			`{"adv_mean":null,"batch":"2","dropped_groups":1,"entropy_mean":2,"experiment":"b","filtered_share":0.6666666666666666,"length_mean":2.6666666666666665,"reward_mean":0.5,"reward_std":0.3535533905932738,"x":2}`,
+			`<option value="">all</option><option>a</option><option>b</option>`,
+		}, rows: map[string][]string{
+			"experiments-table": {
+				"experiment algorithm_type repeat_times learning_rate model_path project group name first_step last_step rows",
+				"a – – – – – – – 0 1 4",
+				"b – – – – – – – 0 2 4",
+			},
+			"steps-table": {
+				steps,
+				"a 0 1 2 0.5 0.7071 – 1 3 1",
+				"b 0 1 1 0.5 – – 3 3 0",
+				"a 1 1 2 0.75 0.3536 – 1.25 4 0",
+				"b 2 1 3 0.5 0.3536 – 2 2.667 1",
+			},
+		}},
+		{name: "steps of b", url: "/?experiment=b", code: 200, want: []string{`<option selected>b</option>`, `href="/step?batch=2&amp;experiment=b"`}, rows: map[string][]string{"steps-table": {
+			steps,
+			"b 0 1 1 0.5 – – 3 3 0",
+			"b 2 1 3 0.5 0.3536 – 2 2.667 1",
+		}}},
+		{name: "step of both", url: "/step?batch=0", code: 200, rows: map[string][]string{
+			"step-numbers": {"experiment a groups 1 rollouts 2 reward mean ± std 0.5 ± 0.7071 dropped groups 1", "experiment b groups 1 rollouts 1 reward mean ± std 0.5 ± – dropped groups 0"},
+			"groups-table": {groups, "a 0 2 1 0.5 0.7071 – – – 3 partly dropped zero_std", "b 0 1 0 0.5 0 – – – 3 kept"},
+		}},
+		{name: "step of a", url: "/step?batch=0&experiment=a", code: 200, want: []string{`href="/group?batch=0&amp;task=0&amp;experiment=a"`}, rows: map[string][]string{
+			"groups-table": {groups, "a 0 2 1 0.5 0.7071 – – – 3 partly dropped zero_std"},
+		}},
+		{name: "group of b", url: "/group?batch=2&task=0&experiment=b", code: 200, want: []string{`href="/step?batch=2&amp;experiment=b">step 2 of b</a>`, "<dd>stale ()</dd>"}},
+		{name: "rollout of b", url: "/rollout?id=5", code: 200, want: []string{`href="/group?batch=2&amp;task=0&amp;experiment=b"`}},
+		{name: "SQL over the experiments view", url: "/sql?q=" + url.QueryEscape("SELECT experiment, last_step, rows FROM experiments"), code: 200,
+			rows: map[string][]string{"sql-result": {"experiment last_step rows", "a 1 4", "b 2 4"}}},
+		{name: "unknown experiment", url: "/?experiment=c", code: 400, want: []string{"parameter experiment: want one of the store&#39;s experiments a, b, got &#34;c&#34;"}},
+		{name: "step not in the experiment", url: "/step?batch=1&experiment=b", code: 404, want: []string{"the experiment &#34;b&#34; has no explore step (batch) &#34;1&#34;"}},
+		{name: "group without its experiment", url: "/group?batch=0&task=0", code: 400, want: []string{"missing parameter experiment (the store&#39;s experiments: a, b)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, body := get(t, srv.Client(), srv.URL+c.url)
+			if code != c.code {
+				t.Fatalf("status %d, want %d; body %s", code, c.code, body)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("the page lacks %q", w)
+				}
+			}
+			for id, want := range c.rows {
+				if got := rowsOf(body, id); strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Errorf("table %s:\n got %q\nwant %q", id, got, want)
+				}
+			}
+		})
+	}
+}
+
 // TestFirstPass: before the index's second pass has run, the overview and
 // the steps' pages show what the stores' scalars give, advantage and length
 // as "–", and say that the rollouts are being indexed; a group's page
@@ -372,6 +449,7 @@ func TestBadRequests(t *testing.T) {
 		{"/step?batch=%ff", 400, "want UTF-8 text"},
 		{"/group?batch=1", 400, "missing parameter task"},
 		{"/group?batch=1&task=7", 404, "the store has no group batch &#34;1&#34;, task &#34;7&#34;"},
+		{"/?experiment=a", 400, "parameter experiment: the store has no experiments (no experiment column of several values), got &#34;a&#34;"},
 		{"/rollout", 400, "missing parameter id"},
 		{"/rollout?id=-1", 400, "parameter id: want an integer in [0, 35]"},
 		{"/rollout?id=36", 400, "parameter id: want an integer in [0, 35]"},

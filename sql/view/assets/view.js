@@ -1,5 +1,6 @@
-// rftpipe view: the overview's curves (hand-written SVG: hover for values,
-// drag to zoom on a step range, click a point to open its step) and small
+// rftpipe view: the overview's curves (hand-written SVG, one series per
+// experiment: hover for values, drag to zoom on a step range, click a point
+// to open its step) and small
 // conveniences (the colour selector applies on change).
 "use strict";
 
@@ -29,8 +30,9 @@
     return out;
   }
 
-  // chart draws one series of the curves between the step range dom.
-  function chart(box, title, key, data, state) {
+  // chart draws one plot of the curves, a line per experiment (series:
+  // its name and steps), between the step range dom.
+  function chart(box, title, key, series, state) {
     const div = document.createElement("div");
     div.className = "plot";
     div.dataset.key = key;
@@ -48,7 +50,8 @@
     function draw() {
       svg.textContent = "";
       const [x0, x1] = state.dom;
-      const shown = data.filter(d => d.x >= x0 && d.x <= x1 && d[key] !== null);
+      const lines = series.map(s => s.steps.filter(d => d.x >= x0 && d.x <= x1 && d[key] !== null && d[key] !== undefined));
+      const shown = lines.flat();
       const xs = shown.map(d => d.x), ys = shown.map(d => d[key]);
       if (!shown.length) {
         el("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, svg).textContent = "no values in this range";
@@ -74,9 +77,15 @@
       }
       el("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }, svg);
       el("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }, svg);
-      el("path", { class: "line", d: shown.map((d, i) => (i ? "L" : "M") + sx(d.x).toFixed(1) + "," + sy(d[key]).toFixed(1)).join("") }, svg);
-      pts = shown.map(d => ({ d: d, cx: sx(d.x), cy: sy(d[key]) }));
-      if (pts.length <= 400) for (const p of pts) p.c = el("circle", { class: "pt", cx: p.cx, cy: p.cy, r: 2.5 }, svg);
+      pts = [];
+      lines.forEach((line, k) => {
+        if (!line.length) return;
+        const c = "c" + (k % 6);
+        el("path", { class: "line " + c, d: line.map((d, i) => (i ? "L" : "M") + sx(d.x).toFixed(1) + "," + sy(d[key]).toFixed(1)).join("") }, svg);
+        const ps = line.map(d => ({ d: d, name: series[k].name, cx: sx(d.x), cy: sy(d[key]) }));
+        if (shown.length <= 400) for (const p of ps) p.c = el("circle", { class: "pt " + c, cx: p.cx, cy: p.cy, r: 2.5 }, svg);
+        pts.push(...ps);
+      });
       guide = el("line", { class: "guide", y1: T, y2: H - B, x1: -10, x2: -10 }, svg);
     }
 
@@ -84,10 +93,23 @@
       const r = svg.getBoundingClientRect();
       return (ev.clientX - r.left) * W / r.width;
     }
-    function nearest(px) {
+    function toSvgY(ev) {
+      const r = svg.getBoundingClientRect();
+      return (ev.clientY - r.top) * H / r.height;
+    }
+    // nearest is the point nearest the pointer: by step, then by value
+    // among the experiments' points at that step.
+    function nearest(px, py) {
       let best = null;
-      for (const p of pts) if (!best || Math.abs(p.cx - px) < Math.abs(best.cx - px)) best = p;
+      for (const p of pts) {
+        const dx = Math.abs(p.cx - px) - (best ? Math.abs(best.cx - px) : Infinity);
+        if (dx < -1e-9 || (Math.abs(dx) <= 1e-9 && Math.abs(p.cy - py) < Math.abs(best.cy - py))) best = p;
+      }
       return best;
+    }
+    // stepURL is the page of the point's step (of its experiment).
+    function stepURL(p) {
+      return "/step?batch=" + encodeURIComponent(p.d.batch) + (series.length > 1 ? "&experiment=" + encodeURIComponent(p.name) : "");
     }
     let drag = null, brush = null, hot = null;
     svg.addEventListener("mousemove", ev => {
@@ -97,7 +119,7 @@
         brush.setAttribute("x", Math.min(drag, px));
         brush.setAttribute("width", Math.abs(px - drag));
       }
-      const p = nearest(px);
+      const p = nearest(px, toSvgY(ev));
       if (hot && hot.c) hot.c.classList.remove("hot");
       hot = p;
       if (!p) return;
@@ -106,7 +128,7 @@
       guide.setAttribute("x2", p.cx);
       guide.classList.add("on");
       tip.style.display = "block";
-      tip.textContent = "step " + p.d.batch + ": " + key + " = " + fmt(p.d[key]);
+      tip.textContent = (series.length > 1 ? p.name + " · " : "") + "step " + p.d.batch + ": " + key + " = " + fmt(p.d[key]);
       const r = svg.getBoundingClientRect();
       tip.style.left = Math.min(p.cx * r.width / W + 14, r.width - 160) + "px";
       tip.style.top = (p.cy * r.height / H + 20) + "px";
@@ -123,8 +145,8 @@
         if (hi > lo) state.zoom([lo, hi]);
         return;
       }
-      const p = nearest(px);
-      if (p) location.href = "/step?batch=" + encodeURIComponent(p.d.batch);
+      const p = nearest(px, toSvgY(ev));
+      if (p) location.href = stepURL(p);
     });
     svg.addEventListener("dblclick", () => state.zoom(state.full));
     return draw;
@@ -136,22 +158,44 @@
     if (!src || !box) return;
     const data = JSON.parse(src.textContent);
     if (!data.length) { box.textContent = "No explore steps."; return; }
+    // One series per experiment, in the data's order (by experiment).
+    const series = [];
+    for (const d of data) {
+      if (!series.length || series[series.length - 1].name !== d.experiment) series.push({ name: d.experiment, steps: [] });
+      series[series.length - 1].steps.push(d);
+    }
+    if (series.length > 1) legend(box, series);
     const full = [Math.min(...data.map(d => d.x)), Math.max(...data.map(d => d.x))];
     const draws = [];
     const state = { dom: full, full: full, zoom: dom => { state.dom = dom; draws.forEach(f => f()); box.dataset.range = dom.join("-"); } };
-    const series = [
+    const plots = [
       ["Mean reward", "reward_mean"], ["Reward std (over rows)", "reward_std"], ["Mean advantage", "adv_mean"],
-      ["Mean response length (tokens)", "length_mean"], ["Dropped groups", "dropped_groups"],
+      ["Mean entropy (response tokens)", "entropy_mean"], ["Mean response length (tokens)", "length_mean"],
+      ["Filtered share (dropped rollouts)", "filtered_share"], ["Dropped groups", "dropped_groups"],
     ];
-    for (const [title, key] of series) {
+    for (const [title, key] of plots) {
       if (!data.some(d => d[key] !== null && d[key] !== undefined)) continue;
-      if (key === "dropped_groups" && !data.some(d => d[key] > 0)) continue;
-      draws.push(chart(box, title, key, data, state));
+      if ((key === "dropped_groups" || key === "filtered_share") && !data.some(d => d[key] > 0)) continue;
+      draws.push(chart(box, title, key, series, state));
     }
     box.dataset.range = full.join("-");
     draws.forEach(f => f());
     const reset = document.getElementById("reset-zoom");
     if (reset) reset.addEventListener("click", () => state.zoom(full));
+  }
+
+  // legend names the experiments' colours above the plots.
+  function legend(box, series) {
+    const div = document.createElement("div");
+    div.className = "legend";
+    div.id = "legend";
+    series.forEach((s, k) => {
+      const item = document.createElement("span");
+      item.className = "key c" + (k % 6);
+      item.textContent = s.name;
+      div.appendChild(item);
+    });
+    box.parentNode.insertBefore(div, box);
   }
 
   function colourSelect() {
