@@ -501,7 +501,8 @@ func TestNeverOverInput(t *testing.T) {
 }
 
 // TestTakeRows: rows picked out of order, repeated and in runs come out as
-// the rows of the input, list and null values included.
+// the rows of the input, list and null values included; two columns that
+// are one array (returns set to advantages) come out one array.
 func TestTakeRows(t *testing.T) {
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
@@ -522,7 +523,10 @@ func TestTakeRows(t *testing.T) {
 			l.ValueBuilder().(*array.Float32Builder).Append(float32(i*100 + k))
 		}
 	}
-	rec := b.NewRecord()
+	built := b.NewRecord()
+	defer built.Release()
+	rec := array.NewRecord(arrow.NewSchema(append(sc.Fields(), arrow.Field{Name: "same", Type: sc.Field(1).Type, Nullable: true}), nil),
+		append(built.Columns(), built.Column(1)), built.NumRows())
 	defer rec.Release()
 	for _, idx := range [][]int64{{0, 1, 2, 3}, {4, 5, 6, 9}, {9, 1, 1, 2, 3, 7, 0, 0}, {5}, {}} {
 		got, err := takeRows(rec, idx)
@@ -532,8 +536,11 @@ func TestTakeRows(t *testing.T) {
 		if got.NumRows() != int64(len(idx)) {
 			t.Fatalf("%v: %d rows", idx, got.NumRows())
 		}
+		if got.Column(2) != got.Column(1) {
+			t.Errorf("%v: one array taken as two", idx)
+		}
 		for k, i := range idx {
-			for c := 0; c < 2; c++ {
+			for c := 0; c < 3; c++ {
 				if g, w := got.Column(c).ValueStr(k), rec.Column(c).ValueStr(int(i)); g != w {
 					t.Errorf("%v: row %d column %d is %s, want row %d's %s", idx, k, c, g, i, w)
 				}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -206,7 +207,8 @@ func (s *shaper) copies(b *Batch, all arrow.Record) (arrow.Record, error) {
 // consecutive rows is a zero-copy slice, and the slices of every column are
 // concatenated (linear; arrow's compute.Take regrows its list buffers for
 // every row it adds, quadratic in the batch's token count), the columns
-// concurrently (up to GOMAXPROCS at once).
+// concurrently (up to GOMAXPROCS at once). Columns that are one array (a
+// stage's returns set to its advantages) stay one array, taken once.
 func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
 	type run struct{ lo, hi int64 }
 	var runs []run
@@ -228,33 +230,43 @@ func takeRows(rec arrow.Record, idx []int64) (arrow.Record, error) {
 			}
 		}
 	}()
-	if len(runs) == 1 { // one zero-copy slice a column: nothing to spread
-		for i, c := range rec.Columns() {
+	take := func(i int, c arrow.Array) error {
+		if len(runs) == 1 { // one zero-copy slice
 			cols[i] = array.NewSlice(c, runs[0].lo, runs[0].hi)
+			return nil
 		}
-		return array.NewRecord(rec.Schema(), cols, int64(len(idx))), nil
+		parts := make([]arrow.Array, len(runs))
+		for k, r := range runs {
+			parts[k] = array.NewSlice(c, r.lo, r.hi)
+		}
+		var err error
+		cols[i], err = array.Concatenate(parts, memory.DefaultAllocator)
+		for _, p := range parts {
+			p.Release()
+		}
+		if err != nil {
+			return fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
+		}
+		return nil
 	}
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
+	if len(runs) == 1 { // nothing to spread
+		g.SetLimit(1)
+	}
 	for i, c := range rec.Columns() {
-		g.Go(func() error {
-			parts := make([]arrow.Array, len(runs))
-			for k, r := range runs {
-				parts[k] = array.NewSlice(c, r.lo, r.hi)
-			}
-			var err error
-			cols[i], err = array.Concatenate(parts, memory.DefaultAllocator)
-			for _, p := range parts {
-				p.Release()
-			}
-			if err != nil {
-				return fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
-			}
-			return nil
-		})
+		if j := slices.Index(rec.Columns(), c); j == i {
+			g.Go(func() error { return take(i, c) })
+		}
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	for i, c := range rec.Columns() {
+		if j := slices.Index(rec.Columns(), c); j < i {
+			cols[i] = cols[j]
+			cols[i].Retain()
+		}
 	}
 	return array.NewRecord(rec.Schema(), cols, int64(len(idx))), nil
 }

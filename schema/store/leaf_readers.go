@@ -3,12 +3,16 @@ package store
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
+	"github.com/apache/arrow/go/v17/parquet/metadata"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
 	"github.com/rftpipe/rftpipe/schema"
@@ -39,11 +43,68 @@ func (r pqarrowReader) read(n int64, keep []bool) (arrow.Array, error) {
 func (r pqarrowReader) release() { r.Release() }
 
 // decoderReader reads a field with the leaf codec, which skips the values
-// of the rows not kept.
-type decoderReader struct{ *leafcodec.Decoder }
+// of the rows not kept, from the pages of pr.
+type decoderReader struct {
+	*leafcodec.Decoder
+	pr file.PageReader
+}
 
 func (r decoderReader) read(n int64, keep []bool) (arrow.Array, error) { return r.ReadRows(n, keep) }
-func (r decoderReader) release()                                       { r.Close() }
+
+// release closes the decoder, which reads no more pages, and hands its page
+// reader on to the next column chunk's.
+func (r decoderReader) release() {
+	r.Close()
+	pageReaders.Put(r.pr)
+}
+
+// readProperties returns the properties of a Parquet store's readers:
+// pages are read as they are decoded, through a buffer per column (rather
+// than each column chunk read whole, and copied, up front). The page
+// buffers come from Go's heap whatever the reader's allocator is: the leaf
+// codec reads pages ahead, and keeps them after the reader has moved on,
+// which only a garbage-collected buffer outlives.
+func readProperties() *parquet.ReaderProperties {
+	props := parquet.NewReaderProperties(memory.NewGoAllocator())
+	props.BufferedStreamEnabled = true
+	return props
+}
+
+// pageReaders holds the page readers of the column chunks decoded: arrow's
+// page reader reads each page's compressed bytes into a buffer of its own,
+// which a new reader grows from nothing for every column chunk (clearing
+// and copying it); one reset over the next chunk keeps it.
+var pageReaders sync.Pool // file.PageReader
+
+// chunkPages returns a page reader of the column chunk leaf of row group rg
+// of pf, whose bytes src reads, as the row group's reader gives it
+// (GetColumnPageReader): one from pageReaders when there is one.
+func chunkPages(pf *file.Reader, src io.ReaderAt, rg, leaf int) (file.PageReader, error) {
+	md := pf.MetaData()
+	cc, err := md.RowGroup(rg).ColumnChunk(leaf)
+	if err != nil {
+		return nil, err
+	}
+	// The row group's reader pads the chunks of old writers, and decrypts.
+	if md.WriterVersion().LessThan(metadata.Parquet816FixedVersion) || cc.CryptoMetadata() != nil {
+		return pf.RowGroup(rg).GetColumnPageReader(leaf)
+	}
+	start := cc.DataPageOffset()
+	if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && start > cc.DictionaryPageOffset() {
+		start = cc.DictionaryPageOffset()
+	}
+	props := readProperties()
+	stream, err := props.GetStream(src, start, cc.TotalCompressedSize())
+	if err != nil {
+		return nil, err
+	}
+	pr, ok := pageReaders.Get().(file.PageReader)
+	if !ok {
+		return file.NewPageReader(stream, cc.NumValues(), cc.Compression(), props.Allocator(), nil)
+	}
+	pr.Reset(stream, cc.NumValues(), cc.Compression(), nil)
+	return pr, pr.Err()
+}
 
 // keptRows returns the rows i of a where keep[i] is true (a has at most
 // len(keep) rows): each run of kept rows a slice, the slices concatenated.
@@ -98,7 +159,7 @@ func planFields(pf *file.Reader, sc *arrow.Schema) []fieldPlan {
 // (pqarrow's GetFieldReaders opens them on goroutines of its own, where a
 // panic over a corrupt footer would kill the process), and turns a panic
 // into an error.
-func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg int) (out []leafReader, err error) {
+func fieldReaders(pf *file.Reader, src io.ReaderAt, fr *pqarrow.FileReader, plans []fieldPlan, rg int) (out []leafReader, err error) {
 	out = make([]leafReader, len(plans))
 	defer func() {
 		if p := recover(); p != nil {
@@ -112,7 +173,7 @@ func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg
 	rgm := pf.MetaData().RowGroup(rg)
 	for i, p := range plans {
 		if p.codec(pf, rg) {
-			pr, err := pf.RowGroup(rg).GetColumnPageReader(p.leaves[0])
+			pr, err := chunkPages(pf, src, rg, p.leaves[0])
 			if err != nil {
 				return out, err
 			}
@@ -120,7 +181,7 @@ func fieldReaders(pf *file.Reader, fr *pqarrow.FileReader, plans []fieldPlan, rg
 			if err != nil {
 				return out, err
 			}
-			out[i] = decoderReader{leafcodec.NewDecoder(*p.shape, pr, rgm.NumRows(), cc.NumValues())}
+			out[i] = decoderReader{leafcodec.NewDecoder(*p.shape, pr, rgm.NumRows(), cc.NumValues()), pr}
 			continue
 		}
 		fields, err := fr.Manifest.GetFieldIndices(p.leaves)

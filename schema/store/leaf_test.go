@@ -41,11 +41,11 @@ func checkLeafRead(t *testing.T, data []byte, n int64) {
 		slow[i].leaves = p.leaves
 	}
 	for rg := 0; rg < pf.NumRowGroups(); rg++ {
-		fast, err := fieldReaders(pf, fr, plans, rg)
+		fast, err := fieldReaders(pf, bytes.NewReader(data), fr, plans, rg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := fieldReaders(pf, fr, slow, rg)
+		ref, err := fieldReaders(pf, bytes.NewReader(data), fr, slow, rg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,4 +177,67 @@ func pqarrowColumns(t *testing.T, data []byte) []arrow.Array {
 		}
 	}
 	return cols
+}
+
+// TestChunkPages: a page reader handed on from one column chunk to the next
+// (pageReaders) gives each chunk's pages as the row group's own reader
+// does, over chunks of every shape, dictionary-encoded or not, in pages of
+// a few rows or of many.
+func TestChunkPages(t *testing.T) {
+	rec := leaftest.Record(600, true, 11)
+	for _, pageSize := range []int64{64, 1 << 20} {
+		t.Run(fmt.Sprintf("page=%d", pageSize), func(t *testing.T) {
+			var buf bytes.Buffer
+			props := parquet.NewWriterProperties(parquet.WithDataPageSize(pageSize), parquet.WithCompression(compress.Codecs.Zstd),
+				parquet.WithMaxRowGroupLength(250))
+			w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, props, pqarrow.DefaultWriterProps())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Write(rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			src := bytes.NewReader(buf.Bytes())
+			pf, err := file.NewParquetReader(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages := func(pr file.PageReader) [][]byte {
+				var out [][]byte
+				for pr.Next() {
+					out = append(out, bytes.Clone(pr.Page().Data()))
+				}
+				if pr.Err() != nil {
+					t.Fatal(pr.Err())
+				}
+				return out
+			}
+			for rg := pf.NumRowGroups() - 1; rg >= 0; rg-- {
+				for leaf := pf.MetaData().Schema.NumColumns() - 1; leaf >= 0; leaf-- {
+					pr, err := chunkPages(pf, src, rg, leaf)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := pages(pr)
+					pageReaders.Put(pr)
+					ref, err := pf.RowGroup(rg).GetColumnPageReader(leaf)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := pages(ref)
+					if len(got) != len(want) {
+						t.Fatalf("row group %d, leaf %d: %d pages, want %d", rg, leaf, len(got), len(want))
+					}
+					for k := range got {
+						if !bytes.Equal(got[k], want[k]) {
+							t.Fatalf("row group %d, leaf %d, page %d differs", rg, leaf, k)
+						}
+					}
+				}
+			}
+		})
+	}
 }

@@ -99,14 +99,7 @@ func openParquet(path string, cfg readConfig) (source, error) {
 	kept := false
 	defer closeUnless(&kept, fh)
 	in := newInputFile(fh, cfg.bytes)
-	// Pages are read as they are decoded, through a buffer per column
-	// (rather than each column chunk read whole, and copied, up front). The
-	// page buffers come from Go's heap whatever cfg.mem is: the leaf codec
-	// reads pages ahead, and keeps them after the reader has moved on,
-	// which only a garbage-collected buffer outlives.
-	props := parquet.NewReaderProperties(memory.NewGoAllocator())
-	props.BufferedStreamEnabled = true
-	pf, err := file.NewParquetReader(in, file.WithReadProps(props))
+	pf, err := file.NewParquetReader(in, file.WithReadProps(readProperties()))
 	if err != nil {
 		return nil, fileError(path, err, "not a readable Parquet file")
 	}
@@ -243,7 +236,7 @@ func (p *parquetSource) decode(g *rowGroupRead) {
 			p.send(g, decodedBatch{err: fileError(p.path, fmt.Errorf("%v", r), "row group %d: unreadable data (file cut, overwritten or corrupt)", g.rg)})
 		}
 	}()
-	readers, err := fieldReaders(p.pf, p.fr, p.plans, g.rg)
+	readers, err := fieldReaders(p.pf, p.in, p.fr, p.plans, g.rg)
 	if err != nil {
 		p.send(g, decodedBatch{err: fileError(p.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", g.rg)})
 		return

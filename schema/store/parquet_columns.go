@@ -408,13 +408,46 @@ func (c *columnSink) encode(rg *rowGroup) {
 // levelsPool holds the level buffers of the columns being encoded.
 var levelsPool = sync.Pool{New: func() any { return new(levels) }}
 
+// chunkBuffers allocates the buffer a column chunk is encoded into before
+// it is laid out (arrow's buffered page writer grows one from nothing for
+// every chunk, copying and clearing it at each doubling): the buffer of a
+// chunk laid out goes back to a pool, the next chunk starts in it, and a
+// buffer grows in place while its capacity allows. Its bytes are not
+// cleared: the page writer reads none it has not written.
+type chunkBuffers struct{}
+
+// chunkBufferPool holds the buffers of the chunks laid out.
+var chunkBufferPool sync.Pool // *[]byte
+
+func (chunkBuffers) Allocate(n int) []byte {
+	if b, ok := chunkBufferPool.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]byte, n)
+}
+
+func (a chunkBuffers) Reallocate(n int, b []byte) []byte {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	grown := a.Allocate(max(n, 2*cap(b)))[:n]
+	copy(grown, b)
+	a.Free(b)
+	return grown
+}
+
+func (chunkBuffers) Free(b []byte) {
+	b = b[:0]
+	chunkBufferPool.Put(&b)
+}
+
 // encodeChunk encodes column i of the row group: a list of primitives with
 // the leaf codec, another column with pqarrow.
 func (c *columnSink) encodeChunk(rg *rowGroup, i int) error {
 	cc, col := rg.ccs[i], rg.plans[i].col
 	path := cc.Descr().Path()
 	pager, err := file.NewPageWriter(c.out, c.props.CompressionFor(path), c.props.CompressionLevelFor(path),
-		cc, rg.ordinal, int16(i), c.props.Allocator(), true, nil, nil)
+		cc, rg.ordinal, int16(i), chunkBuffers{}, true, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
-	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/metadata"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
@@ -254,9 +253,8 @@ func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error)
 		}
 	}()
 	// Pages are read as they are decoded, as the reader reads them (Open).
-	props := parquet.NewReaderProperties(memory.NewGoAllocator())
-	props.BufferedStreamEnabled = true
-	pf, err := file.NewParquetReader(&chunkReader{in: r.in, chunks: r.chunks, size: r.size}, file.WithMetadata(r.md), file.WithReadProps(props))
+	src := &chunkReader{in: r.in, chunks: r.chunks, size: r.size}
+	pf, err := file.NewParquetReader(src, file.WithMetadata(r.md), file.WithReadProps(readProperties()))
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
@@ -264,7 +262,7 @@ func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error)
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
-	readers, err := fieldReaders(pf, fr, planFields(pf, sc), r.rg)
+	readers, err := fieldReaders(pf, src, fr, planFields(pf, sc), r.rg)
 	if err != nil {
 		return nil, fileError(r.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", r.rg)
 	}
