@@ -110,7 +110,8 @@ func readAll(c *objstore.Client, u objstore.URL, offs [][2]int64) ([][]byte, err
 // the server drops connections mid-body and throttles.
 func TestReadFaults(t *testing.T) {
 	size := 3*objstore.BlockSize + 12345
-	ranges := [][2]int64{{0, 10}, {int64(size) - 8, 8}, {objstore.BlockSize - 5, 10}, {0, int64(size)}}
+	ranges := [][2]int64{{0, 10}, {int64(size) - 8, 8}, {objstore.BlockSize - 5, 10}, {0, int64(size)},
+		{objstore.BlockSize / 2, 2 * objstore.BlockSize}, {objstore.BlockSize, int64(size) - objstore.BlockSize}}
 	for _, c := range []struct {
 		name  string
 		fault objtest.Fault
@@ -140,6 +141,34 @@ func TestReadFaults(t *testing.T) {
 				t.Errorf("%d GETs, want at least %d blocks + %d faults", srv.Requests("GET")-before, blocks, c.n)
 			}
 		})
+	}
+}
+
+// TestReadAheadInterleaved reads two column chunks in order, in turns:
+// each is read ahead as it goes on, whatever the other read in between.
+func TestReadAheadInterleaved(t *testing.T) {
+	srv := objtest.New(t)
+	cl := client(t)
+	u := put(t, cl, "cols.bin", payload(12*objstore.BlockSize))
+	o, err := cl.Open(context.Background(), u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	before := srv.Requests("GET")
+	buf := make([]byte, 16<<10)
+	for _, block := range []int64{4, 8, 5} { // chunk A, chunk B, chunk A's next block
+		if _, err := o.ReadAt(buf, block*objstore.BlockSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Blocks 4, 8 and 5 read, 6 and 7 read ahead of chunk A.
+	want := 3 + objstore.ReadAhead
+	for deadline := time.Now().Add(10 * time.Second); srv.Requests("GET")-before < want && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := srv.Requests("GET") - before; got != want {
+		t.Errorf("%d GETs, want %d: the blocks read and %d ahead of the chunk read in order", got, want, objstore.ReadAhead)
 	}
 }
 
