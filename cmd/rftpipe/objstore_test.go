@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,7 +34,7 @@ func putObject(t *testing.T, path, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.WriteFile(url, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+	if err := store.WriteFile(context.Background(), url, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -42,7 +42,7 @@ func BenchmarkReadObject(b *testing.B) {
 		b.Fatal(err)
 	}
 	url := objtest.URL("bench.parquet")
-	if err := store.WriteFile(url, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+	if err := store.WriteFile(context.Background(), url, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		b.Fatal(err)
 	}
 	size := float64(len(data))
