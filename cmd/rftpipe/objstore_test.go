@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,8 +153,11 @@ func TestObjectStorageRefusals(t *testing.T) {
 	}
 }
 
-// TestSigtermAbortsUpload stops a run with SIGTERM while its output's
-// parts are being uploaded: exit 143, no object, no upload left.
+// TestSigtermAbortsUpload stops a command with SIGTERM while one of its
+// outputs in object storage is being uploaded (its parts throttled, never
+// going through): a store, and each of the small outputs (metrics,
+// Prometheus file, watermark, report, query result). Exit 143, no object
+// under the output's name, no upload left.
 func TestSigtermAbortsUpload(t *testing.T) {
 	srv := objtest.New(t)
 	dir := t.TempDir()
@@ -161,35 +165,56 @@ func TestSigtermAbortsUpload(t *testing.T) {
 	if _, stderr, code := runCLI(t, "gen", "--tasks", "24", "--runs", "4", "--seed", "2", "--out", in); code != 0 {
 		t.Fatalf("gen: %s", stderr)
 	}
-	out := objtest.URL("sig/out.parquet")
-	srv.Inject("PUT", "partNumber", "sig/", objtest.SlowDown, -1) // the part never goes through
-	cmd := cliCmd(nil, "run", "--algorithm", "grpo", "--in", in, "--out", out, "--progress", "never")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	tbl := filepath.Join(dir, "table")
+	if _, stderr, code := runCLI(t, "ingest", in, tbl, "--experiment", "e1"); code != 0 {
+		t.Fatalf("ingest: %s", stderr)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for srv.Requests("PUT") == 0 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no part upload began: %s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(srv.Uploads(t)) != 1 {
-		t.Errorf("uploads in progress before SIGTERM: %v, want one", srv.Uploads(t))
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 143 {
-		t.Errorf("exit %d, want 143: %s", code, stderr.String())
-	}
-	if _, err := store.ReadFile(out); err == nil || !strings.Contains(err.Error(), "no such object") {
-		t.Errorf("object after SIGTERM: %v", err)
-	}
-	if left := srv.Uploads(t); len(left) != 0 {
-		t.Errorf("uploads left after SIGTERM: %v", left)
+	local := func(name string) string { return filepath.Join(dir, name) }
+	run := []string{"run", "--algorithm", "grpo", "--in", in, "--progress", "never"}
+	for _, c := range []struct {
+		name, out string // out: the object whose upload is stopped
+		args      []string
+	}{
+		{"store", "sig/store/out.parquet", append(run, "--out", objtest.URL("sig/store/out.parquet"))},
+		{"metrics", "sig/metrics/m.json", append(run, "--out", local("m.parquet"), "--metrics", objtest.URL("sig/metrics/m.json"))},
+		{"prom", "sig/prom/m.prom", append(run, "--out", local("p.parquet"), "--prom", objtest.URL("sig/prom/m.prom"))},
+		{"watermark", "sig/wm/_since_last/grpo.json", []string{"run", "--in", tbl, "--since-last", "--advantage-fn", "grpo", "--out", objtest.URL("sig/wm/out.parquet")}},
+		{"report", "sig/report/r.html", []string{"report", "--in", in, "--out", objtest.URL("sig/report/r.html")}},
+		{"sql", "sig/sql/r.csv", []string{"sql", "--store", in, "SELECT task, reward FROM experiences", "--out", objtest.URL("sig/sql/r.csv")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv.Inject("PUT", "partNumber", c.out, objtest.SlowDown, -1) // the part never goes through
+			cmd := cliCmd(nil, c.args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			deadline := time.After(60 * time.Second)
+			for !slices.Contains(srv.Uploads(t), c.out) {
+				select {
+				case <-exited:
+					t.Fatalf("exited before an upload of %s began: %s", c.out, stderr.String())
+				case <-deadline:
+					cmd.Process.Kill()
+					t.Fatalf("no upload of %s began: %s", c.out, stderr.String())
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			cmd.Process.Signal(syscall.SIGTERM)
+			<-exited
+			if code := cmd.ProcessState.ExitCode(); code != 143 {
+				t.Errorf("exit %d, want 143: %s", code, stderr.String())
+			}
+			if _, err := store.ReadFile(objtest.URL(c.out)); err == nil || !strings.Contains(err.Error(), "no such object") {
+				t.Errorf("object after SIGTERM: %v", err)
+			}
+			if left := srv.Uploads(t); len(left) != 0 {
+				t.Errorf("uploads left after SIGTERM: %v", left)
+			}
+		})
 	}
 }
 

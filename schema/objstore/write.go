@@ -151,11 +151,18 @@ func (w *Writer) failure() error {
 // part whose connection drops is sent again (the SDK's retries).
 func (w *Writer) send() error {
 	if w.id == nil {
-		out, err := w.c.s3.CreateMultipartUpload(w.ctx, &s3.CreateMultipartUploadInput{Bucket: &w.u.Bucket, Key: &w.u.Key})
+		// Not cut short by a cancel: an upload the server began and the
+		// writer never heard of could not be aborted.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), time.Minute)
+		out, err := w.c.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &w.u.Bucket, Key: &w.u.Key})
+		cancel()
 		if err != nil {
 			return w.fail(err)
 		}
 		w.id = out.UploadId
+		if err := w.ctx.Err(); err != nil {
+			return w.fail(err)
+		}
 	}
 	body, num := w.buf, w.sent+1
 	w.buf, w.sent = nil, num
