@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -216,6 +217,83 @@ func TestSigtermAbortsUpload(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOutputsOnObjectStorage writes each kind of output into object
+// storage and the same locally: the object is the local file byte for
+// byte (the Prometheus file without its timings, the report without the
+// time it was generated). A --since-last run into object storage keeps
+// its watermark there: the next run finds nothing new.
+func TestOutputsOnObjectStorage(t *testing.T) {
+	objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "24", "--runs", "4", "--seed", "3", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	adv := filepath.Join(dir, "adv.parquet")
+	if _, stderr, code := runCLI(t, "run", "--algorithm", "grpo", "--in", in, "--out", adv, "--progress", "never"); code != 0 {
+		t.Fatalf("run: %s", stderr)
+	}
+	// timings drops the lines that differ from run to run.
+	timings := regexp.MustCompile(`(?m)^.*(rftpipe_(duration|start|end)|time_|generated \d{4}-).*$`)
+	for _, c := range []struct {
+		name string
+		args []string // OUT: the output compared, SIDE: one that is not
+	}{
+		{"grad-out.parquet", []string{"loss", "--fn", "ppo", "--in", adv, "--format", "json", "--grad-out", "OUT"}},
+		{"m.prom", []string{"run", "--algorithm", "grpo", "--in", in, "--out", "SIDE", "--prom", "OUT", "--progress", "never"}},
+		{"rejected.parquet", []string{"run", "--advantage-fn", "grpo", "--operator", "reward_std_filter", "--in", in, "--out", "SIDE", "--rejected", "OUT", "--progress", "never"}},
+		{"rejected.jsonl", []string{"run", "--advantage-fn", "grpo", "--operator", "reward_std_filter", "--in", in, "--out", "SIDE", "--rejected", "OUT", "--progress", "never"}},
+		{"report.html", []string{"report", "--in", in, "--out", "OUT"}},
+		{"q.csv", []string{"sql", "--store", in, "SELECT task, avg(reward) AS r FROM experiences GROUP BY task ORDER BY task", "--out", "OUT"}},
+		{"q.parquet", []string{"sql", "--store", in, "SELECT task, avg(reward) AS r FROM experiences GROUP BY task ORDER BY task", "--out", "OUT"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			local, url := filepath.Join(dir, c.name), objtest.URL("e2e/"+c.name)
+			for i, out := range []string{local, url} {
+				args := slices.Clone(c.args)
+				for k, a := range args {
+					switch a {
+					case "OUT":
+						args[k] = out
+					case "SIDE":
+						args[k] = filepath.Join(dir, fmt.Sprintf("side-%d-%s.parquet", i, c.name))
+					}
+				}
+				if _, stderr, code := runCLI(t, args...); code != 0 {
+					t.Fatalf("%s: exit %d: %s", strings.Join(args, " "), code, stderr)
+				}
+			}
+			want, err := os.ReadFile(local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := object(t, url)
+			if strings.HasSuffix(c.name, ".prom") || strings.HasSuffix(c.name, ".html") {
+				want, got = timings.ReplaceAll(want, nil), timings.ReplaceAll(got, nil)
+			}
+			if len(want) == 0 || !bytes.Equal(got, want) {
+				t.Errorf("%s: %d bytes, not the local file's %d", url, len(got), len(want))
+			}
+		})
+	}
+	t.Run("since-last", func(t *testing.T) {
+		tbl := filepath.Join(dir, "table")
+		if _, stderr, code := runCLI(t, "ingest", in, tbl, "--experiment", "e1"); code != 0 {
+			t.Fatalf("ingest: %s", stderr)
+		}
+		out := objtest.URL("e2e/since/out.parquet")
+		for i, want := range []string{"up to 1", "0 new"} {
+			_, stderr, code := runCLI(t, "run", "--in", tbl, "--since-last", "--advantage-fn", "grpo", "--out", out, "--progress", "never")
+			if code != 0 || !strings.Contains(stderr, want) {
+				t.Fatalf("run %d: exit %d, want %q: %s", i+1, code, want, stderr)
+			}
+		}
+		if b := object(t, objtest.URL("e2e/since/_since_last/grpo.json")); !bytes.Contains(b, []byte(`"snapshot": 1`)) {
+			t.Errorf("watermark: %s", b)
+		}
+	})
 }
 
 // TestSQLOnObjectStorage: sql and report read a store in object storage
