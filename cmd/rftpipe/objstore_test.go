@@ -219,6 +219,60 @@ func TestSigtermAbortsUpload(t *testing.T) {
 	}
 }
 
+// TestReplacePrefix reruns a sharded job into its prefix under another
+// plan with --replace: the old part metrics are removed before any old
+// part (merge-metrics meanwhile counts the old shards missing rather
+// than merging a job whose parts are going), every old object is gone,
+// and the prefix holds the new plan and part.
+func TestReplacePrefix(t *testing.T) {
+	srv := objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "12", "--runs", "4", "--seed", "9", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	out := objtest.URL("replace/job")
+	shard := func(n, i int, more ...string) (string, int) {
+		_, stderr, code := runCLI(t, append([]string{"run", "--algorithm", "grpo", "--in", in, "--out", out, "--shards", fmt.Sprint(n), "--shard", fmt.Sprint(i), "--progress", "never"}, more...)...)
+		return stderr, code
+	}
+	for i := range 3 {
+		if stderr, code := shard(3, i); code != 0 {
+			t.Fatalf("shard %d: %s", i, stderr)
+		}
+	}
+	if stderr, code := shard(2, 0); code != 2 || !strings.Contains(stderr, "--replace") {
+		t.Fatalf("another plan without --replace: exit %d: %s", code, stderr)
+	}
+	before := len(srv.Keys("DELETE"))
+	if stderr, code := shard(2, 0, "--replace"); code != 0 {
+		t.Fatalf("--replace: %s", stderr)
+	}
+	deleted := srv.Keys("DELETE")[before:]
+	var metrics, parts []int
+	for i, k := range deleted {
+		switch {
+		case strings.HasPrefix(k, "replace/job/_metrics/"):
+			metrics = append(metrics, i)
+		case strings.HasPrefix(k, "replace/job/part-"):
+			parts = append(parts, i)
+		}
+	}
+	if len(metrics) != 3 || len(parts) != 3 || metrics[2] > parts[0] {
+		t.Errorf("deleted in the order %v: want the 3 part metrics before the 3 parts", deleted)
+	}
+	names, err := store.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names, " "); got != "_metrics _plan.json part-0.parquet" {
+		t.Errorf("the prefix holds %s, want the new plan, part and its metrics", got)
+	}
+	if parts, _ := store.ReadDir(out + "/_metrics"); len(parts) != 1 {
+		t.Errorf("part metrics %v, want shard 0's of the new plan", parts)
+	}
+}
+
 // TestOutputsOnObjectStorage writes each kind of output into object
 // storage and the same locally: the object is the local file byte for
 // byte (the Prometheus file without its timings, the report without the
