@@ -127,13 +127,15 @@ func (w *Writer) Seek(offset int64, whence int) (int64, error) {
 	return w.n, nil
 }
 
-// buffer returns an empty buffer of n bytes, reusing a sent part's.
+// buffer returns an empty buffer of n bytes, reusing a sent part's (those
+// of a smaller part size are dropped).
 func (w *Writer) buffer(n int) []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for i, b := range w.free {
+	for len(w.free) > 0 {
+		b := w.free[len(w.free)-1]
+		w.free = w.free[:len(w.free)-1]
 		if cap(b) == n {
-			w.free = append(w.free[:i], w.free[i+1:]...)
 			return b[:0]
 		}
 	}
