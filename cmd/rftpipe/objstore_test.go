@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,7 +36,7 @@ func putObject(t *testing.T, path, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.WriteFile(url, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+	if err := store.WriteFile(context.Background(), url, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -151,8 +154,11 @@ func TestObjectStorageRefusals(t *testing.T) {
 	}
 }
 
-// TestSigtermAbortsUpload stops a run with SIGTERM while its output's
-// parts are being uploaded: exit 143, no object, no upload left.
+// TestSigtermAbortsUpload stops a command with SIGTERM while one of its
+// outputs in object storage is being uploaded (its parts throttled, never
+// going through): a store, and each of the small outputs (metrics,
+// Prometheus file, watermark, report, query result). Exit 143, no object
+// under the output's name, no upload left.
 func TestSigtermAbortsUpload(t *testing.T) {
 	srv := objtest.New(t)
 	dir := t.TempDir()
@@ -160,36 +166,188 @@ func TestSigtermAbortsUpload(t *testing.T) {
 	if _, stderr, code := runCLI(t, "gen", "--tasks", "24", "--runs", "4", "--seed", "2", "--out", in); code != 0 {
 		t.Fatalf("gen: %s", stderr)
 	}
-	out := objtest.URL("sig/out.parquet")
-	srv.Inject("PUT", "partNumber", "sig/", objtest.SlowDown, -1) // the part never goes through
-	cmd := cliCmd(nil, "run", "--algorithm", "grpo", "--in", in, "--out", out, "--progress", "never")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	tbl := filepath.Join(dir, "table")
+	if _, stderr, code := runCLI(t, "ingest", in, tbl, "--experiment", "e1"); code != 0 {
+		t.Fatalf("ingest: %s", stderr)
+	}
+	local := func(name string) string { return filepath.Join(dir, name) }
+	run := []string{"run", "--algorithm", "grpo", "--in", in, "--progress", "never"}
+	for _, c := range []struct {
+		name, out string // out: the object whose upload is stopped
+		args      []string
+	}{
+		{"store", "sig/store/out.parquet", append(run, "--out", objtest.URL("sig/store/out.parquet"))},
+		{"metrics", "sig/metrics/m.json", append(run, "--out", local("m.parquet"), "--metrics", objtest.URL("sig/metrics/m.json"))},
+		{"prom", "sig/prom/m.prom", append(run, "--out", local("p.parquet"), "--prom", objtest.URL("sig/prom/m.prom"))},
+		{"watermark", "sig/wm/_since_last/grpo.json", []string{"run", "--in", tbl, "--since-last", "--advantage-fn", "grpo", "--out", objtest.URL("sig/wm/out.parquet")}},
+		{"report", "sig/report/r.html", []string{"report", "--in", in, "--out", objtest.URL("sig/report/r.html")}},
+		{"sql", "sig/sql/r.csv", []string{"sql", "--store", in, "SELECT task, reward FROM experiences", "--out", objtest.URL("sig/sql/r.csv")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv.Inject("PUT", "partNumber", c.out, objtest.SlowDown, -1) // the part never goes through
+			cmd := cliCmd(nil, c.args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			deadline := time.After(60 * time.Second)
+			for !slices.Contains(srv.Uploads(t), c.out) {
+				select {
+				case <-exited:
+					t.Fatalf("exited before an upload of %s began: %s", c.out, stderr.String())
+				case <-deadline:
+					cmd.Process.Kill()
+					t.Fatalf("no upload of %s began: %s", c.out, stderr.String())
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			cmd.Process.Signal(syscall.SIGTERM)
+			<-exited
+			if code := cmd.ProcessState.ExitCode(); code != 143 {
+				t.Errorf("exit %d, want 143: %s", code, stderr.String())
+			}
+			if _, err := store.ReadFile(objtest.URL(c.out)); err == nil || !strings.Contains(err.Error(), "no such object") {
+				t.Errorf("object after SIGTERM: %v", err)
+			}
+			if left := srv.Uploads(t); len(left) != 0 {
+				t.Errorf("uploads left after SIGTERM: %v", left)
+			}
+		})
+	}
+}
+
+// TestReplacePrefix reruns a sharded job into its prefix under another
+// plan with --replace: the old part metrics are removed before any old
+// part (merge-metrics meanwhile counts the old shards missing rather
+// than merging a job whose parts are going), every old object is gone,
+// and the prefix holds the new plan and part.
+func TestReplacePrefix(t *testing.T) {
+	srv := objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "12", "--runs", "4", "--seed", "9", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	out := objtest.URL("replace/job")
+	shard := func(n, i int, more ...string) (string, int) {
+		_, stderr, code := runCLI(t, append([]string{"run", "--algorithm", "grpo", "--in", in, "--out", out, "--shards", fmt.Sprint(n), "--shard", fmt.Sprint(i), "--progress", "never"}, more...)...)
+		return stderr, code
+	}
+	for i := range 3 {
+		if stderr, code := shard(3, i); code != 0 {
+			t.Fatalf("shard %d: %s", i, stderr)
+		}
+	}
+	if stderr, code := shard(2, 0); code != 2 || !strings.Contains(stderr, "--replace") {
+		t.Fatalf("another plan without --replace: exit %d: %s", code, stderr)
+	}
+	before := len(srv.Keys("DELETE"))
+	if stderr, code := shard(2, 0, "--replace"); code != 0 {
+		t.Fatalf("--replace: %s", stderr)
+	}
+	deleted := srv.Keys("DELETE")[before:]
+	var metrics, parts []int
+	for i, k := range deleted {
+		switch {
+		case strings.HasPrefix(k, "replace/job/_metrics/"):
+			metrics = append(metrics, i)
+		case strings.HasPrefix(k, "replace/job/part-"):
+			parts = append(parts, i)
+		}
+	}
+	if len(metrics) != 3 || len(parts) != 3 || metrics[2] > parts[0] {
+		t.Errorf("deleted in the order %v: want the 3 part metrics before the 3 parts", deleted)
+	}
+	names, err := store.ReadDir(out)
+	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for srv.Requests("PUT") == 0 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no part upload began: %s", stderr.String())
+	if got := strings.Join(names, " "); got != "_metrics _plan.json part-0.parquet" {
+		t.Errorf("the prefix holds %s, want the new plan, part and its metrics", got)
+	}
+	if parts, _ := store.ReadDir(out + "/_metrics"); len(parts) != 1 {
+		t.Errorf("part metrics %v, want shard 0's of the new plan", parts)
+	}
+}
+
+// TestOutputsOnObjectStorage writes each kind of output into object
+// storage and the same locally: the object is the local file byte for
+// byte (the Prometheus file without its timings, the report without the
+// time it was generated). A --since-last run into object storage keeps
+// its watermark there: the next run finds nothing new.
+func TestOutputsOnObjectStorage(t *testing.T) {
+	objtest.New(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	if _, stderr, code := runCLI(t, "gen", "--tasks", "24", "--runs", "4", "--seed", "3", "--out", in); code != 0 {
+		t.Fatalf("gen: %s", stderr)
+	}
+	adv := filepath.Join(dir, "adv.parquet")
+	if _, stderr, code := runCLI(t, "run", "--algorithm", "grpo", "--in", in, "--out", adv, "--progress", "never"); code != 0 {
+		t.Fatalf("run: %s", stderr)
+	}
+	// timings drops the lines that differ from run to run.
+	timings := regexp.MustCompile(`(?m)^.*(rftpipe_(duration|last_run_timestamp)|time_|generated \d{4}-).*$`)
+	for _, c := range []struct {
+		name string
+		args []string // OUT: the output compared, SIDE: one that is not
+	}{
+		{"grad-out.parquet", []string{"loss", "--fn", "ppo", "--in", adv, "--format", "json", "--grad-out", "OUT"}},
+		{"m.prom", []string{"run", "--algorithm", "grpo", "--in", in, "--out", "SIDE", "--prom", "OUT", "--progress", "never"}},
+		{"rejected.parquet", []string{"run", "--advantage-fn", "grpo", "--operator", "reward_std_filter", "--in", in, "--out", "SIDE", "--rejected", "OUT", "--progress", "never"}},
+		{"rejected.jsonl", []string{"run", "--advantage-fn", "grpo", "--operator", "reward_std_filter", "--in", in, "--out", "SIDE", "--rejected", "OUT", "--progress", "never"}},
+		{"report.html", []string{"report", "--in", in, "--out", "OUT"}},
+		{"q.csv", []string{"sql", "--store", in, "SELECT task, avg(reward) AS r FROM experiences GROUP BY task ORDER BY task", "--out", "OUT"}},
+		{"q.parquet", []string{"sql", "--store", in, "SELECT task, avg(reward) AS r FROM experiences GROUP BY task ORDER BY task", "--out", "OUT"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			local, url := filepath.Join(dir, c.name), objtest.URL("e2e/"+c.name)
+			for i, out := range []string{local, url} {
+				args := slices.Clone(c.args)
+				for k, a := range args {
+					switch a {
+					case "OUT":
+						args[k] = out
+					case "SIDE":
+						args[k] = filepath.Join(dir, fmt.Sprintf("side-%d-%s.parquet", i, c.name))
+					}
+				}
+				if _, stderr, code := runCLI(t, args...); code != 0 {
+					t.Fatalf("%s: exit %d: %s", strings.Join(args, " "), code, stderr)
+				}
+			}
+			want, err := os.ReadFile(local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := object(t, url)
+			if strings.HasSuffix(c.name, ".prom") || strings.HasSuffix(c.name, ".html") {
+				want, got = timings.ReplaceAll(want, nil), timings.ReplaceAll(got, nil)
+			}
+			if len(want) == 0 || !bytes.Equal(got, want) {
+				t.Errorf("%s: %d bytes, not the local file's %d", url, len(got), len(want))
+			}
+		})
+	}
+	t.Run("since-last", func(t *testing.T) {
+		tbl := filepath.Join(dir, "table")
+		if _, stderr, code := runCLI(t, "ingest", in, tbl, "--experiment", "e1"); code != 0 {
+			t.Fatalf("ingest: %s", stderr)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(srv.Uploads(t)) != 1 {
-		t.Errorf("uploads in progress before SIGTERM: %v, want one", srv.Uploads(t))
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 143 {
-		t.Errorf("exit %d, want 143: %s", code, stderr.String())
-	}
-	if _, err := store.ReadFile(out); err == nil || !strings.Contains(err.Error(), "no such object") {
-		t.Errorf("object after SIGTERM: %v", err)
-	}
-	if left := srv.Uploads(t); len(left) != 0 {
-		t.Errorf("uploads left after SIGTERM: %v", left)
-	}
+		out := objtest.URL("e2e/since/out.parquet")
+		for i, want := range []string{"up to 1", "0 new"} {
+			_, stderr, code := runCLI(t, "run", "--in", tbl, "--since-last", "--advantage-fn", "grpo", "--out", out, "--progress", "never")
+			if code != 0 || !strings.Contains(stderr, want) {
+				t.Fatalf("run %d: exit %d, want %q: %s", i+1, code, want, stderr)
+			}
+		}
+		if b := object(t, objtest.URL("e2e/since/_since_last/grpo.json")); !bytes.Contains(b, []byte(`"snapshot": 1`)) {
+			t.Errorf("watermark: %s", b)
+		}
+	})
 }
 
 // TestSQLOnObjectStorage: sql and report read a store in object storage

@@ -56,7 +56,7 @@ func reportCommand() *cli.Command {
 			var warnings []string
 			o.Warn = func(w string) { warnings = append(warnings, w) }
 			var size int64
-			err := store.WriteFile(out, func(w io.Writer) error {
+			err := store.WriteFile(c.Context, out, func(w io.Writer) error {
 				cw := &countingWriter{w: w}
 				err := sqlreport.Write(c.Context, o, cw)
 				size = cw.n

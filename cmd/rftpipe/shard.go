@@ -67,7 +67,7 @@ func mergeMetricsCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return schema.Usagef("merge-metrics takes one output directory")
 			}
-			m, err := builder.MergeMetrics(c.Args().First(), c.String("metrics"), c.String("prom"), c.String("job-label"), exitFailure, c.App.Writer)
+			m, err := builder.MergeMetrics(c.Context, c.Args().First(), c.String("metrics"), c.String("prom"), c.String("job-label"), exitFailure, c.App.Writer)
 			if err != nil {
 				return err
 			}

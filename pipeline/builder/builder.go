@@ -134,7 +134,7 @@ func (p *plan) sinceLast() error {
 	if trinity.IsURL(j.Out) {
 		return schema.Usagef("--since-last keeps its watermark beside the output: write a file store, not the buffer %s", schema.Redact(j.Out))
 	}
-	inc, err := table.SinceLast(j.In, j.Out, j.Label)
+	inc, err := table.SinceLast(j.In, j.Out, j.Label, store.ReadFile)
 	if err != nil {
 		return err
 	}

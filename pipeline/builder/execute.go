@@ -82,7 +82,7 @@ func execute(ctx context.Context, c command, status func(error) int) (*plan, *pi
 		m = res.Metrics
 	}
 	out := Outcome{Label: j.Label, Metrics: m, ExitCode: status(err), Start: start, Duration: time.Since(start)}
-	if werr := out.write(j.Metrics, j.Prom); err == nil {
+	if werr := out.write(ctx, j.Metrics, j.Prom); err == nil {
 		err = werr
 	}
 	if err != nil {
@@ -128,7 +128,7 @@ func (p *plan) run(ctx context.Context) (res *pipeline.Result, err error) {
 		return nil, err
 	}
 	if p.since != nil && !p.since.New { // nothing to read: nothing written
-		return &pipeline.Result{}, p.commitSince()
+		return &pipeline.Result{}, p.commitSince(ctx)
 	}
 	var made []string // the directories made, removed again when the run fails
 	defer func() {
@@ -162,12 +162,12 @@ func (p *plan) run(ctx context.Context) (res *pipeline.Result, err error) {
 	}
 	if p.shard != nil {
 		part := shard.NewPart(*p.shard, j.Label, planID, res.In, res.Elapsed, res.Metrics, res.Weights)
-		if err := part.Write(p.parts); err != nil {
+		if err := part.Write(ctx, p.parts); err != nil {
 			return nil, err
 		}
 	}
 	if p.since != nil {
-		return res, p.commitSince()
+		return res, p.commitSince(ctx)
 	}
 	return res, nil
 }
@@ -175,7 +175,7 @@ func (p *plan) run(ctx context.Context) (res *pipeline.Result, err error) {
 // commitSince records a --since-last run's watermark, written as every
 // side file is (store.WriteFile: atomic, never renamed over a stream or
 // through a link), its directory made.
-func (p *plan) commitSince() error {
+func (p *plan) commitSince(ctx context.Context) error {
 	path, record, err := p.since.Mark()
 	if err != nil {
 		return err
@@ -183,7 +183,7 @@ func (p *plan) commitSince() error {
 	if _, err := makeDir(path); err != nil {
 		return err
 	}
-	return store.WriteFile(path, func(w io.Writer) error {
+	return store.WriteFile(ctx, path, func(w io.Writer) error {
 		_, err := w.Write(record)
 		return err
 	})

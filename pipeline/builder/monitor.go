@@ -55,7 +55,7 @@ func (o Outcome) Status() map[string]float64 {
 // [a-zA-Z0-9_:] replaced by '_' (rftpipe/success → rftpipe_success), with
 // the one label job. The file is written atomically, so the collector never
 // reads half a file.
-func WriteProm(path string, o Outcome) error {
+func WriteProm(ctx context.Context, path string, o Outcome) error {
 	labels := fmt.Sprintf(`{job=%s}`, promQuote(o.Label))
 	metrics := o.Status()
 	keys := make([]string, 0, len(metrics))
@@ -84,7 +84,7 @@ func WriteProm(path string, o Outcome) error {
 	for _, n := range names {
 		fmt.Fprintf(&b, "# TYPE %s gauge\n%s%s %s\n", n, n, labels, promValue(samples[n]))
 	}
-	return store.WriteFile(path, func(w io.Writer) error {
+	return store.WriteFile(ctx, path, func(w io.Writer) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	})
@@ -92,8 +92,8 @@ func WriteProm(path string, o Outcome) error {
 
 // WriteMetricsFile writes the outcome's metrics and status gauges as JSON
 // (pipeline.WriteMetrics), atomically.
-func WriteMetricsFile(path string, o Outcome) error {
-	return store.WriteFile(path, func(w io.Writer) error { return pipeline.WriteMetrics(w, o.Status()) })
+func WriteMetricsFile(ctx context.Context, path string, o Outcome) error {
+	return store.WriteFile(ctx, path, func(w io.Writer) error { return pipeline.WriteMetrics(w, o.Status()) })
 }
 
 // promName maps a metric name to a valid Prometheus name.
@@ -131,16 +131,16 @@ func promValue(v float64) string {
 
 // write writes the outcome to the metrics (JSON) and Prometheus files
 // (either may be empty); the first error is returned.
-func (o Outcome) write(metrics, prom string) error {
+func (o Outcome) write(ctx context.Context, metrics, prom string) error {
 	var err error
 	for _, w := range []struct {
 		path  string
-		write func(string, Outcome) error
+		write func(context.Context, string, Outcome) error
 	}{{metrics, WriteMetricsFile}, {prom, WriteProm}} {
 		if w.path == "" {
 			continue
 		}
-		if werr := w.write(w.path, o); err == nil {
+		if werr := w.write(ctx, w.path, o); err == nil {
 			err = werr
 		}
 	}
@@ -161,9 +161,9 @@ type Merged struct {
 // metrics file the merged metrics are written as JSON to stdout.
 // label overrides the parts' label; the files report exit status 0, or
 // missingCode when parts are missing.
-func MergeMetrics(dir, metrics, prom, label string, missingCode int, stdout io.Writer) (*Merged, error) {
+func MergeMetrics(ctx context.Context, dir, metrics, prom, label string, missingCode int, stdout io.Writer) (*Merged, error) {
 	outs := []store.Output{{Flag: "--metrics", Path: metrics}, {Flag: "--prom", Path: prom}}
-	if err := store.CheckOutputs(context.Background(), []string{fspath.Join(shard.MetricsDir(dir), "part-*.json"), shard.PlanPath(dir)}, outs, false); err != nil {
+	if err := store.CheckOutputs(ctx, []string{fspath.Join(shard.MetricsDir(dir), "part-*.json"), shard.PlanPath(dir)}, outs, false); err != nil {
 		return nil, err
 	}
 	m, err := shard.MergeDir(dir)
@@ -179,14 +179,14 @@ func MergeMetrics(dir, metrics, prom, label string, missingCode int, stdout io.W
 	}
 	o := Outcome{Label: label, Metrics: m.Metrics, ExitCode: code, Start: time.Now().Add(-m.Duration), Duration: m.Duration}
 	if prom != "" {
-		if err := WriteProm(prom, o); err != nil {
+		if err := WriteProm(ctx, prom, o); err != nil {
 			return nil, err
 		}
 	}
 	if metrics == "" {
 		err = pipeline.WriteMetrics(stdout, m.Metrics)
 	} else {
-		err = WriteMetricsFile(metrics, o)
+		err = WriteMetricsFile(ctx, metrics, o)
 	}
 	if err != nil {
 		return nil, err

@@ -111,7 +111,7 @@ func TestWriteProm(t *testing.T) {
 		"actor/pg loss":                                         math.Inf(1),
 	}
 	o := Outcome{Label: `nightly "grpo"\c`, Metrics: m, ExitCode: 2, Start: time.Unix(100, 0), Duration: 1500 * time.Millisecond}
-	if err := WriteProm(path, o); err != nil {
+	if err := WriteProm(context.Background(), path, o); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(path)
@@ -137,7 +137,7 @@ func TestWriteProm(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*tmp*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
-	if err := WriteProm(filepath.Join(t.TempDir(), "no", "dir.prom"), Outcome{Metrics: m}); err == nil {
+	if err := WriteProm(context.Background(), filepath.Join(t.TempDir(), "no", "dir.prom"), Outcome{Metrics: m}); err == nil {
 		t.Error("write into a missing directory: no error")
 	}
 }

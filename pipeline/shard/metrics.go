@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,7 +102,7 @@ func finite(v float64) *float64 {
 }
 
 // Write writes the part into out's metrics directory, atomically.
-func (p *Part) Write(out string) error {
+func (p *Part) Write(ctx context.Context, out string) error {
 	if err := store.MkdirAll(MetricsDir(out)); err != nil {
 		return fmt.Errorf("metrics directory: %w", err)
 	}
@@ -109,7 +110,7 @@ func (p *Part) Write(out string) error {
 	if err != nil {
 		return err
 	}
-	return store.WriteFile(MetricsPath(out, p.Shard), func(w io.Writer) error {
+	return store.WriteFile(ctx, MetricsPath(out, p.Shard), func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})

@@ -273,9 +273,13 @@ func writePlan(out, flag string, p *Plan) (bool, error) {
 func replaceDir(out, flag string, p *Plan) error {
 	if objstore.IsURL(out) {
 		// A prefix is emptied, then given the plan: not atomic, as no
-		// rename of a prefix is.
-		if err := store.RemoveAll(out); err != nil {
-			return err
+		// rename of a prefix is (nor any change of several objects at
+		// once). The part metrics go first, so that merge-metrics counts
+		// the old job's shards missing before any of its parts is gone.
+		for _, dir := range []string{MetricsDir(out), out} {
+			if err := store.RemoveAll(dir); err != nil {
+				return err
+			}
 		}
 		_, err := writePlan(out, flag, p)
 		return err

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strings"
@@ -146,7 +147,7 @@ func TestMerge(t *testing.T) {
 func TestWriteAndMergeDir(t *testing.T) {
 	dir := t.TempDir()
 	for i := 0; i < 2; i++ {
-		if err := part(i, 2, agg.Metrics{"n_count": float64(i + 1), "v": math.Inf(1)}, nil).Write(dir); err != nil {
+		if err := part(i, 2, agg.Metrics{"n_count": float64(i + 1), "v": math.Inf(1)}, nil).Write(context.Background(), dir); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -35,6 +35,15 @@ func Join(dir string, elem ...string) string {
 	return filepath.Join(append([]string{dir}, elem...)...)
 }
 
+// Dir returns the directory of path, as filepath.Dir does, or the prefix
+// an object URL lies in.
+func Dir(path string) string {
+	if u, err := objstore.Parse(path); err == nil {
+		return u.Dir().String()
+	}
+	return filepath.Dir(path)
+}
+
 // Resolve returns path absolute, with the symbolic links of its longest
 // existing prefix resolved (filepath.EvalSymlinks of the nearest existing
 // parent, the rest joined as spelled).

@@ -15,17 +15,22 @@ import (
 	"github.com/rftpipe/rftpipe/schema"
 )
 
-// Reads go in blocks of BlockSize bytes, each one ranged GET. A reader
-// that reads block b right after block b-1 (a column chunk read in order)
-// has the next ReadAhead blocks fetched meanwhile; at most InFlight GETs
-// run at once and at most CachedBlocks blocks are held, the least recently
-// used dropped first: an Object holds at most CachedBlocks×BlockSize bytes
-// (64 MiB) whatever the size of the object.
+// Reads go in blocks of BlockSize bytes, each one ranged GET. A read
+// that spans blocks starts the GETs of all of them before it waits for
+// the first, and the blocks it covers whole, when not held, are read
+// straight into the caller's buffer (one copy, nothing held). A stream
+// read in order, one block after the block before it (a column chunk,
+// whatever other chunks are read meanwhile), has the next ReadAhead
+// blocks fetched while it reads. At most InFlight GETs run at once and at
+// most CachedBlocks blocks are held, the least recently used dropped
+// first and its buffer reused: an Object holds at most
+// CachedBlocks×BlockSize bytes (32 MiB) besides the blocks in use,
+// whatever the size of the object.
 const (
 	BlockSize    = 2 << 20
 	ReadAhead    = 2
 	InFlight     = 8
-	CachedBlocks = 32
+	CachedBlocks = 16
 )
 
 // ErrChanged is the error of a read from an object replaced since it was
@@ -87,18 +92,21 @@ type Object struct {
 
 	mu     sync.Mutex
 	blocks map[int64]*block
-	tick   int64 // use counter, for least-recently-used eviction
-	last   int64 // the last block read
+	free   [][]byte // buffers of dropped blocks, for the next ones
+	tick   int64    // use counter, for least-recently-used eviction
 	slots  chan struct{}
 	pos    int64 // Read and Seek's offset
 	closed bool
 }
 
+// block is one block, fetched or being fetched; o.mu guards used and
+// refs, ready closes once data and err are set.
 type block struct {
 	ready chan struct{}
 	data  []byte
 	err   error
 	used  int64
+	refs  int // reads copying from data: it is not reused meanwhile
 }
 
 // Open opens object u for reading under ctx (ErrNotFound when there is
@@ -108,7 +116,7 @@ func (c *Client) Open(ctx context.Context, u URL, count func(int64)) (*Object, e
 	if err != nil {
 		return nil, err
 	}
-	return &Object{c: c, ctx: ctx, info: info, n: count, blocks: map[int64]*block{}, last: -2, slots: make(chan struct{}, InFlight)}, nil
+	return &Object{c: c, ctx: ctx, info: info, n: count, blocks: map[int64]*block{}, slots: make(chan struct{}, InFlight)}, nil
 }
 
 // Info returns the object's URL, size and ETag as opened.
@@ -125,19 +133,73 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%s: negative offset", o.Name())
 	}
-	n := 0
-	for n < len(p) && off+int64(n) < o.info.Size {
-		at := off + int64(n)
-		b, err := o.block(at / BlockSize)
-		if err != nil {
-			return n, err
+	end := min(off+int64(len(p)), o.info.Size)
+	if end <= off {
+		if len(p) == 0 {
+			return 0, nil
 		}
-		n += copy(p[n:], b[at%BlockSize:])
+		return 0, io.EOF
 	}
-	if n < len(p) {
-		return n, io.EOF
+	first, last := off/BlockSize, (end-1)/BlockSize
+	// Every block of the range is started (or taken from those held)
+	// before the first is waited for.
+	parts := make([]part, 0, last-first+1)
+	o.mu.Lock()
+	for i := first; i <= last; i++ {
+		lo, hi := max(off, i*BlockSize), min(end, (i+1)*BlockSize)
+		pt := part{p: p[lo-off : hi-off], at: lo - i*BlockSize}
+		if _, held := o.blocks[i]; !held && hi-lo == BlockSize {
+			pt.direct = o.get(i, pt.p)
+		} else {
+			pt.b = o.start(i)
+			pt.b.refs++
+		}
+		parts = append(parts, pt)
 	}
-	return n, nil
+	if _, ok := o.blocks[first-1]; ok || first == 0 {
+		for k := last + 1; k <= last+ReadAhead && k*BlockSize < o.info.Size; k++ {
+			o.start(k)
+		}
+	}
+	o.mu.Unlock()
+	n, err := 0, error(nil)
+	for _, pt := range parts {
+		if pt.direct != nil {
+			<-pt.direct.ready // even after an error: p is not written once ReadAt returns
+			if err == nil {
+				err = pt.direct.err
+			}
+		} else if err == nil {
+			select {
+			case <-pt.b.ready:
+				if err = pt.b.err; err == nil {
+					copy(pt.p, pt.b.data[pt.at:])
+				}
+			case <-o.ctx.Done():
+				err = o.ctx.Err()
+			}
+		}
+		if err == nil {
+			n += len(pt.p)
+		}
+		if pt.b != nil {
+			o.mu.Lock()
+			pt.b.refs--
+			o.mu.Unlock()
+		}
+	}
+	if err == nil && n < len(p) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// part is the share of one block in a read: p, its bytes, at offset at
+// in the block; b the block held, or direct the GET into p.
+type part struct {
+	p         []byte
+	at        int64
+	b, direct *block
 }
 
 // Read reads at the offset Seek set, as io.Reader.
@@ -174,26 +236,6 @@ func (o *Object) Close() error {
 	return nil
 }
 
-// block returns the bytes of block i, fetching it (and, read in order,
-// the blocks after it) if it is not held.
-func (o *Object) block(i int64) ([]byte, error) {
-	o.mu.Lock()
-	b := o.start(i)
-	if i == o.last+1 {
-		for k := i + 1; k <= i+ReadAhead && k*BlockSize < o.info.Size; k++ {
-			o.start(k)
-		}
-	}
-	o.last = i
-	o.mu.Unlock()
-	select {
-	case <-b.ready:
-	case <-o.ctx.Done():
-		return nil, o.ctx.Err()
-	}
-	return b.data, b.err
-}
-
 // start returns block i, starting its GET if it is not held (or failed);
 // o.mu is held.
 func (o *Object) start(i int64) *block {
@@ -202,11 +244,27 @@ func (o *Object) start(i int64) *block {
 		b.used = o.tick
 		return b
 	}
-	b := &block{ready: make(chan struct{}), used: o.tick}
 	if !o.closed {
-		o.blocks[i] = b
 		o.evict()
 	}
+	var buf []byte
+	if n := len(o.free); n > 0 {
+		buf, o.free = o.free[n-1], o.free[:n-1]
+	} else {
+		buf = make([]byte, BlockSize)
+	}
+	b := o.get(i, buf[:min(BlockSize, o.info.Size-i*BlockSize)])
+	b.used = o.tick
+	if !o.closed {
+		o.blocks[i] = b
+	}
+	return b
+}
+
+// get returns a block whose GET of block i into buf runs once a slot is
+// free.
+func (o *Object) get(i int64, buf []byte) *block {
+	b := &block{ready: make(chan struct{})}
 	go func() {
 		defer close(b.ready)
 		select {
@@ -216,7 +274,8 @@ func (o *Object) start(i int64) *block {
 			return
 		}
 		defer func() { <-o.slots }()
-		b.data, b.err = o.fetch(i)
+		b.err = o.fetch(i, buf)
+		b.data = buf
 	}()
 	return b
 }
@@ -230,29 +289,32 @@ func isDone(b *block) bool {
 	}
 }
 
-// evict drops the least recently used fetched blocks beyond CachedBlocks;
+// evict drops the least recently used fetched blocks not in use while
+// CachedBlocks or more are held, keeping their buffers for the next;
 // o.mu is held.
 func (o *Object) evict() {
-	for len(o.blocks) > CachedBlocks {
+	for len(o.blocks) >= CachedBlocks {
 		old, oldest := int64(-1), int64(0)
 		for k, b := range o.blocks {
-			if isDone(b) && (old < 0 || b.used < oldest) {
+			if b.refs == 0 && isDone(b) && (old < 0 || b.used < oldest) {
 				old, oldest = k, b.used
 			}
 		}
 		if old < 0 {
 			return
 		}
+		if b := o.blocks[old]; b.err == nil && cap(b.data) == BlockSize {
+			o.free = append(o.free, b.data[:BlockSize])
+		}
 		delete(o.blocks, old)
 	}
 }
 
-// fetch GETs block i, trying again (Client.retry) when the connection
-// drops mid-body.
-func (o *Object) fetch(i int64) ([]byte, error) {
+// fetch GETs block i into buf (its length), trying again (Client.retry)
+// when the connection drops mid-body.
+func (o *Object) fetch(i int64, buf []byte) error {
 	start := i * BlockSize
-	end := min(start+BlockSize, o.info.Size)
-	buf := make([]byte, end-start)
+	end := start + int64(len(buf))
 	u := o.info.URL
 	in := &s3.GetObjectInput{Bucket: &u.Bucket, Key: &u.Key, Range: aws.String(fmt.Sprintf("bytes=%d-%d", start, end-1))}
 	if o.info.ETag != "" {
@@ -280,7 +342,7 @@ func (o *Object) fetch(i int64) ([]byte, error) {
 		return nil
 	})
 	if errors.Is(err, ErrChanged) {
-		return nil, &schema.InputError{File: u.String(), Row: -1, Msg: "object replaced while it was read", Err: ErrChanged}
+		return &schema.InputError{File: u.String(), Row: -1, Msg: "object replaced while it was read", Err: ErrChanged}
 	}
-	return buf, fail(u, fmt.Sprintf("read bytes %d-%d", start, end-1), err)
+	return fail(u, fmt.Sprintf("read bytes %d-%d", start, end-1), err)
 }

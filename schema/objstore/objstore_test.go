@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math/rand"
 	"strings"
 	"sync"
@@ -79,11 +80,11 @@ func payload(n int) []byte {
 func put(t *testing.T, c *objstore.Client, key string, data []byte) objstore.URL {
 	t.Helper()
 	u, _ := objstore.Parse(objtest.URL(key))
-	up, err := c.Upload(context.Background(), u, bytes.NewReader(data), int64(len(data)))
-	if err != nil {
+	w := c.Create(context.Background(), u)
+	if _, err := w.Write(data); err != nil {
 		t.Fatal(err)
 	}
-	if err := up.Complete(context.Background()); err != nil {
+	if err := w.Complete(); err != nil {
 		t.Fatal(err)
 	}
 	return u
@@ -110,7 +111,8 @@ func readAll(c *objstore.Client, u objstore.URL, offs [][2]int64) ([][]byte, err
 // the server drops connections mid-body and throttles.
 func TestReadFaults(t *testing.T) {
 	size := 3*objstore.BlockSize + 12345
-	ranges := [][2]int64{{0, 10}, {int64(size) - 8, 8}, {objstore.BlockSize - 5, 10}, {0, int64(size)}}
+	ranges := [][2]int64{{0, 10}, {int64(size) - 8, 8}, {objstore.BlockSize - 5, 10}, {0, int64(size)},
+		{objstore.BlockSize / 2, 2 * objstore.BlockSize}, {objstore.BlockSize, int64(size) - objstore.BlockSize}}
 	for _, c := range []struct {
 		name  string
 		fault objtest.Fault
@@ -143,6 +145,34 @@ func TestReadFaults(t *testing.T) {
 	}
 }
 
+// TestReadAheadInterleaved reads two column chunks in order, in turns:
+// each is read ahead as it goes on, whatever the other read in between.
+func TestReadAheadInterleaved(t *testing.T) {
+	srv := objtest.New(t)
+	cl := client(t)
+	u := put(t, cl, "cols.bin", payload(12*objstore.BlockSize))
+	o, err := cl.Open(context.Background(), u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	before := srv.Requests("GET")
+	buf := make([]byte, 16<<10)
+	for _, block := range []int64{4, 8, 5} { // chunk A, chunk B, chunk A's next block
+		if _, err := o.ReadAt(buf, block*objstore.BlockSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Blocks 4, 8 and 5 read, 6 and 7 read ahead of chunk A.
+	want := 3 + objstore.ReadAhead
+	for deadline := time.Now().Add(10 * time.Second); srv.Requests("GET")-before < want && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := srv.Requests("GET") - before; got != want {
+		t.Errorf("%d GETs, want %d: the blocks read and %d ahead of the chunk read in order", got, want, objstore.ReadAhead)
+	}
+}
+
 // TestUploadFaults uploads a several-part object while parts' connections
 // drop and the server throttles: the object is whole, and invisible
 // until Complete.
@@ -161,14 +191,17 @@ func TestUploadFaults(t *testing.T) {
 			data := payload(objstore.PartSize + 1000)
 			u, _ := objstore.Parse(objtest.URL("up.bin"))
 			srv.Inject("PUT", "partNumber", "up.bin", c.fault, c.n)
-			up, err := cl.Upload(context.Background(), u, bytes.NewReader(data), int64(len(data)))
-			if err != nil {
+			up := cl.Create(context.Background(), u)
+			if _, err := up.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			if err := up.Finish(); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := cl.Stat(context.Background(), u); !errors.Is(err, objstore.ErrNotFound) {
 				t.Fatalf("before Complete: Stat = %v, want not found", err)
 			}
-			if err := up.Complete(context.Background()); err != nil {
+			if err := up.Complete(); err != nil {
 				t.Fatal(err)
 			}
 			got, err := cl.Get(context.Background(), u)
@@ -182,12 +215,57 @@ func TestUploadFaults(t *testing.T) {
 	}
 }
 
+// TestUploadStreamed: the parts of an object go up while it is written,
+// at most PartsInFlight at once (the writer holds no more), and the
+// object appears whole at Complete; an empty object too.
+func TestUploadStreamed(t *testing.T) {
+	srv := objtest.New(t)
+	cl := client(t)
+	u, _ := objstore.Parse(objtest.URL("streamed.bin"))
+	data := payload(3*objstore.PartSize + 5)
+	up := cl.Create(context.Background(), u)
+	if _, err := up.Write(data[:2*objstore.PartSize+7]); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); srv.Requests("PUT") < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := srv.Requests("PUT"); n != 2 {
+		t.Errorf("%d parts sent while the object was written, want the 2 filled", n)
+	}
+	if at, _ := up.Seek(0, io.SeekCurrent); at != 2*objstore.PartSize+7 {
+		t.Errorf("offset %d, want %d", at, 2*objstore.PartSize+7)
+	}
+	if _, err := up.Seek(0, io.SeekStart); err == nil {
+		t.Error("a streamed object moved back")
+	}
+	if _, err := up.Write(data[2*objstore.PartSize+7:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Stat(context.Background(), u); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("before Complete: Stat = %v, want not found", err)
+	}
+	if err := up.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cl.Get(context.Background(), u); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get: %d bytes, %v; want the %d written", len(got), err, len(data))
+	}
+	empty, _ := objstore.Parse(objtest.URL("empty.bin"))
+	if err := cl.Create(context.Background(), empty).Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cl.Get(context.Background(), empty); err != nil || len(got) != 0 {
+		t.Errorf("empty object: %d bytes, %v", len(got), err)
+	}
+}
+
 func TestUploadAbort(t *testing.T) {
 	srv := objtest.New(t)
 	cl := client(t)
 	u, _ := objstore.Parse(objtest.URL("gone.bin"))
-	up, err := cl.Upload(context.Background(), u, bytes.NewReader(payload(1000)), 1000)
-	if err != nil {
+	up := cl.Create(context.Background(), u)
+	if _, err := up.Write(payload(objstore.PartSize + 1000)); err != nil {
 		t.Fatal(err)
 	}
 	if left := srv.Uploads(t); len(left) != 1 {
@@ -200,12 +278,18 @@ func TestUploadAbort(t *testing.T) {
 	if left := srv.Uploads(t); len(left) != 0 {
 		t.Errorf("uploads left after Abort: %v", left)
 	}
-	// A cancelled upload aborts too.
+	// A cancelled upload fails with the cancellation; Abort leaves nothing.
+	srv.Inject("PUT", "partNumber", "gone.bin", objtest.SlowDown, -1)
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := cl.Upload(ctx, u, bytes.NewReader(payload(1000)), 1000); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled Upload = %v", err)
+	up = cl.Create(ctx, u)
+	if _, err := up.Write(payload(objstore.PartSize + 1000)); err != nil {
+		t.Fatal(err)
 	}
+	cancel()
+	if err := up.Finish(); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled upload: Finish = %v", err)
+	}
+	up.Abort()
 	if left := srv.Uploads(t); len(left) != 0 {
 		t.Errorf("uploads left after cancel: %v", left)
 	}
@@ -270,7 +354,7 @@ func TestRefusals(t *testing.T) {
 			var errs []error
 			_, err := cl.Open(context.Background(), u, nil)
 			errs = append(errs, err)
-			_, err = cl.Upload(context.Background(), u, bytes.NewReader([]byte("x")), 1)
+			err = cl.Create(context.Background(), u).Complete()
 			if c.name != "missing object" {
 				errs = append(errs, err)
 			}

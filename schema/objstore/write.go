@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,83 +47,209 @@ func (c *Client) Remove(ctx context.Context, u URL) error {
 	return fail(u, "remove", err)
 }
 
-// PartSize is the size of an upload's parts (the last one smaller), grown
-// for objects of over 10000 parts; PartsInFlight parts go at once.
+// Uploads go in parts of PartSize bytes (the last one smaller), sent while
+// the object is written, PartsInFlight at once: a Writer holds at most
+// PartsInFlight+1 parts (40 MiB), whatever the size of the object. Part
+// sizes double every PartsPerSize parts, so that an object of up to 80
+// TiB fits in S3's 10000 parts.
 const (
-	PartSize      = 16 << 20
+	PartSize      = 8 << 20
 	PartsInFlight = 4
+	PartsPerSize  = 1000
 )
 
-// Upload is an object uploaded but not yet in place: a multipart upload
-// with every part sent. Nothing is visible under its URL until Complete;
-// Abort (or a process that dies) leaves nothing.
-type Upload struct {
-	c     *Client
-	u     URL
-	id    *string
+// Writer is an object written as it is made: a multipart upload whose
+// parts go up while the writing goes on. Nothing is visible under its URL
+// until Complete; Abort (or a process that dies, or a failure) leaves
+// nothing but a dangling upload, which Abort removes. It is an
+// io.Writer, and tells its offset (Seek(0, io.SeekCurrent)); one goroutine
+// writes it.
+type Writer struct {
+	c      *Client
+	u      URL
+	job    context.Context // the caller's
+	ctx    context.Context // the parts' requests: cancelled by a failure or Abort
+	cancel context.CancelFunc
+	g      *errgroup.Group
+
+	id   *string // the multipart upload, begun with the first part
+	buf  []byte  // the part being filled
+	free [][]byte
+	n    int64 // bytes written
+	sent int32 // parts sent
+
+	mu    sync.Mutex
 	parts []types.CompletedPart
+	err   error // the first failed part's
 	done  bool
 }
 
-// Upload sends the size bytes of r as the parts of a new multipart upload
-// of object u; a part whose connection drops is sent again. On any
-// failure the upload is aborted.
-func (c *Client) Upload(ctx context.Context, u URL, r io.ReaderAt, size int64) (*Upload, error) {
-	out, err := c.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &u.Bucket, Key: &u.Key})
-	if err != nil {
-		return nil, fail(u, "upload", err)
-	}
-	up := &Upload{c: c, u: u, id: out.UploadId}
-	part := max(int64(PartSize), (size+9999)/10000)
-	n := max(1, int((size+part-1)/part))
-	up.parts = make([]types.CompletedPart, n)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(PartsInFlight)
-	for i := range n {
-		off := int64(i) * part
-		length := min(part, size-off)
-		g.Go(func() error {
-			p, err := c.s3.UploadPart(gctx, &s3.UploadPartInput{Bucket: &u.Bucket, Key: &u.Key, UploadId: up.id,
-				PartNumber: aws.Int32(int32(i + 1)), Body: io.NewSectionReader(r, off, length), ContentLength: aws.Int64(length)})
-			if err == nil {
-				up.parts[i] = types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: p.ETag}
-			}
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		up.Abort()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fail(u, "upload", err)
-	}
-	return up, nil
+// Create begins writing object u under ctx (a cancelled ctx fails the
+// parts in flight: the caller then Aborts).
+func (c *Client) Create(ctx context.Context, u URL) *Writer {
+	pctx, cancel := context.WithCancel(ctx)
+	w := &Writer{c: c, u: u, job: ctx, ctx: pctx, cancel: cancel, g: new(errgroup.Group)}
+	w.g.SetLimit(PartsInFlight)
+	return w
 }
 
-// Complete puts the uploaded object in place, whole.
-func (up *Upload) Complete(ctx context.Context) error {
-	if up.done {
-		return fmt.Errorf("%s: upload already finished", up.u)
+// partSize is the size of part k (from 0).
+func partSize(k int32) int { return PartSize << min(k/PartsPerSize, 9) }
+
+// Write appends p, sending each part as it fills.
+func (w *Writer) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if err := w.failure(); err != nil {
+			return n, err
+		}
+		if w.buf == nil {
+			w.buf = w.buffer(partSize(w.sent))
+		}
+		k := copy(w.buf[len(w.buf):cap(w.buf)], p)
+		w.buf = w.buf[:len(w.buf)+k]
+		p, n, w.n = p[k:], n+k, w.n+int64(k)
+		if len(w.buf) == cap(w.buf) {
+			if err := w.send(); err != nil {
+				return n, err
+			}
+		}
 	}
-	_, err := up.c.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &up.u.Bucket, Key: &up.u.Key,
-		UploadId: up.id, MultipartUpload: &types.CompletedMultipartUpload{Parts: up.parts}})
-	if err != nil {
-		up.Abort()
-		return fail(up.u, "complete upload", err)
+	return n, nil
+}
+
+// Seek tells the offset (Seek(0, io.SeekCurrent)); a writer of parts sent
+// cannot move.
+func (w *Writer) Seek(offset int64, whence int) (int64, error) {
+	if offset != 0 || whence != io.SeekCurrent {
+		return 0, fmt.Errorf("%s: an object is written in order", w.u)
 	}
-	up.done = true
+	return w.n, nil
+}
+
+// buffer returns an empty buffer of n bytes, reusing a sent part's (those
+// of a smaller part size are dropped).
+func (w *Writer) buffer(n int) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.free) > 0 {
+		b := w.free[len(w.free)-1]
+		w.free = w.free[:len(w.free)-1]
+		if cap(b) == n {
+			return b[:0]
+		}
+	}
+	return make([]byte, 0, n)
+}
+
+func (w *Writer) failure() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// send sends the part filled (beginning the upload with the first), on
+// a goroutine of its own once fewer than PartsInFlight are in flight; a
+// part whose connection drops is sent again (the SDK's retries).
+func (w *Writer) send() error {
+	if w.id == nil {
+		// Not cut short by a cancel: an upload the server began and the
+		// writer never heard of could not be aborted.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), time.Minute)
+		out, err := w.c.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &w.u.Bucket, Key: &w.u.Key})
+		cancel()
+		if err != nil {
+			return w.fail(err)
+		}
+		w.id = out.UploadId
+		if err := w.ctx.Err(); err != nil {
+			return w.fail(err)
+		}
+	}
+	body, num := w.buf, w.sent+1
+	w.buf, w.sent = nil, num
+	w.g.Go(func() error {
+		p, err := w.c.s3.UploadPart(w.ctx, &s3.UploadPartInput{Bucket: &w.u.Bucket, Key: &w.u.Key, UploadId: w.id,
+			PartNumber: aws.Int32(num), Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body)))})
+		if err != nil {
+			return w.fail(err)
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.parts = append(w.parts, types.CompletedPart{PartNumber: aws.Int32(num), ETag: p.ETag})
+		w.free = append(w.free, body)
+		return nil
+	})
+	return w.failure()
+}
+
+// fail records err as the writer's and returns it.
+func (w *Writer) fail(err error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = fail(w.u, "upload", err)
+		w.cancel()
+	}
+	return w.err
+}
+
+// Finish sends the last part and waits for every part to be uploaded:
+// everything but Complete. An empty object is sent whole by Complete.
+func (w *Writer) Finish() error {
+	if len(w.buf) > 0 {
+		w.send()
+	}
+	w.g.Wait()
+	if err := w.failure(); err != nil {
+		if w.job.Err() != nil {
+			return w.job.Err() // cancelled (a signal), not failed
+		}
+		return err
+	}
 	return nil
 }
 
-// Abort discards the upload, under a context of its own: it runs when the
-// job's is cancelled (a signal). It does nothing after Complete.
-func (up *Upload) Abort() {
-	if up.done {
+// Complete puts the object in place, whole: Finish, then the upload's
+// completion (or, for an empty object, a PUT of nothing). On failure the
+// upload is aborted.
+func (w *Writer) Complete() error {
+	if w.done {
+		return fmt.Errorf("%s: upload already finished", w.u)
+	}
+	err := w.Finish()
+	if err == nil && w.id == nil {
+		_, err = w.c.s3.PutObject(w.ctx, &s3.PutObjectInput{Bucket: &w.u.Bucket, Key: &w.u.Key, Body: bytes.NewReader(nil), ContentLength: aws.Int64(0)})
+		err = fail(w.u, "upload", err)
+	} else if err == nil {
+		slices.SortFunc(w.parts, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
+		_, err = w.c.s3.CompleteMultipartUpload(w.ctx, &s3.CompleteMultipartUploadInput{Bucket: &w.u.Bucket, Key: &w.u.Key,
+			UploadId: w.id, MultipartUpload: &types.CompletedMultipartUpload{Parts: w.parts}})
+		err = fail(w.u, "complete upload", err)
+	}
+	if err != nil {
+		w.Abort()
+		return err
+	}
+	w.done = true
+	w.cancel()
+	return nil
+}
+
+// Abort discards the upload: the parts in flight are stopped, those sent
+// removed, under a context of its own (it runs when the job's is
+// cancelled, by a signal). It does nothing after Complete.
+func (w *Writer) Abort() {
+	if w.done {
 		return
 	}
-	up.done = true
+	w.done = true
+	w.cancel()
+	w.g.Wait()
+	if w.id == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	up.c.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &up.u.Bucket, Key: &up.u.Key, UploadId: up.id})
+	w.c.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &w.u.Bucket, Key: &w.u.Key, UploadId: w.id})
 }

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -184,68 +183,39 @@ func openHandle(ctx context.Context, p string) (handle, fileStamp, error) {
 	return o, fileStamp{size: o.Size(), object: true}, nil
 }
 
-// objectOut is an output written to object storage: the temp file it is
-// written to first (objectSpool), uploaded by Prepare and put in place by
-// Commit.
-type objectOut struct {
-	u  objstore.URL
-	c  *objstore.Client
-	up *objstore.Upload
+// newObjectOut begins writing output p to object storage under ctx: an
+// objstore.Writer, whose parts go up as it is written, completed only
+// when the whole output is good.
+func newObjectOut(ctx context.Context, p string) (*objstore.Writer, error) {
+	u, c, err := objectOut(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return c.Create(ctx, u), nil
 }
 
-// objectSpool creates the temp file an output to object storage is
-// written to before it is uploaded, in the temp dir (CreateTemp: named by
-// this process, swept once it is gone).
-func objectSpool() (*os.File, error) {
-	return CreateTemp(filepath.Join(os.TempDir(), "upload"))
-}
-
-// newObjectOut checks that output p can be written to object storage.
-func newObjectOut(ctx context.Context, p string) (*objectOut, error) {
+// objectOut checks that output p names an object, and returns its URL
+// and the client.
+func objectOut(ctx context.Context, p string) (objstore.URL, *objstore.Client, error) {
 	u, err := objstore.Parse(p)
 	if err != nil {
-		return nil, err
+		return u, nil, err
 	}
 	if u.Key == "" || strings.HasSuffix(u.Key, "/") || strings.ContainsAny(u.Key, "*?[") {
-		return nil, schema.Errorf(p, -1, "", "output names a prefix or pattern, not an object")
+		return u, nil, schema.Errorf(p, -1, "", "output names a prefix or pattern, not an object")
 	}
 	c, err := objstore.Default(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &objectOut{u: u, c: c}, nil
+	return u, c, err
 }
 
 // checkObjectWritable is CheckWritable for an s3:// path: it names an
 // object, and its bucket can be listed (it exists, the credentials are
 // taken).
 func checkObjectWritable(p string) error {
-	o, err := newObjectOut(objectContext, p)
+	u, c, err := objectOut(objectContext, p)
 	if err != nil {
 		return err
 	}
-	_, err = o.c.List(objectContext, o.u.Bucket, o.u.Key)
+	_, err = c.List(objectContext, u.Bucket, u.Key)
 	return err
-}
-
-// upload sends the finished temp file f as the object's upload.
-func (o *objectOut) upload(ctx context.Context, f *os.File) error {
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	o.up, err = o.c.Upload(ctx, o.u, f, st.Size())
-	return err
-}
-
-// complete puts the uploaded object in place.
-func (o *objectOut) complete(ctx context.Context) error {
-	return o.up.Complete(ctx)
-}
-
-// abort discards the upload, if one was begun.
-func (o *objectOut) abort() {
-	if o.up != nil {
-		o.up.Abort()
-	}
 }

@@ -157,6 +157,54 @@ func TestObjectWriterAborts(t *testing.T) {
 	}
 }
 
+// TestObjectWriterStreams: a store written to object storage goes up in
+// parts while it is written, with no local copy, and equals the same
+// store written to a file.
+func TestObjectWriterStreams(t *testing.T) {
+	srv := objtest.New(t)
+	r, err := store.Open(demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, local := objtest.URL("streamed.jsonl"), filepath.Join(t.TempDir(), "streamed.jsonl")
+	ws := make([]*store.Writer, 2)
+	for i, p := range []string{url, local} {
+		if ws[i], err = store.Create(p, r.Schema()); err != nil {
+			t.Fatal(err)
+		}
+		defer ws[i].Abort()
+	}
+	if ws[0].TempName() != "" {
+		t.Errorf("an object output spooled to %s", ws[0].TempName())
+	}
+	// Written until two parts are full (and the last part of the file's
+	// size is left for Commit).
+	for n := 0; srv.Requests("PUT") < 2; n++ {
+		if n == 100000 {
+			t.Fatalf("no part sent after %d batches", n)
+		}
+		for _, w := range ws {
+			if err := w.Write(rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, w := range ws {
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, _ := os.ReadFile(local)
+	if got := objectBytes(t, url); string(got) != string(want) || len(want) <= 2*objstore.PartSize {
+		t.Errorf("object of %d bytes, the file %d (over two parts)", len(got), len(want))
+	}
+}
+
 // TestObjectOutputs extends the output-vs-input rules to keys and
 // prefixes.
 func TestObjectOutputs(t *testing.T) {
@@ -187,7 +235,7 @@ func TestObjectOutputs(t *testing.T) {
 func TestObjectWriteFile(t *testing.T) {
 	objtest.New(t)
 	url := objtest.URL("m/metrics.json")
-	if err := store.WriteFile(url, func(w io.Writer) error { _, err := w.Write([]byte("{}\n")); return err }); err != nil {
+	if err := store.WriteFile(context.Background(), url, func(w io.Writer) error { _, err := w.Write([]byte("{}\n")); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(objectBytes(t, url)); got != "{}\n" {

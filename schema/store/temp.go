@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -174,8 +175,9 @@ func Target(path string) (string, error) {
 // Prometheus files, reports, query results) is written through it. A path
 // that is a stream (a FIFO, a terminal, /dev/stdout) is written straight
 // through; see target. An s3:// path is written as a Writer writes one:
-// a temp file in the temp dir, uploaded and completed, or nothing.
-func WriteFile(path string, write func(w io.Writer) error) error {
+// streamed to an upload completed when write returns without error,
+// aborted otherwise or when ctx is done (a signal).
+func WriteFile(ctx context.Context, path string, write func(w io.Writer) error) error {
 	to, through, err := target(path, true)
 	if err != nil {
 		return err
@@ -183,18 +185,10 @@ func WriteFile(path string, write func(w io.Writer) error) error {
 	if through {
 		return writeThrough(path, write)
 	}
-	var obj *objectOut
-	var tmp *os.File
 	if objstore.IsURL(path) {
-		if obj, err = newObjectOut(objectContext, path); err == nil {
-			tmp, err = objectSpool()
-		}
-		if errors.Is(err, schema.ErrBadInput) {
-			return err
-		}
-	} else {
-		tmp, err = CreateTemp(to)
+		return writeObject(ctx, path, write)
 	}
+	tmp, err := CreateTemp(to)
 	if err != nil {
 		return fmt.Errorf("%s: cannot create output: %w", path, err)
 	}
@@ -209,21 +203,33 @@ func WriteFile(path string, write func(w io.Writer) error) error {
 	if err == nil {
 		err = tmp.Sync()
 	}
-	if err == nil && obj != nil {
-		if err = obj.upload(objectContext, tmp); err == nil {
-			err = obj.complete(objectContext)
-		}
-	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && obj == nil {
+	if err == nil {
 		err = os.Rename(tmp.Name(), to)
 	}
 	if err != nil && !errors.Is(err, schema.ErrBadInput) {
 		return fmt.Errorf("%s: %w", path, err) // a fault (disk full): name the output
 	}
 	return err
+}
+
+// writeObject is WriteFile for an s3:// path.
+func writeObject(ctx context.Context, path string, write func(w io.Writer) error) error {
+	obj, err := newObjectOut(ctx, path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(obj)
+	if err = write(bw); err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		obj.Abort()
+		return err
+	}
+	return obj.Complete()
 }
 
 // writeThrough writes to the stream path, opened without waiting for a

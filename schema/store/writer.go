@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -57,14 +58,15 @@ func NotOver(inputs ...string) WriteOption {
 
 // Writer writes a store atomically: batches go to a temp file beside the
 // target; Commit fsyncs and renames it into place, Abort removes it. A
-// target in object storage (s3://) is written to a temp file in the temp
-// dir, which Prepare uploads (a multipart upload), Commit completes and
-// Abort aborts: nothing is ever visible under its name but the whole.
+// target in object storage (s3://) is streamed to a multipart upload (no
+// local copy: its parts go up as they fill), which Prepare finishes,
+// Commit completes and Abort aborts: nothing is ever visible under its
+// name but the whole.
 type Writer struct {
 	path string
 	to   string // the file replaced: path, or the file its link points to (Target)
 	tmp  *os.File
-	obj  *objectOut // the upload of an s3:// target
+	obj  *objstore.Writer // the upload of an s3:// target (no tmp)
 	ctx  context.Context
 	buf  *bufio.Writer
 	sink sink
@@ -94,11 +96,17 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 		return createBuffer(cfg.ctx, path, s, cfg.group)
 	}
 	w := &Writer{path: path, sc: s, ctx: cfg.ctx}
+	// out: the sinks' writer, written in order (an object) or with input
+	// ranges copied into it in the kernel (a file: fileBuffer); seeker: the
+	// IPC writers', which tell their offset.
+	var out io.Writer
+	var seeker io.WriteSeeker
 	if objstore.IsURL(path) {
 		if w.obj, err = newObjectOut(cfg.ctx, path); err != nil {
 			return nil, err
 		}
-		w.tmp, err = objectSpool()
+		w.buf = bufio.NewWriterSize(w.obj, 1<<20)
+		out, seeker = w.buf, w.obj
 	} else {
 		dir := filepath.Dir(path)
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -107,19 +115,18 @@ func Create(path string, s *arrow.Schema, opts ...WriteOption) (*Writer, error) 
 		if w.to, err = Target(path); err != nil {
 			return nil, err
 		}
-		w.tmp, err = CreateTemp(w.to)
+		if w.tmp, err = CreateTemp(w.to); err != nil {
+			return nil, fmt.Errorf("%s: cannot create output: %w", path, err)
+		}
+		fb := newFileBuffer(w.tmp)
+		w.buf = fb.Writer
+		out, seeker = fb, w.tmp
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot create output: %w", path, err)
-	}
-	tmp := w.tmp
-	fb := newFileBuffer(tmp)
-	w.buf = fb.Writer
 	switch f {
 	case Parquet:
-		w.sink, err = newParquetSink(fb, s, cfg.parquet)
+		w.sink, err = newParquetSink(out, s, cfg.parquet)
 	case ArrowFile, ArrowStream:
-		w.sink, err = newIPCSink(tmp, s, f) // the IPC file footer needs to seek
+		w.sink, err = newIPCSink(seeker, s, f) // the IPC file writer tells its offset
 	case JSONL:
 		w.sink = newJSONLSink(w.buf, s)
 	}
@@ -222,23 +229,27 @@ func (w *Writer) Prepare() error {
 	} else {
 		err = w.buf.Flush()
 	}
-	if err == nil {
-		err = w.tmp.Chmod(0o644) // CreateTemp makes 0600 files; a store is meant to be shared
-	}
-	if err == nil {
-		err = w.tmp.Sync()
-	}
-	if err == nil && w.obj != nil {
-		err = w.obj.upload(w.ctx, w.tmp)
-	}
-	if cerr := w.tmp.Close(); err == nil {
-		err = cerr
+	if w.obj != nil {
+		if err == nil {
+			err = w.obj.Finish()
+		}
+	} else {
+		if err == nil {
+			err = w.tmp.Chmod(0o644) // CreateTemp makes 0600 files; a store is meant to be shared
+		}
+		if err == nil {
+			err = w.tmp.Sync()
+		}
+		if cerr := w.tmp.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		w.done = true
-		os.Remove(w.tmp.Name())
 		if w.obj != nil {
-			w.obj.abort()
+			w.obj.Abort()
+		} else {
+			os.Remove(w.tmp.Name())
 		}
 		if errors.Is(err, schema.ErrBadInput) || errors.Is(err, context.Canceled) {
 			return err
@@ -263,8 +274,7 @@ func (w *Writer) Commit() error {
 	}
 	w.done = true
 	if w.obj != nil {
-		os.Remove(w.tmp.Name())
-		return w.obj.complete(w.ctx)
+		return w.obj.Complete()
 	}
 	if err := os.Rename(w.tmp.Name(), w.to); err != nil {
 		os.Remove(w.tmp.Name())
@@ -286,17 +296,22 @@ func (w *Writer) Abort() {
 		w.table.Abort()
 		return
 	}
-	if w.obj != nil {
-		w.obj.abort()
-	}
 	if w.prepared {
-		os.Remove(w.tmp.Name()) // closed by Prepare
+		if w.obj != nil {
+			w.obj.Abort()
+		} else {
+			os.Remove(w.tmp.Name()) // closed by Prepare
+		}
 		return
 	}
 	if a, ok := w.sink.(interface{ abort() }); ok {
 		a.abort() // stops the work in flight, writes nothing more
 	} else if w.sink != nil {
 		w.sink.Close()
+	}
+	if w.obj != nil {
+		w.obj.Abort()
+		return
 	}
 	w.tmp.Close()
 	os.Remove(w.tmp.Name())

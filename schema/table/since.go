@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/fspath"
 )
 
 // MarkDir is the directory, beside a job's output, that holds the
@@ -44,8 +45,9 @@ type Increment struct {
 
 // SinceLast plans the incremental read of the table store in (DIR or
 // DIR?where=…) by the job labelled label that writes out: its watermark is
-// MarkDir/label.json in out's directory.
-func SinceLast(in, out, label string) (*Increment, error) {
+// MarkDir/label.json in out's directory (or prefix, for an object), read
+// with read (a file not there: os.ErrNotExist).
+func SinceLast(in, out, label string, read func(string) ([]byte, error)) (*Increment, error) {
 	dir, spec, ok, err := ParseStore(in)
 	if err != nil {
 		return nil, err
@@ -67,8 +69,8 @@ func SinceLast(in, out, label string) (*Increment, error) {
 	if err != nil {
 		return nil, schema.Errorf(dir, -1, "", "cannot resolve the path: %v", err)
 	}
-	inc := &Increment{Dir: dir, mark: filepath.Join(filepath.Dir(out), MarkDir, label+".json")}
-	if inc.From, err = readMark(inc.mark, abs); err != nil {
+	inc := &Increment{Dir: dir, mark: fspath.Join(fspath.Dir(out), MarkDir, label+".json")}
+	if inc.From, err = readMark(read, inc.mark, abs); err != nil {
 		return nil, err
 	}
 	es, err := t.entries()
@@ -96,8 +98,8 @@ func SinceLast(in, out, label string) (*Increment, error) {
 
 // readMark returns the snapshot a watermark file records (0 when there is
 // none), refusing one of another table than abs.
-func readMark(path, abs string) (int64, error) {
-	b, err := os.ReadFile(path)
+func readMark(read func(string) ([]byte, error), path, abs string) (int64, error) {
+	b, err := read(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}

@@ -181,7 +181,7 @@ func write(ctx context.Context, db *sql.DB, req Request, format Format, stdout i
 		return CopyParquet(ctx, db, req.Query, req.Out)
 	case req.Out != "":
 		var n int64
-		err := store.WriteFile(req.Out, func(w io.Writer) error {
+		err := store.WriteFile(ctx, req.Out, func(w io.Writer) error {
 			var err error
 			n, err = Write(ctx, db, req.Query, format, w)
 			return err

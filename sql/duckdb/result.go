@@ -486,7 +486,7 @@ func copyParquetObject(ctx context.Context, db *sql.DB, query, out string) (int6
 	if err != nil {
 		return 0, err
 	}
-	return n, store.WriteFile(out, func(w io.Writer) error {
+	return n, store.WriteFile(ctx, out, func(w io.Writer) error {
 		f, err := os.Open(local)
 		if err != nil {
 			return err

@@ -44,7 +44,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	rules  []*rule
-	counts map[string]int // requests by method
+	counts map[string]int      // requests by method
+	keys   map[string][]string // the keys of the requests by method, in order
 }
 
 type rule struct {
@@ -58,7 +59,7 @@ type rule struct {
 // it: endpoint, credentials and region.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{Backend: s3mem.New(), counts: map[string]int{}}
+	s := &Server{Backend: s3mem.New(), counts: map[string]int{}, keys: map[string][]string{}}
 	fake := gofakes3.New(s.Backend, gofakes3.WithAutoBucket(false))
 	s.Server = httptest.NewServer(s.handler(fake.Server()))
 	t.Cleanup(s.Close)
@@ -97,6 +98,14 @@ func (s *Server) Requests(method string) int {
 	return s.counts[method]
 }
 
+// Keys returns the keys of the requests of method the server got, in
+// order.
+func (s *Server) Keys(method string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.keys[method]...)
+}
+
 // Uploads returns the multipart uploads begun and neither completed nor
 // aborted, as "KEY" each.
 func (s *Server) Uploads(t testing.TB) []string {
@@ -131,6 +140,7 @@ func (s *Server) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.counts[r.Method]++
+		s.keys[r.Method] = append(s.keys[r.Method], strings.TrimPrefix(r.URL.Path, "/"+Bucket+"/"))
 		var hit *rule
 		for _, ru := range s.rules {
 			if ru.times != 0 && (ru.method == "" || ru.method == r.Method) && (ru.query == "" || r.URL.Query().Has(ru.query)) &&
