@@ -32,6 +32,7 @@ func compactCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			printWarnings(c, "compact", res.Warnings)
 			fmt.Fprintf(c.App.ErrWriter, "compact: %d data files merged into %d, %d expired files removed\n", res.Merged, res.Written, res.Expired)
 			return nil
 		},

@@ -21,13 +21,17 @@ type CompactResult struct {
 	Merged, Written int     // data files merged, and written in their place
 	Snapshots       []int64 // one per run of files merged
 	Expired         int     // data files removed by expiry
+	// Warnings are the problems met after commits were made
+	// (table.Table.Warnings), one line each.
+	Warnings []string
 }
 
 // Compact rewrites each run of consecutive small data files of an
 // experiment (table.SmallRuns) into one file, each run as one snapshot:
 // readers see the small files or the merged one, never both and never
 // neither, and the rows keep their order. With a non-zero expireBefore it
-// then expires the snapshots older than it (table.Expire).
+// then expires the snapshots older than it (table.Expire). Last, it writes
+// the Iceberg metadata the table lacks (table.Table.WriteIceberg).
 func Compact(ctx context.Context, dir string, targetRows int64, expireBefore time.Time, codec string) (CompactResult, error) {
 	var res CompactResult
 	t, err := table.Open(dir, false)
@@ -67,6 +71,12 @@ func Compact(ctx context.Context, dir string, targetRows int64, expireBefore tim
 			return res, err
 		}
 	}
+	// each commit wrote its Iceberg metadata; without one, this writes what
+	// a killed commit left out
+	if err := t.WriteIceberg(); err != nil && len(t.Warnings()) == 0 {
+		res.Warnings = append(res.Warnings, err.Error())
+	}
+	res.Warnings = append(t.Warnings(), res.Warnings...)
 	return res, nil
 }
 

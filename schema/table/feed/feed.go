@@ -52,7 +52,7 @@ type Result struct {
 // yet, creating the table when dir is a new directory. Rows are taken as
 // the source holds them (null rewards too). A store of several files is
 // ingested file by file, each file with its own watermark and commit.
-func Ingest(ctx context.Context, src, dir string, o Options) (Result, error) {
+func Ingest(ctx context.Context, src, dir string, o Options) (res Result, err error) {
 	if o.Experiment == "" {
 		return Result{}, schema.BadInputf("ingest needs an experiment name")
 	}
@@ -76,7 +76,7 @@ func Ingest(ctx context.Context, src, dir string, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var res Result
+	defer func() { res.Warnings = append(res.Warnings, t.Warnings()...) }()
 	for i, f := range files {
 		c := cfg
 		if i > 0 {

@@ -1,0 +1,56 @@
+package table
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/table/iceberg"
+)
+
+// WriteIceberg writes the Iceberg metadata of the log's snapshots that the
+// table's metadata directory lacks (package iceberg): every commit does,
+// after the log commit, so a snapshot is in the log before Iceberg readers
+// see it.
+func (t *Table) WriteIceberg() error {
+	es, err := t.entries()
+	if err != nil || len(es) == 0 {
+		return err
+	}
+	abs, err := filepath.Abs(t.Dir)
+	if err != nil {
+		return schema.Errorf(t.Dir, -1, "", "cannot resolve the path: %v", err)
+	}
+	first, err := os.ReadFile(t.logName(1))
+	if err != nil {
+		return schema.Errorf(t.logName(1), -1, "", "cannot read: %v", err)
+	}
+	it := &iceberg.Table{Dir: abs, UUID: iceberg.UUID(first), Partition: ExperimentColumn, Version: VersionColumn,
+		WriteFile: writeNew}
+	if it.Written(int64(len(es))) == int64(len(es)) {
+		return nil
+	}
+	commits := make([]iceberg.Commit, len(es))
+	for i, e := range es {
+		c := iceberg.Commit{Time: e.Time, Operation: e.Operation, Removed: e.Removed, ExpiredBefore: e.ExpiredBefore}
+		for _, col := range e.Columns {
+			c.Columns = append(c.Columns, iceberg.Column{Name: col.Name, Type: col.Type})
+		}
+		for _, f := range e.Added {
+			if f.Bytes == 0 { // committed before sizes were recorded
+				st, err := os.Stat(t.Path(f))
+				if err != nil {
+					return schema.Errorf(t.Dir, -1, "", "Iceberg metadata: data file %s of snapshot %d: %v", f.Path, e.Snapshot, err)
+				}
+				f.Bytes = st.Size()
+			}
+			c.Added = append(c.Added, iceberg.File{Path: f.Path, Experiment: f.Experiment, Rows: f.Rows, Size: f.Bytes,
+				MinVersion: f.MinVersion, MaxVersion: f.MaxVersion})
+		}
+		commits[i] = c
+	}
+	if err := it.Write(commits); err != nil {
+		return schema.Errorf(filepath.Join(t.Dir, iceberg.Dir), -1, "", "cannot write the Iceberg metadata: %v", err)
+	}
+	return nil
+}
