@@ -129,9 +129,7 @@ func (t *Table) commit(ctx context.Context, e entry, check func(*state, *entry) 
 			return 0, schema.Errorf(t.Dir, -1, "", "cannot commit: %v", err)
 		}
 		commitPoint("after-commit")
-		if err := t.WriteIceberg(); err != nil {
-			t.warnings = append(t.warnings, err.Error())
-		}
+		t.SyncIceberg()
 		return e.Snapshot, nil
 	}
 	return 0, schema.Errorf(t.Dir, -1, "", "commit lost the race to concurrent commits %d times: nothing committed; rerun", maxAttempts)

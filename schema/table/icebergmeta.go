@@ -3,16 +3,27 @@ package table
 import (
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/table/iceberg"
 )
 
-// WriteIceberg writes the Iceberg metadata of the log's snapshots that the
+// SyncIceberg writes the Iceberg metadata of the log's snapshots that the
 // table's metadata directory lacks (package iceberg): every commit does,
-// after the log commit, so a snapshot is in the log before Iceberg readers
-// see it.
-func (t *Table) WriteIceberg() error {
+// after its log commit, so a snapshot is in the log before Iceberg readers
+// see it, and ingest and compact do when they end, so metadata a killed
+// commit left out is written. A failure is not the commit's: it is kept
+// as a warning (Warnings).
+func (t *Table) SyncIceberg() {
+	err := t.writeIceberg()
+	if err != nil && !slices.Contains(t.warnings, err.Error()) {
+		t.warnings = append(t.warnings, err.Error())
+	}
+}
+
+// writeIceberg writes the Iceberg metadata the table lacks.
+func (t *Table) writeIceberg() error {
 	es, err := t.entries()
 	if err != nil || len(es) == 0 {
 		return err

@@ -31,7 +31,7 @@ type CompactResult struct {
 // readers see the small files or the merged one, never both and never
 // neither, and the rows keep their order. With a non-zero expireBefore it
 // then expires the snapshots older than it (table.Expire). Last, it writes
-// the Iceberg metadata the table lacks (table.Table.WriteIceberg).
+// the Iceberg metadata the table lacks (table.Table.SyncIceberg).
 func Compact(ctx context.Context, dir string, targetRows int64, expireBefore time.Time, codec string) (CompactResult, error) {
 	var res CompactResult
 	t, err := table.Open(dir, false)
@@ -71,12 +71,8 @@ func Compact(ctx context.Context, dir string, targetRows int64, expireBefore tim
 			return res, err
 		}
 	}
-	// each commit wrote its Iceberg metadata; without one, this writes what
-	// a killed commit left out
-	if err := t.WriteIceberg(); err != nil && len(t.Warnings()) == 0 {
-		res.Warnings = append(res.Warnings, err.Error())
-	}
-	res.Warnings = append(t.Warnings(), res.Warnings...)
+	t.SyncIceberg()
+	res.Warnings = t.Warnings()
 	return res, nil
 }
 

@@ -52,6 +52,8 @@ type Result struct {
 // yet, creating the table when dir is a new directory. Rows are taken as
 // the source holds them (null rewards too). A store of several files is
 // ingested file by file, each file with its own watermark and commit.
+// Last, it writes the Iceberg metadata the table lacks
+// (table.Table.SyncIceberg).
 func Ingest(ctx context.Context, src, dir string, o Options) (res Result, err error) {
 	if o.Experiment == "" {
 		return Result{}, schema.BadInputf("ingest needs an experiment name")
@@ -76,7 +78,10 @@ func Ingest(ctx context.Context, src, dir string, o Options) (res Result, err er
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() { res.Warnings = append(res.Warnings, t.Warnings()...) }()
+	defer func() {
+		t.SyncIceberg() // what a killed commit left out
+		res.Warnings = append(res.Warnings, t.Warnings()...)
+	}()
 	for i, f := range files {
 		c := cfg
 		if i > 0 {

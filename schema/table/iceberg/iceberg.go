@@ -133,15 +133,14 @@ func (t *Table) Write(commits []Commit) error {
 		if err := b.apply(n, c, n >= from); err != nil {
 			return fmt.Errorf("metadata version %d: %w", n, err)
 		}
-		if n < from {
-			continue
-		}
-		md, err := json.MarshalIndent(b.metadata(n, c.Time), "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := t.WriteFile(t.MetadataPath(n), append(md, '\n'), false); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
+		if n >= from {
+			md, err := json.MarshalIndent(b.metadata(n, c.Time), "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := t.WriteFile(t.MetadataPath(n), append(md, '\n'), false); err != nil && !errors.Is(err, os.ErrExist) {
+				return err
+			}
 		}
 		b.metadataLog = append(b.metadataLog, logEntry{TimestampMS: c.Time.UnixMilli(), MetadataFile: t.uri(t.MetadataPath(n))})
 	}
