@@ -18,6 +18,7 @@ import (
 	"github.com/hamba/avro/v2/ocf"
 
 	"github.com/rftpipe/rftpipe/schema/table"
+	"github.com/rftpipe/rftpipe/schema/table/catalog"
 	"github.com/rftpipe/rftpipe/schema/table/feed"
 	"github.com/rftpipe/rftpipe/schema/table/iceberg"
 )
@@ -126,13 +127,13 @@ func TestIcebergMetadata(t *testing.T) {
 		{"new column", func() { ingest(rows("b.jsonl", `,"judge_score":0.25`, 0, 2), "b") }},
 		{"third ingest", func() { ingest(rows("a.jsonl", "", 7, 1), "a") }},
 		{"compaction", func() {
-			res, err := feed.Compact(ctx, tbl, 1000, time.Time{}, "")
+			res, err := feed.Compact(ctx, tbl, 1000, time.Time{}, "", catalog.Target{})
 			if err != nil || res.Merged != 3 || len(res.Warnings) > 0 {
 				t.Fatalf("compact: %+v %v", res, err)
 			}
 		}},
 		{"expiry", func() {
-			res, err := feed.Compact(ctx, tbl, 1000, time.Now(), "")
+			res, err := feed.Compact(ctx, tbl, 1000, time.Now(), "", catalog.Target{})
 			if err != nil || res.Expired != 3 || len(res.Warnings) > 0 {
 				t.Fatalf("expire: %+v %v", res, err)
 			}

@@ -65,3 +65,22 @@ func (t *Table) writeIceberg() error {
 	}
 	return nil
 }
+
+// IcebergMetadata returns the URI of the newest Iceberg metadata version
+// written, "" when there is none.
+func (t *Table) IcebergMetadata() (string, error) {
+	es, err := t.entries()
+	if err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(t.Dir)
+	if err != nil {
+		return "", schema.Errorf(t.Dir, -1, "", "cannot resolve the path: %v", err)
+	}
+	it := &iceberg.Table{Dir: abs}
+	n := it.Written(int64(len(es)))
+	if n == 0 {
+		return "", nil
+	}
+	return it.URI(it.MetadataPath(n)), nil
+}

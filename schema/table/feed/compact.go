@@ -11,6 +11,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/table"
+	"github.com/rftpipe/rftpipe/schema/table/catalog"
 )
 
 // DefaultTargetRows is the size under which compact merges data files.
@@ -31,8 +32,9 @@ type CompactResult struct {
 // readers see the small files or the merged one, never both and never
 // neither, and the rows keep their order. With a non-zero expireBefore it
 // then expires the snapshots older than it (table.Expire). Last, it writes
-// the Iceberg metadata the table lacks (table.Table.SyncIceberg).
-func Compact(ctx context.Context, dir string, targetRows int64, expireBefore time.Time, codec string) (CompactResult, error) {
+// the Iceberg metadata the table lacks (table.Table.SyncIceberg) and
+// registers the table in cat (Register).
+func Compact(ctx context.Context, dir string, targetRows int64, expireBefore time.Time, codec string, cat catalog.Target) (CompactResult, error) {
 	var res CompactResult
 	t, err := table.Open(dir, false)
 	if err != nil {
@@ -73,7 +75,7 @@ func Compact(ctx context.Context, dir string, targetRows int64, expireBefore tim
 	}
 	t.SyncIceberg()
 	res.Warnings = t.Warnings()
-	return res, nil
+	return res, Register(ctx, t, cat)
 }
 
 // merge writes the rows of files, in order, atomically to out.

@@ -142,7 +142,7 @@ func (t *Table) Write(commits []Commit) error {
 				return err
 			}
 		}
-		b.metadataLog = append(b.metadataLog, logEntry{TimestampMS: c.Time.UnixMilli(), MetadataFile: t.uri(t.MetadataPath(n))})
+		b.metadataLog = append(b.metadataLog, logEntry{TimestampMS: c.Time.UnixMilli(), MetadataFile: t.URI(t.MetadataPath(n))})
 	}
 	return t.writeHint(int64(len(commits)))
 }
@@ -159,8 +159,8 @@ func (t *Table) writeHint(n int64) error {
 	return t.WriteFile(p, []byte(strconv.FormatInt(n, 10)), true)
 }
 
-// uri returns the URI of a path inside the table.
-func (t *Table) uri(p string) string {
+// URI returns the URI of a path inside the table.
+func (t *Table) URI(p string) string {
 	return "file://" + filepath.ToSlash(p)
 }
 
@@ -319,7 +319,7 @@ func (b *builder) snapshot(n int64, c Commit, write bool) error {
 	if err != nil {
 		return err
 	}
-	mf := ManifestFile{Path: b.t.uri(mPath), Length: int64(len(manifest)), SequenceNumber: n, MinSequenceNumber: n,
+	mf := ManifestFile{Path: b.t.URI(mPath), Length: int64(len(manifest)), SequenceNumber: n, MinSequenceNumber: n,
 		AddedSnapshotID: n, AddedFilesCount: added, ExistingFilesCount: existing, DeletedFilesCount: deleted,
 		AddedRowsCount: addedRows, ExistingRowsCount: existingRows, DeletedRowsCount: deletedRows,
 		Partitions: []FieldSummary{summary(entries)}}
@@ -363,7 +363,7 @@ func (b *builder) snapshot(n int64, c Commit, write bool) error {
 		op = "replace"
 	}
 	b.snapshots = append(b.snapshots, snapshotJSON{SnapshotID: n, ParentID: parent, SequenceNumber: n,
-		TimestampMS: c.Time.UnixMilli(), ManifestList: b.t.uri(lPath), SchemaID: len(b.schemas) - 1,
+		TimestampMS: c.Time.UnixMilli(), ManifestList: b.t.URI(lPath), SchemaID: len(b.schemas) - 1,
 		Summary: map[string]string{
 			"operation":          op,
 			"added-data-files":   strconv.Itoa(int(added)),
@@ -391,7 +391,7 @@ func (b *builder) expire(before int64) {
 
 // dataFile returns the manifest record of a data file.
 func (b *builder) dataFile(f File) DataFile {
-	d := DataFile{Path: b.t.uri(filepath.Join(b.t.Dir, filepath.FromSlash(f.Path))), Format: "PARQUET",
+	d := DataFile{Path: b.t.URI(filepath.Join(b.t.Dir, filepath.FromSlash(f.Path))), Format: "PARQUET",
 		Partition: Partition{Experiment: ptr(f.Experiment)}, RecordCount: f.Rows, Size: f.Size}
 	if v, ok := b.fields[b.t.Version]; ok && v.Type == "long" && f.MinVersion != nil && f.MaxVersion != nil {
 		d.LowerBounds = []Bound{{Key: int32(v.ID), Value: binary.LittleEndian.AppendUint64(nil, uint64(*f.MinVersion))}}
@@ -443,7 +443,7 @@ func (b *builder) metadata(n int64, at time.Time) map[string]any {
 	m := map[string]any{
 		"format-version":        2,
 		"table-uuid":            b.t.UUID,
-		"location":              b.t.uri(b.t.Dir),
+		"location":              b.t.URI(b.t.Dir),
 		"last-sequence-number":  b.lastSequence(),
 		"last-updated-ms":       at.UnixMilli(),
 		"last-column-id":        b.lastColumnID,
