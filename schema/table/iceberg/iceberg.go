@@ -189,6 +189,8 @@ type snapshotJSON struct {
 	SchemaID       int               `json:"schema-id"`
 }
 
+// logEntry is an entry of the snapshot-log (a snapshot) or of the
+// metadata-log (a metadata file).
 type logEntry struct {
 	TimestampMS  int64  `json:"timestamp-ms"`
 	SnapshotID   int64  `json:"snapshot-id,omitempty"`
