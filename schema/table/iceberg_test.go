@@ -403,11 +403,20 @@ func checkVersion(t *testing.T, tbl string, n int64) *metadata {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logRows := map[string]int64{}
+	for _, e := range es {
+		for _, f := range e.Added {
+			logRows[filepath.Join(abs, f.Path)] = f.Rows
+		}
+	}
 	var paths []string
 	var total int64
 	for _, f := range files {
 		paths = append(paths, "file://"+f)
 		total += live[f]
+		if live[f] != logRows[f] {
+			t.Fatalf("v%d: data file %s: record_count %d, the log's rows %d", n, f, live[f], logRows[f])
+		}
 	}
 	got := make([]string, 0, len(live))
 	for p := range live {
