@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/table/iceberg"
@@ -37,7 +38,12 @@ func (t *Table) writeIceberg() error {
 		return schema.Errorf(t.logName(1), -1, "", "cannot read: %v", err)
 	}
 	it := &iceberg.Table{Dir: abs, UUID: iceberg.UUID(first), Partition: ExperimentColumn, Version: VersionColumn,
-		WriteFile: writeNew}
+		WriteFile: func(path string, data []byte, replace bool) error {
+			if strings.HasSuffix(path, ".metadata.json") {
+				commitPoint("before-metadata") // a version's Avro files written, its JSON not
+			}
+			return writeNew(path, data, replace)
+		}}
 	if it.Written(int64(len(es))) == int64(len(es)) {
 		return nil
 	}

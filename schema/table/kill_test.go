@@ -36,7 +36,8 @@ func TestKillHelper(t *testing.T) {
 
 // TestSIGKILLAtCommitPoints kills an ingest (a real process) at each point
 // of its commit: before it, with its commit file written but not linked,
-// and right after it (before its Iceberg metadata). Readers then see the
+// right after it (before its Iceberg metadata), and with the Iceberg
+// version's Avro files written but not its JSON. Readers then see the
 // snapshot before the commit or the one after, whole, and Iceberg readers
 // the one before; a rerun brings exactly the rows missing, and the Iceberg
 // metadata of every snapshot.
@@ -44,7 +45,7 @@ func TestSIGKILLAtCommitPoints(t *testing.T) {
 	for _, c := range []struct {
 		at        string
 		committed bool
-	}{{"start", false}, {"before-link", false}, {"after-commit", true}} {
+	}{{"start", false}, {"before-link", false}, {"after-commit", true}, {"before-metadata", true}} {
 		t.Run(c.at, func(t *testing.T) {
 			dir := t.TempDir()
 			src := "sqlite:///" + filepath.Join(dir, "b.db") + "?table=exp&schema_type=experience&if_exists=append"
