@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/table/iceberg"
 )
 
 // Append is one commit: Parquet data files written under DataDir, and the
@@ -95,6 +96,9 @@ func (t *Table) addColumns(src string, have, add []Column) ([]Column, error) {
 		i := slices.IndexFunc(have, func(h Column) bool { return h.Name == c.Name })
 		switch {
 		case i < 0:
+			if err := iceberg.CheckType(c.Type); err != nil {
+				return nil, schema.Errorf(src, -1, c.Name, "%v: a table's columns must have one", err)
+			}
 			out = append(out, c)
 		case have[i].Type != c.Type:
 			return nil, schema.Errorf(src, -1, c.Name, "type %s here, %s in table %s: a column's type cannot change; ingest these rows into a table of their own", c.Type, have[i].Type, t.Dir)
@@ -132,6 +136,9 @@ func (t *Table) commit(ctx context.Context, s *state, e entry, check func(*state
 		if err := check(s, &e); err != nil {
 			return 0, err
 		}
+		if err := t.sizes(e.Added); err != nil {
+			return 0, err
+		}
 		e.Snapshot, e.Time = s.snapshot+1, time.Now().UTC()
 		b, err := json.MarshalIndent(e, "", "  ")
 		if err != nil {
@@ -145,9 +152,22 @@ func (t *Table) commit(ctx context.Context, s *state, e entry, check func(*state
 			return 0, schema.Errorf(t.Dir, -1, "", "cannot commit: %v", err)
 		}
 		commitPoint("after-commit")
+		t.SyncIceberg()
 		return e.Snapshot, nil
 	}
 	return 0, schema.Errorf(t.Dir, -1, "", "commit lost the race to concurrent commits %d times: nothing committed; rerun", maxAttempts)
+}
+
+// sizes sets the size of each data file.
+func (t *Table) sizes(files []DataFile) error {
+	for i := range files {
+		st, err := os.Stat(t.Path(files[i]))
+		if err != nil {
+			return schema.Errorf(t.Path(files[i]), -1, "", "cannot commit the data file: %v", err)
+		}
+		files[i].Bytes = st.Size()
+	}
+	return nil
 }
 
 // Rel returns the path of a data file relative to the table directory.

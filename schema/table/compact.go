@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema"
+	"github.com/rftpipe/rftpipe/schema/table/iceberg"
 )
 
 // SmallRuns returns, per experiment in commit order, the runs of two or more
@@ -111,7 +112,8 @@ func (t *Table) Expire(ctx context.Context, before time.Time) ([]string, error) 
 }
 
 // orphans returns the files below data/ that no snapshot lists and the
-// temp files in _log/, modified before before (relative paths).
+// temp files in _log/ and metadata/, modified before before (relative
+// paths).
 func (t *Table) orphans(before time.Time, es []entry) ([]string, error) {
 	listed := map[string]bool{}
 	for _, e := range es {
@@ -120,7 +122,7 @@ func (t *Table) orphans(before time.Time, es []entry) ([]string, error) {
 		}
 	}
 	var out []string
-	for _, sub := range []string{"data", logDir} {
+	for _, sub := range []string{"data", logDir, iceberg.Dir} {
 		root := filepath.Join(t.Dir, sub)
 		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
@@ -128,7 +130,7 @@ func (t *Table) orphans(before time.Time, es []entry) ([]string, error) {
 			}
 			rel, _ := filepath.Rel(t.Dir, p)
 			rel = filepath.ToSlash(rel)
-			if listed[rel] || (sub == logDir && !strings.HasPrefix(d.Name(), ".tmp-")) {
+			if listed[rel] || (sub != "data" && !strings.HasPrefix(d.Name(), ".tmp-")) {
 				return nil
 			}
 			if info, err := d.Info(); err == nil && info.ModTime().Before(before) {

@@ -15,6 +15,7 @@ import (
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/table"
 	"github.com/rftpipe/rftpipe/schema/table/feed"
+	"github.com/rftpipe/rftpipe/schema/table/iceberg"
 )
 
 // TestKillHelper is the process TestSIGKILLAtCommitPoints kills: it ingests
@@ -35,13 +36,16 @@ func TestKillHelper(t *testing.T) {
 
 // TestSIGKILLAtCommitPoints kills an ingest (a real process) at each point
 // of its commit: before it, with its commit file written but not linked,
-// and right after it. Readers then see the snapshot before the commit or
-// the one after, whole; a rerun brings exactly the rows missing.
+// right after it (before its Iceberg metadata), and with the Iceberg
+// version's Avro files written but not its JSON. Readers then see the
+// snapshot before the commit or the one after, whole, and Iceberg readers
+// the one before; a rerun brings exactly the rows missing, and the Iceberg
+// metadata of every snapshot.
 func TestSIGKILLAtCommitPoints(t *testing.T) {
 	for _, c := range []struct {
 		at        string
 		committed bool
-	}{{"start", false}, {"before-link", false}, {"after-commit", true}} {
+	}{{"start", false}, {"before-link", false}, {"after-commit", true}, {"before-metadata", true}} {
 		t.Run(c.at, func(t *testing.T) {
 			dir := t.TempDir()
 			src := "sqlite:///" + filepath.Join(dir, "b.db") + "?table=exp&schema_type=experience&if_exists=append"
@@ -67,6 +71,15 @@ func TestSIGKILLAtCommitPoints(t *testing.T) {
 			if n := countRows(t, tbl); n != want {
 				t.Fatalf("after a kill at %s the table reads %d rows, want %d", c.at, n, want)
 			}
+			// Iceberg never ahead of the log: one version behind after a
+			// kill between the log commit and the metadata
+			wantLog := 1
+			if c.committed {
+				wantLog = 2
+			}
+			if logged, written := versions(t, tbl); logged != wantLog || written != 1 {
+				t.Fatalf("after a kill at %s: log at snapshot %d, Iceberg at version %d; want %d, 1", c.at, logged, written, wantLog)
+			}
 			res, err := feed.Ingest(context.Background(), src, tbl, feed.Options{Experiment: "e"})
 			if err != nil {
 				t.Fatal(err)
@@ -77,8 +90,18 @@ func TestSIGKILLAtCommitPoints(t *testing.T) {
 			if n := countRows(t, tbl); n != 64 {
 				t.Fatalf("after the rerun the table reads %d rows, want 64", n)
 			}
+			checkVersion(t, tbl, 2) // the rerun wrote what was missing
 		})
 	}
+}
+
+// versions returns the table's last log snapshot and its newest Iceberg
+// metadata version.
+func versions(t *testing.T, tbl string) (logged, written int) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(tbl, "_log", "*.json"))
+	mds, _ := filepath.Glob(filepath.Join(tbl, iceberg.Dir, "v*.metadata.json"))
+	return len(logs), len(mds)
 }
 
 // fixtureRows reads Trinity-RFT 0.5's experience buffer fixture.

@@ -50,6 +50,7 @@ type marker struct {
 type DataFile struct {
 	Path       string `json:"path"` // relative to the table directory
 	Rows       int64  `json:"rows"`
+	Bytes      int64  `json:"bytes,omitempty"` // the file's size, set by the commit
 	Experiment string `json:"experiment"`
 	// the range of model_version in the file; absent when it holds none
 	MinVersion *int64 `json:"min_model_version,omitempty"`
@@ -84,7 +85,15 @@ func IsTable(dir string) bool {
 // Table is an open experience table.
 type Table struct {
 	Dir string
+	// warnings are the problems met after a commit was made (see
+	// Warnings).
+	warnings []string
 }
+
+// Warnings returns, one line each, the problems met after commits were
+// made: the Iceberg metadata of a commit that could not be written (the
+// commit stands; the next one writes what is missing).
+func (t *Table) Warnings() []string { return t.warnings }
 
 // Open opens the table at dir; with create, a directory that is not one
 // yet (missing or empty) becomes one.

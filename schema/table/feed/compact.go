@@ -11,6 +11,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/table"
+	"github.com/rftpipe/rftpipe/schema/table/catalog"
 )
 
 // DefaultTargetRows is the size under which compact merges data files.
@@ -21,14 +22,19 @@ type CompactResult struct {
 	Merged, Written int     // data files merged, and written in their place
 	Snapshots       []int64 // one per run of files merged
 	Expired         int     // data files removed by expiry
+	// Warnings are the problems met after commits were made
+	// (table.Table.Warnings), one line each.
+	Warnings []string
 }
 
 // Compact rewrites each run of consecutive small data files of an
 // experiment (table.SmallRuns) into one file, each run as one snapshot:
 // readers see the small files or the merged one, never both and never
 // neither, and the rows keep their order. With a non-zero expireBefore it
-// then expires the snapshots older than it (table.Expire).
-func Compact(ctx context.Context, dir string, targetRows int64, expireBefore time.Time, codec string) (CompactResult, error) {
+// then expires the snapshots older than it (table.Expire). Last, it writes
+// the Iceberg metadata the table lacks (table.Table.SyncIceberg) and
+// registers the table in cat (Register).
+func Compact(ctx context.Context, dir string, targetRows int64, expireBefore time.Time, codec string, cat catalog.Target) (CompactResult, error) {
 	var res CompactResult
 	t, err := table.Open(dir, false)
 	if err != nil {
@@ -67,7 +73,9 @@ func Compact(ctx context.Context, dir string, targetRows int64, expireBefore tim
 			return res, err
 		}
 	}
-	return res, nil
+	t.SyncIceberg()
+	res.Warnings = t.Warnings()
+	return res, Register(ctx, t, cat)
 }
 
 // merge writes the rows of files, in order, atomically to out.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/table/catalog"
 )
 
 // TestCompactUnderConcurrentReader ingests a buffer in eight small steps,
@@ -53,7 +54,7 @@ func TestCompactUnderConcurrentReader(t *testing.T) {
 			}
 		}()
 	}
-	res, err := Compact(ctx, tbl, 20, time.Time{}, "")
+	res, err := Compact(ctx, tbl, 20, time.Time{}, "", catalog.Target{})
 	time.Sleep(200 * time.Millisecond)
 	stop.Store(true)
 	wg.Wait()
@@ -84,7 +85,7 @@ func TestCompactUnderConcurrentReader(t *testing.T) {
 	if err := os.Chtimes(fresh, expireAt.Add(time.Hour), expireAt.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	res, err = Compact(ctx, tbl, 20, expireAt, "")
+	res, err = Compact(ctx, tbl, 20, expireAt, "", catalog.Target{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"github.com/rftpipe/rftpipe/schema/fspath"
 	"github.com/rftpipe/rftpipe/schema/store"
 	"github.com/rftpipe/rftpipe/schema/table"
+	"github.com/rftpipe/rftpipe/schema/table/catalog"
 	"github.com/rftpipe/rftpipe/schema/trinity"
 )
 
@@ -36,6 +38,9 @@ type Options struct {
 	// key fields are recorded in the table (ConfigFields).
 	Config string
 	Codec  string // Parquet codec of the data files (zstd when empty)
+	// Catalog, when its URL is set, is the Iceberg SQL catalog the table is
+	// registered in once the ingest is committed (Register).
+	Catalog catalog.Target
 }
 
 // Result says what an ingest committed.
@@ -52,7 +57,9 @@ type Result struct {
 // yet, creating the table when dir is a new directory. Rows are taken as
 // the source holds them (null rewards too). A store of several files is
 // ingested file by file, each file with its own watermark and commit.
-func Ingest(ctx context.Context, src, dir string, o Options) (Result, error) {
+// Last, it writes the Iceberg metadata the table lacks
+// (table.Table.SyncIceberg) and registers the table in o.Catalog.
+func Ingest(ctx context.Context, src, dir string, o Options) (res Result, err error) {
 	if o.Experiment == "" {
 		return Result{}, schema.BadInputf("ingest needs an experiment name")
 	}
@@ -76,7 +83,13 @@ func Ingest(ctx context.Context, src, dir string, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var res Result
+	defer func() {
+		t.SyncIceberg() // what a killed commit left out
+		res.Warnings = append(res.Warnings, t.Warnings()...)
+		if err == nil {
+			err = Register(ctx, t, o.Catalog)
+		}
+	}()
 	for i, f := range files {
 		c := cfg
 		if i > 0 {
@@ -174,6 +187,40 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 		return 0, 0, 0, err
 	}
 	return df.Rows, read, snap, nil
+}
+
+// CatalogTarget returns the catalog target of the table at dir: in the
+// catalog database url (none when empty), catalog name, and the table
+// ident NAMESPACE.TABLE (default.BASE, BASE dir's base name, when empty).
+func CatalogTarget(url, name, ident, dir string) (catalog.Target, error) {
+	if url == "" {
+		return catalog.Target{}, nil
+	}
+	if ident == "" {
+		ident = "default." + filepath.Base(filepath.Clean(dir))
+	}
+	i := strings.LastIndexByte(ident, '.')
+	if i <= 0 || i == len(ident)-1 {
+		return catalog.Target{}, schema.Usagef("catalog table %q: want NAMESPACE.TABLE", ident)
+	}
+	return catalog.Target{URL: url, Catalog: name, Namespace: ident[:i], Table: ident[i+1:]}, nil
+}
+
+// Register makes the table's newest Iceberg metadata version its current
+// metadata in the catalog target (nothing when target has no URL). The
+// table's commits stand when it fails: a rerun registers them.
+func Register(ctx context.Context, t *table.Table, target catalog.Target) error {
+	if target.URL == "" {
+		return nil
+	}
+	loc, err := t.IcebergMetadata()
+	if err != nil || loc == "" {
+		return err
+	}
+	if err := catalog.Register(ctx, target, loc); err != nil {
+		return fmt.Errorf("%w (the table's commits stand; rerun to register them)", err)
+	}
+	return nil
 }
 
 // withExperiment returns the schema of a table's rows read as sc: its
