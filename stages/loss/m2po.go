@@ -317,23 +317,30 @@ func m2poDef() *Def {
 // m2poStream selects M2PO's tokens over a batch handed over in windows, in
 // bounded memory: the trust-region second moments are float32 values >= 0,
 // ordered as their bit patterns, so a radix selection finds the cut — pass 0
-// counts and sums them by their high 16 bits, pass 1 counts the low 16 bits
-// inside the bin where the running mean crosses the threshold — and each
-// window then keeps the tokens below the cut value and the first tied ones
-// in store order. The running means are float64 sums (upstream: a float32
-// cumulative sum), which select the same tokens unless a prefix mean lies
-// within float32 rounding of the threshold.
+// counts and sums them by their high 16 bits, then the low 16 bits are
+// counted inside the bin where the running mean crosses the threshold — and
+// each window then keeps the tokens below the cut value and the first tied
+// ones in store order. The crossing bin lies at or above the threshold's
+// bin (a prefix of values at most the threshold has a mean at most the
+// threshold), so pass 0 also holds the bits of the values in those bins, up
+// to m2poHeld of them, and counts the low bits from them; only a store with
+// more such values takes pass 1, which reads them again. The running means
+// are float64 sums (upstream: a float32 cumulative sum), which select the
+// same tokens unless a prefix mean lies within float32 rounding of the
+// threshold.
 type m2poStream struct {
 	p        m2poPlanner
 	valid    int64
 	n        int64
 	sum      float64
 	hi       []m2poBin // 1<<16 bins by the high bits (pass 0)
-	lo       []int64   // 1<<16 counts by the low bits of bin (pass 1)
+	held     []uint32  // pass 0: the values in the bins from the threshold's up, while at most m2poHeld
+	spilled  bool      // pass 0 met more than m2poHeld of them: pass 1 counts the low bits
+	lo       []int64   // 1<<16 counts by the low bits of bin
 	bin      int       // the crossing bin, -1: nothing is dropped
 	below    m2poBin   // the bins below it
 	decided  bool      // pass 0 turned into bin
-	selected bool      // pass 1 turned into cut and ties
+	selected bool      // the low bits turned into cut and ties
 	cut      uint32    // bit pattern of the cut value
 	ties     int64     // tokens at the cut value that are kept
 	seen     int64     // tokens at the cut value met so far
@@ -343,20 +350,30 @@ type m2poStream struct {
 	st       M2POStats
 }
 
+// m2poHeld is the most second moments (4 bytes each) an m2poStream holds
+// from pass 0 to find the cut without a second pass: 16 MiB.
+var m2poHeld = 1 << 22
+
 type m2poBin struct {
 	n int64
 	s float64
 }
 
-func (s *m2poStream) passes() int { return 2 }
+// passes is 1, and 2 once pass 0 has met more values than it holds.
+func (s *m2poStream) passes() int {
+	if s.spilled {
+		return 2
+	}
+	return 1
+}
 
-// trust calls valid (when not nil) for every valid token of b (action_mask
-// ≠ 0) and f for every valid trust-region token with its float32 second
-// moment's bits, in store order; a non-finite log-ratio at a valid token is
-// an error.
-func trust(b *tokens.Batch, valid func(t int), f func(t int, bits uint32)) error {
+// trust calls f for every valid trust-region token of b (action_mask ≠ 0)
+// with its float32 second moment's bits, in store order, and returns the
+// number of valid tokens; a non-finite log-ratio at a valid token is an
+// error.
+func trust(b *tokens.Batch, f func(bits uint32)) (valid int64, err error) {
 	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
-		return err
+		return 0, err
 	}
 	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
 	for t := range lp {
@@ -365,16 +382,14 @@ func trust(b *tokens.Batch, valid func(t int), f func(t int, bits uint32)) error
 		}
 		lr := lp[t] - old[t]
 		if math.IsNaN(lr) || math.IsInf(lr, 0) {
-			return errNonFiniteRatio()
+			return valid, errNonFiniteRatio()
 		}
-		if valid != nil {
-			valid(t)
-		}
+		valid++
 		if bits, ok := trustBits(lr, adv[t]); ok {
-			f(t, bits)
+			f(bits)
 		}
 	}
-	return nil
+	return valid, nil
 }
 
 // trustBits reports whether a valid token with log-ratio lr and advantage a
@@ -396,30 +411,55 @@ func errNonFiniteRatio() error {
 
 func (s *m2poStream) observe(pass int, b *tokens.Batch) error {
 	if pass == 0 {
-		if s.hi == nil {
-			s.hi = make([]m2poBin, 1<<16)
-		}
-		return trust(b, func(int) { s.valid++ }, func(_ int, bits uint32) {
-			v := float64(math.Float32frombits(bits))
-			h := &s.hi[bits>>16]
-			h.n++
-			h.s += v
-			s.n++
-			s.sum += v
-		})
+		return s.count(b)
 	}
 	s.decide()
 	if s.bin < 0 {
 		return nil
 	}
+	_, err := trust(b, s.countLow)
+	return err
+}
+
+// count is pass 0 over window b: the valid and trust-region tokens, the
+// high-bit bins, and the values held for the low bits.
+func (s *m2poStream) count(b *tokens.Batch) error {
+	if s.hi == nil {
+		s.hi = make([]m2poBin, 1<<16)
+	}
+	from := s.fromBin()
+	valid, err := trust(b, func(bits uint32) {
+		v := float64(math.Float32frombits(bits))
+		h := &s.hi[bits>>16]
+		h.n++
+		h.s += v
+		s.n++
+		s.sum += v
+		switch {
+		case bits>>16 < from || s.spilled:
+		case len(s.held) == m2poHeld:
+			s.held, s.spilled = nil, true
+		default:
+			s.held = append(s.held, bits)
+		}
+	})
+	s.valid += valid
+	return err
+}
+
+// fromBin is the threshold's bin, that of float32(threshold): every value
+// in a bin below it is below the threshold (float32 rounds to nearest), so
+// the crossing bin is no lower.
+func (s *m2poStream) fromBin() uint32 { return math.Float32bits(float32(s.p.threshold)) >> 16 }
+
+// countLow counts a value's low bits if it lies in the crossing bin.
+func (s *m2poStream) countLow(bits uint32) {
 	if s.lo == nil {
 		s.lo = make([]int64, 1<<16)
 	}
-	return trust(b, nil, func(_ int, bits uint32) {
-		if int(bits>>16) == s.bin {
-			s.lo[bits&0xffff]++
-		}
-	})
+	if int(bits>>16) == s.bin {
+		s.lo[bits&0xffff]++
+	}
 }
 
 // decide ends pass 0: the statistics before the selection and the bin in
@@ -438,11 +478,12 @@ func (s *m2poStream) decide() {
 		return
 	}
 	var acc m2poBin
+	from := int(s.fromBin())
 	for b, h := range s.hi {
 		if h.n == 0 {
 			continue
 		}
-		if (acc.s+h.s)/float64(acc.n+h.n) > s.p.threshold {
+		if b >= from && (acc.s+h.s)/float64(acc.n+h.n) > s.p.threshold {
 			s.bin, s.below = b, acc
 			return
 		}
@@ -451,7 +492,7 @@ func (s *m2poStream) decide() {
 	}
 }
 
-// selectCut ends pass 1: the cut value and how many tokens at it are kept.
+// selectCut ends the statistics passes: the cut value and how many tokens at it are kept.
 func (s *m2poStream) selectCut() {
 	if s.selected {
 		return
@@ -460,6 +501,12 @@ func (s *m2poStream) selectCut() {
 	s.selected = true
 	if s.bin < 0 {
 		return
+	}
+	if !s.spilled {
+		for _, bits := range s.held {
+			s.countLow(bits)
+		}
+		s.held = nil
 	}
 	thr := s.p.threshold
 	n, sum := float64(s.below.n), s.below.s
@@ -500,7 +547,9 @@ func (s *m2poStream) stats() M2POStats {
 	return st
 }
 
-// window sets the kept tokens of window b.
+// window sets the kept tokens of window b: the valid ones but those above
+// the cut value and the tied ones past the kept ties (pass 0 found every
+// log-ratio finite).
 func (s *m2poStream) window(b *tokens.Batch) error {
 	s.selectCut()
 	keep := make([]bool, b.Rows.Tokens())
@@ -509,17 +558,23 @@ func (s *m2poStream) window(b *tokens.Batch) error {
 		keep[t] = m != nil && m[t] != 0
 	}
 	if s.bin >= 0 {
-		err := trust(b, nil, func(t int, bits uint32) {
+		if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.Advantages); err != nil {
+			return err
+		}
+		lp, old, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.Advantages)
+		for t, k := range keep {
+			if !k {
+				continue
+			}
+			bits, ok := trustBits(lp[t]-old[t], adv[t])
 			switch {
+			case !ok || bits < s.cut:
 			case bits > s.cut:
 				keep[t] = false
-			case bits == s.cut:
+			default:
 				keep[t] = s.seen < s.ties
 				s.seen++
 			}
-		})
-		if err != nil {
-			return err
 		}
 	}
 	s.cur = M2PO{Clip: s.p.clip, Keep: keep, Off: b.Rows.Off, First: b.First()}
