@@ -333,17 +333,18 @@ type m2poStream struct {
 	valid    int64
 	n        int64
 	sum      float64
-	hi       []m2poBin // 1<<16 bins by the high bits (pass 0)
-	held     []uint32  // pass 0: the values in the bins from the threshold's up, while at most m2poHeld
-	spilled  bool      // pass 0 met more than m2poHeld of them: pass 1 counts the low bits
-	lo       []int64   // 1<<16 counts by the low bits of bin
-	bin      int       // the crossing bin, -1: nothing is dropped
-	below    m2poBin   // the bins below it
-	decided  bool      // pass 0 turned into bin
-	selected bool      // the low bits turned into cut and ties
-	cut      uint32    // bit pattern of the cut value
-	ties     int64     // tokens at the cut value that are kept
-	seen     int64     // tokens at the cut value met so far
+	hi       []m2poBin  // 1<<16 bins by the high bits (pass 0)
+	held     [][]uint32 // pass 0: the values in the bins from the threshold's up, in chunks, while at most m2poHeld
+	nHeld    int
+	spilled  bool    // pass 0 met more than m2poHeld of them: pass 1 counts the low bits
+	lo       []int64 // 1<<16 counts by the low bits of bin
+	bin      int     // the crossing bin, -1: nothing is dropped
+	below    m2poBin // the bins below it
+	decided  bool    // pass 0 turned into bin
+	selected bool    // the low bits turned into cut and ties
+	cut      uint32  // bit pattern of the cut value
+	ties     int64   // tokens at the cut value that are kept
+	seen     int64   // tokens at the cut value met so far
 	kept     int64
 	keptSum  float64
 	cur      M2PO
@@ -437,14 +438,25 @@ func (s *m2poStream) count(b *tokens.Batch) error {
 		s.sum += v
 		switch {
 		case bits>>16 < from || s.spilled:
-		case len(s.held) == m2poHeld:
+		case s.nHeld == m2poHeld:
 			s.held, s.spilled = nil, true
 		default:
-			s.held = append(s.held, bits)
+			s.hold(bits)
 		}
 	})
 	s.valid += valid
 	return err
+}
+
+// hold keeps a value's bits: in chunks of 1<<16, which fill without the
+// copies of a growing slice.
+func (s *m2poStream) hold(bits uint32) {
+	if k := len(s.held) - 1; k < 0 || len(s.held[k]) == cap(s.held[k]) {
+		s.held = append(s.held, make([]uint32, 0, 1<<16))
+	}
+	k := len(s.held) - 1
+	s.held[k] = append(s.held[k], bits)
+	s.nHeld++
 }
 
 // fromBin is the threshold's bin, that of float32(threshold): every value
@@ -503,8 +515,10 @@ func (s *m2poStream) selectCut() {
 		return
 	}
 	if !s.spilled {
-		for _, bits := range s.held {
-			s.countLow(bits)
+		for _, c := range s.held {
+			for _, bits := range c {
+				s.countLow(bits)
+			}
 		}
 		s.held = nil
 	}
