@@ -195,14 +195,20 @@ func radixSort(idx []int, v []uint32) ([]int, []uint32) {
 // M2PO is the kernel of M2PO's surrogate: with lr = lp − old and the
 // straight-through clamp c = clamp(lr, ±Clip) (value c, gradient of lr),
 // L = −A·exp(c) on the tokens Keep selects (flat over the batch laid out by
-// Off, whose row 0 is batch row First), 0 elsewhere. Sums: loss,
-// Σ exp(c)·m, Σ(−c)·m.
+// Off, whose row 0 is batch row First), 0 elsewhere; with Keep nil, on the
+// valid tokens but the trust-region ones whose second moment's bits are at
+// least Cut. Sums: loss, Σ exp(c)·m, Σ(−c)·m.
 type M2PO struct {
 	Clip  float64
 	Keep  []bool
+	Cut   uint32
 	Off   []int
 	First int
 }
+
+// m2poKeepAll is the Cut that drops no token: above every float32 bit
+// pattern of a value >= 0.
+const m2poKeepAll = math.MaxUint32
 
 // Sums implements tokens.Kernel.
 func (k *M2PO) Sums() int { return 3 }
@@ -212,7 +218,10 @@ func (k *M2PO) Row(r *tokens.Row, s []float64) {
 	lp := r.LP
 	n := len(lp)
 	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
-	keep := k.Keep[k.Off[r.Index-k.First]:][:n]
+	var keep []bool
+	if k.Keep != nil {
+		keep = k.Keep[k.Off[r.Index-k.First]:][:n]
+	}
 	gs := r.GradScale
 	var sL, sRatio, sKL float64
 	for t, x := range lp {
@@ -221,10 +230,11 @@ func (k *M2PO) Row(r *tokens.Row, s []float64) {
 			grad[t] = 0
 			continue
 		}
-		c, _ := torch.Clamp(x-old[t], -k.Clip, k.Clip)
+		lr := x - old[t]
+		c, _ := torch.Clamp(lr, -k.Clip, k.Clip)
 		ratio := exp(c)
 		l := 0.0
-		if keep[t] {
+		if keep != nil && keep[t] || keep == nil && !k.dropped(lr, adv[t]) {
 			l = -adv[t] * ratio
 		}
 		sL += l * mt
@@ -235,6 +245,13 @@ func (k *M2PO) Row(r *tokens.Row, s []float64) {
 	s[0] += r.Scale * sL
 	s[1] += sRatio
 	s[2] += sKL
+}
+
+// dropped reports whether a valid token with log-ratio lr and advantage a
+// is a trust-region token at or above Cut.
+func (k *M2PO) dropped(lr, a float64) bool {
+	bits, ok := trustBits(lr, a)
+	return ok && bits >= k.Cut
 }
 
 // Summary implements Kernel: pg_loss, ppo_kl, ratio/mean.
@@ -562,36 +579,38 @@ func (s *m2poStream) stats() M2POStats {
 }
 
 // window sets the kept tokens of window b: the valid ones but those above
-// the cut value and the tied ones past the kept ties (pass 0 found every
-// log-ratio finite).
+// the cut value and the tied ones past the kept ties. Where no tie is kept
+// the kernel drops the tokens from the cut value up itself; else a mask
+// (pass 0 found every log-ratio finite).
 func (s *m2poStream) window(b *tokens.Batch) error {
 	s.selectCut()
-	keep := make([]bool, b.Rows.Tokens())
-	m := b.Col(tokens.ActionMask)
-	for t := range keep {
-		keep[t] = m != nil && m[t] != 0
+	s.cur = M2PO{Clip: s.p.clip, Cut: m2poKeepAll, Off: b.Rows.Off, First: b.First()}
+	switch {
+	case s.bin < 0:
+		return nil
+	case s.ties == 0:
+		s.cur.Cut = s.cut
+		return nil
 	}
-	if s.bin >= 0 {
-		if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.Advantages); err != nil {
-			return err
+	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
+		return err
+	}
+	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
+	keep := make([]bool, len(m))
+	for t, mt := range m {
+		if mt == 0 {
+			continue
 		}
-		lp, old, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.Advantages)
-		for t, k := range keep {
-			if !k {
-				continue
-			}
-			bits, ok := trustBits(lp[t]-old[t], adv[t])
-			switch {
-			case !ok || bits < s.cut:
-			case bits > s.cut:
-				keep[t] = false
-			default:
-				keep[t] = s.seen < s.ties
-				s.seen++
-			}
+		bits, ok := trustBits(lp[t]-old[t], adv[t])
+		switch {
+		case !ok || bits < s.cut:
+			keep[t] = true
+		case bits == s.cut:
+			keep[t] = s.seen < s.ties
+			s.seen++
 		}
 	}
-	s.cur = M2PO{Clip: s.p.clip, Keep: keep, Off: b.Rows.Off, First: b.First()}
+	s.cur.Keep = keep
 	return nil
 }
 
