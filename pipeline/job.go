@@ -172,7 +172,8 @@ type Needs struct {
 	// row's reward and task group.
 	Group *GroupNeeds
 	// Passes is the number of statistics passes (Observer) the stage needs
-	// before the streaming pass; AllPasses takes part in every pass any stage
+	// before the streaming pass, asked again after each pass (it may grow
+	// with what a pass found); AllPasses takes part in every pass any stage
 	// needs (a stage that prepares inputs for the stages after it).
 	Passes int
 	// PassColumns, when set, are the only columns its statistics passes

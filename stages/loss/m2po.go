@@ -346,26 +346,26 @@ func m2poDef() *Def {
 // same tokens unless a prefix mean lies within float32 rounding of the
 // threshold.
 type m2poStream struct {
-	p        m2poPlanner
-	valid    int64
-	n        int64
-	sum      float64
-	hi       []m2poBin  // 1<<16 bins by the high bits (pass 0)
-	held     [][]uint32 // pass 0: the values in the bins from the threshold's up, in chunks, while at most m2poHeld
-	nHeld    int
-	spilled  bool    // pass 0 met more than m2poHeld of them: pass 1 counts the low bits
-	lo       []int64 // 1<<16 counts by the low bits of bin
-	bin      int     // the crossing bin, -1: nothing is dropped
-	below    m2poBin // the bins below it
-	decided  bool    // pass 0 turned into bin
-	selected bool    // the low bits turned into cut and ties
-	cut      uint32  // bit pattern of the cut value
-	ties     int64   // tokens at the cut value that are kept
-	seen     int64   // tokens at the cut value met so far
-	kept     int64
-	keptSum  float64
-	cur      M2PO
-	st       M2POStats
+	p          m2poPlanner
+	valid      int64
+	n          int64
+	sum        float64
+	hi         []m2poBin  // 1<<16 bins by the high bits (pass 0)
+	held       [][]uint32 // pass 0: the values in the bins from the threshold's up, in chunks, while at most m2poHeld
+	nHeld      int        // the values held
+	overflowed bool       // pass 0 met more than m2poHeld of them: pass 1 counts the low bits
+	lo         []int64    // 1<<16 counts by the low bits of bin
+	bin        int        // the crossing bin, -1: nothing is dropped
+	below      m2poBin    // the bins below it
+	decided    bool       // pass 0 turned into bin
+	selected   bool       // the low bits turned into cut and ties
+	cut        uint32     // bit pattern of the cut value
+	ties       int64      // tokens at the cut value that are kept
+	seen       int64      // tokens at the cut value met so far
+	kept       int64
+	keptSum    float64
+	cur        M2PO
+	st         M2POStats
 }
 
 // m2poHeld is the most second moments (4 bytes each) an m2poStream holds
@@ -379,7 +379,7 @@ type m2poBin struct {
 
 // passes is 1, and 2 once pass 0 has met more values than it holds.
 func (s *m2poStream) passes() int {
-	if s.spilled {
+	if s.overflowed {
 		return 2
 	}
 	return 1
@@ -454,9 +454,9 @@ func (s *m2poStream) count(b *tokens.Batch) error {
 		s.n++
 		s.sum += v
 		switch {
-		case bits>>16 < from || s.spilled:
+		case bits>>16 < from || s.overflowed:
 		case s.nHeld == m2poHeld:
-			s.held, s.spilled = nil, true
+			s.held, s.overflowed = nil, true
 		default:
 			s.hold(bits)
 		}
@@ -531,7 +531,7 @@ func (s *m2poStream) selectCut() {
 	if s.bin < 0 {
 		return
 	}
-	if !s.spilled {
+	if !s.overflowed {
 		for _, c := range s.held {
 			for _, bits := range c {
 				s.countLow(bits)
