@@ -22,7 +22,7 @@ import (
 // run, on a generated store of tasks × 8 runs × 256 tokens with advantages
 // and current log-probs (12,500 tasks, 100,000 experiences, unless
 // RFTPIPE_BENCH_TASKS says otherwise): `run` with gigpo and cod (standard
-// mode) as a ratio to grpo, and `loss` with m2po (its two selection passes
+// mode) as a ratio to grpo, and `loss` with m2po (its selection pass
 // included) as a ratio to ppo; the 0.6 line's algorithm types as `run
 // --algorithm` and `loss --algorithm` build them from their resolved default
 // configs: dapo (and dapo with its example's operators

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/args"
@@ -23,7 +25,7 @@ import (
 // rollout correction first: bypass_mode with rejection and normalised
 // weights, whose batch mean and rejection-sampled mask totals are gathered
 // in the statistics pass; m2po, whose token selection over the whole batch
-// takes two statistics passes).
+// takes one statistics pass).
 func TestLossStreamsLikeOneBatch(t *testing.T) {
 	bypass := args.Values{"rollout_is": "token", "rollout_is_batch_normalize": true,
 		"rollout_rs": "token_k1,seq_mean_k3", "rollout_rs_threshold": "0.97_1.03,0.0002"}
@@ -253,4 +255,58 @@ func (s *tokenSpy) Apply(b *Batch) error {
 		}
 	}
 	return nil
+}
+
+// passProbe is a stage whose statistics pass reads the input logprob
+// alone; it records which of its columns the pass's batches have.
+type passProbe struct{ has map[string]bool }
+
+func (p *passProbe) Name() string { return "probe" }
+
+func (p *passProbe) Needs() Needs {
+	return Needs{Passes: 1, PassColumns: []string{}, PassInputs: []schema.Input{schema.InLogprob}}
+}
+
+func (p *passProbe) Observe(_ int, b *Batch) error {
+	for _, c := range []string{schema.Logprob, schema.Logprobs} {
+		p.has[c] = b.Has(c)
+	}
+	return nil
+}
+
+// TestPassInputsReadOneColumn: a statistics pass reads an input from the
+// first of its columns the store has: logprob where the store has it (not
+// its fallback logprobs too), else logprobs.
+func TestPassInputsReadOneColumn(t *testing.T) {
+	for _, c := range []struct {
+		store string
+		want  map[string]bool
+	}{
+		{"full.parquet", map[string]bool{schema.Logprob: true, schema.Logprobs: false}},
+		{"demo.parquet", map[string]bool{schema.Logprob: false, schema.Logprobs: true}},
+	} {
+		p := &passProbe{has: map[string]bool{}}
+		if _, err := Run(context.Background(), Job{In: stores + c.store, Stages: []Stage{p}}); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(p.has, c.want) {
+			t.Errorf("%s: the pass read %v, want %v", c.store, p.has, c.want)
+		}
+	}
+}
+
+// TestStreamedLossPassReadsItsInputs: m2po's statistics pass (one) reads
+// the mask, the expert flags, the columns named by --col and the policy
+// loss's inputs, not every input the objective could read.
+func TestStreamedLossPassReadsItsInputs(t *testing.T) {
+	o, err := objective.New(objective.Config{PolicyLoss: "m2po", KLLoss: "k3", KLCoef: 0.01, Entropy: "default", EntropyCoef: 0.001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := NewLoss(o, tokens.CPU, map[string]string{tokens.Advantages: "adv"}, 1).Needs()
+	wantCols := []string{schema.ActionMask, schema.ExpertMask, "adv"}
+	wantIns := []schema.Input{schema.InLogprob, schema.InOldLogprob, schema.InActionMask, schema.InAdvantages}
+	if n.Passes != 1 || !slices.Equal(n.PassColumns, wantCols) || !slices.Equal(n.PassInputs, wantIns) {
+		t.Errorf("needs %d passes reading %v and %v, want 1 reading %v and %v", n.Passes, n.PassColumns, n.PassInputs, wantCols, wantIns)
+	}
 }

@@ -172,13 +172,19 @@ type Needs struct {
 	// row's reward and task group.
 	Group *GroupNeeds
 	// Passes is the number of statistics passes (Observer) the stage needs
-	// before the streaming pass; AllPasses takes part in every pass any stage
+	// before the streaming pass, asked again after each pass (it may grow
+	// with what a pass found); AllPasses takes part in every pass any stage
 	// needs (a stage that prepares inputs for the stages after it).
 	Passes int
 	// PassColumns, when set, are the only columns its statistics passes
-	// read (the loss's totals need the mask alone); else Columns and
-	// Optional.
+	// read (the loss's totals need the mask alone), with the columns of
+	// PassInputs; else Columns and Optional.
 	PassColumns []string
+	// PassInputs are inputs its statistics passes read besides
+	// PassColumns, each from the first of its columns the store has
+	// (schema.Input.Columns): a fallback column is not read where the
+	// store has the input's own.
+	PassInputs []schema.Input
 	// Writes are the columns the stage writes (replacing an input column of
 	// that name, else appended). Duplicates says it may copy rows (the
 	// output then has duplicate_of).

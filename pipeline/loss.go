@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -66,9 +67,13 @@ func (l *LossStage) Needs() Needs {
 	case l.obj.Policy.Def.GradAfterSums:
 		n.Passes = 2 // the second pass evaluates: every input
 	case l.stream != nil:
-		// the statistics passes run the rollout correction or m2po's token
-		// selection: every input
+		// the statistics passes run the rollout correction or the token
+		// selection: the policy loss's inputs
 		n.Passes = l.stream.Passes()
+		n.PassColumns = append([]string{schema.ActionMask, schema.ExpertMask}, slices.Sorted(maps.Values(l.cols))...)
+		for _, in := range append([]string{tokens.LogProb}, l.obj.Policy.Def.Inputs...) {
+			n.PassInputs = append(n.PassInputs, schema.Input(in))
+		}
 	default:
 		n.PassColumns = []string{schema.ActionMask, schema.ExpertMask, l.cols[tokens.ActionMask], l.cols[tokens.ExpertMask]}
 	}

@@ -284,6 +284,11 @@ func observe(ctx context.Context, job *Job, p int, all *columns, g *Grouping, re
 			n := st.Needs()
 			if n.PassColumns != nil {
 				want = append(want, n.PassColumns...)
+				for _, in := range n.PassInputs {
+					if i := slices.IndexFunc(in.Columns(), all.has); i >= 0 {
+						want = append(want, in.Columns()[i])
+					}
+				}
 			} else {
 				want = append(append(want, n.Columns...), n.Optional...)
 			}

@@ -201,7 +201,8 @@ func (l *Loss) Stream() (*Stream, *Loss) {
 }
 
 // Passes returns the number of statistics passes (Observe) the stream
-// needs before the windows are evaluated.
+// needs before the windows are evaluated; it may grow after a pass (m2po's
+// second pass), so it is asked again after each.
 func (s *Stream) Passes() int { return s.impl.passes() }
 
 // Observe is statistics pass pass over one window, windows in order.

@@ -195,14 +195,20 @@ func radixSort(idx []int, v []uint32) ([]int, []uint32) {
 // M2PO is the kernel of M2PO's surrogate: with lr = lp − old and the
 // straight-through clamp c = clamp(lr, ±Clip) (value c, gradient of lr),
 // L = −A·exp(c) on the tokens Keep selects (flat over the batch laid out by
-// Off, whose row 0 is batch row First), 0 elsewhere. Sums: loss,
-// Σ exp(c)·m, Σ(−c)·m.
+// Off, whose row 0 is batch row First), 0 elsewhere; with Keep nil, on the
+// valid tokens but the trust-region ones whose second moment's bits are at
+// least Cut. Sums: loss, Σ exp(c)·m, Σ(−c)·m.
 type M2PO struct {
 	Clip  float64
 	Keep  []bool
+	Cut   uint32
 	Off   []int
 	First int
 }
+
+// m2poKeepAll is the Cut that drops no token: above every float32 bit
+// pattern of a value >= 0.
+const m2poKeepAll = math.MaxUint32
 
 // Sums implements tokens.Kernel.
 func (k *M2PO) Sums() int { return 3 }
@@ -212,7 +218,10 @@ func (k *M2PO) Row(r *tokens.Row, s []float64) {
 	lp := r.LP
 	n := len(lp)
 	old, adv, m, grad := r.Old[:n], r.Adv[:n], r.Mask[:n], r.Grad[:n]
-	keep := k.Keep[k.Off[r.Index-k.First]:][:n]
+	var keep []bool
+	if k.Keep != nil {
+		keep = k.Keep[k.Off[r.Index-k.First]:][:n]
+	}
 	gs := r.GradScale
 	var sL, sRatio, sKL float64
 	for t, x := range lp {
@@ -221,10 +230,11 @@ func (k *M2PO) Row(r *tokens.Row, s []float64) {
 			grad[t] = 0
 			continue
 		}
-		c, _ := torch.Clamp(x-old[t], -k.Clip, k.Clip)
+		lr := x - old[t]
+		c, _ := torch.Clamp(lr, -k.Clip, k.Clip)
 		ratio := exp(c)
 		l := 0.0
-		if keep[t] {
+		if keep != nil && keep[t] || keep == nil && !k.dropped(lr, adv[t]) {
 			l = -adv[t] * ratio
 		}
 		sL += l * mt
@@ -235,6 +245,13 @@ func (k *M2PO) Row(r *tokens.Row, s []float64) {
 	s[0] += r.Scale * sL
 	s[1] += sRatio
 	s[2] += sKL
+}
+
+// dropped reports whether a valid token with log-ratio lr and advantage a
+// is a trust-region token at or above Cut.
+func (k *M2PO) dropped(lr, a float64) bool {
+	bits, ok := trustBits(lr, a)
+	return ok && bits >= k.Cut
 }
 
 // Summary implements Kernel: pg_loss, ppo_kl, ratio/mean.
@@ -317,46 +334,64 @@ func m2poDef() *Def {
 // m2poStream selects M2PO's tokens over a batch handed over in windows, in
 // bounded memory: the trust-region second moments are float32 values >= 0,
 // ordered as their bit patterns, so a radix selection finds the cut — pass 0
-// counts and sums them by their high 16 bits, pass 1 counts the low 16 bits
-// inside the bin where the running mean crosses the threshold — and each
-// window then keeps the tokens below the cut value and the first tied ones
-// in store order. The running means are float64 sums (upstream: a float32
-// cumulative sum), which select the same tokens unless a prefix mean lies
-// within float32 rounding of the threshold.
+// counts and sums them by their high 16 bits, then the low 16 bits are
+// counted inside the bin where the running mean crosses the threshold — and
+// each window then keeps the tokens below the cut value and the first tied
+// ones in store order. The crossing bin lies at or above the threshold's
+// bin (a prefix of values at most the threshold has a mean at most the
+// threshold), so pass 0 also holds the bits of the values in those bins, up
+// to m2poHeld of them, and counts the low bits from them; only a store with
+// more such values takes pass 1, which reads them again. The running means
+// are float64 sums (upstream: a float32 cumulative sum), which select the
+// same tokens unless a prefix mean lies within float32 rounding of the
+// threshold.
 type m2poStream struct {
-	p        m2poPlanner
-	valid    int64
-	n        int64
-	sum      float64
-	hi       []m2poBin // 1<<16 bins by the high bits (pass 0)
-	lo       []int64   // 1<<16 counts by the low bits of bin (pass 1)
-	bin      int       // the crossing bin, -1: nothing is dropped
-	below    m2poBin   // the bins below it
-	decided  bool      // pass 0 turned into bin
-	selected bool      // pass 1 turned into cut and ties
-	cut      uint32    // bit pattern of the cut value
-	ties     int64     // tokens at the cut value that are kept
-	seen     int64     // tokens at the cut value met so far
-	kept     int64
-	keptSum  float64
-	cur      M2PO
-	st       M2POStats
+	p          m2poPlanner
+	valid      int64
+	n          int64
+	sum        float64
+	hi         []m2poBin  // 1<<16 bins by the high bits (pass 0)
+	held       [][]uint32 // pass 0: the values in the bins from the threshold's up, in chunks, while at most m2poHeld
+	nHeld      int        // the values held
+	overflowed bool       // pass 0 met more than m2poHeld of them: pass 1 counts the low bits
+	lo         []int64    // 1<<16 counts by the low bits of bin
+	bin        int        // the crossing bin, -1: nothing is dropped
+	below      m2poBin    // the bins below it
+	decided    bool       // pass 0 turned into bin
+	selected   bool       // the low bits turned into cut and ties
+	cut        uint32     // bit pattern of the cut value
+	ties       int64      // tokens at the cut value that are kept
+	seen       int64      // tokens at the cut value met so far
+	kept       int64
+	keptSum    float64
+	cur        M2PO
+	st         M2POStats
 }
+
+// m2poHeld is the most second moments (4 bytes each) an m2poStream holds
+// from pass 0 to find the cut without a second pass: 16 MiB.
+var m2poHeld = 1 << 22
 
 type m2poBin struct {
 	n int64
 	s float64
 }
 
-func (s *m2poStream) passes() int { return 2 }
+// passes is 1, and 2 once pass 0 has met more values than it holds.
+func (s *m2poStream) passes() int {
+	if s.overflowed {
+		return 2
+	}
+	return 1
+}
 
-// trust calls valid (when not nil) for every valid token of b (action_mask
-// ≠ 0) and f for every valid trust-region token with its float32 second
-// moment's bits, in store order; a non-finite log-ratio at a valid token is
-// an error.
-func trust(b *tokens.Batch, valid func(t int), f func(t int, bits uint32)) error {
+// trust calls f for every valid trust-region token of b (action_mask ≠ 0)
+// with its float32 second moment's bits, in store order, and returns the
+// number of valid tokens; a non-finite log-ratio at a valid token is an
+// error.
+func trust(b *tokens.Batch, f func(bits uint32)) (valid int64, err error) {
 	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
-		return err
+		return 0, err
 	}
 	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
 	for t := range lp {
@@ -365,16 +400,14 @@ func trust(b *tokens.Batch, valid func(t int), f func(t int, bits uint32)) error
 		}
 		lr := lp[t] - old[t]
 		if math.IsNaN(lr) || math.IsInf(lr, 0) {
-			return errNonFiniteRatio()
+			return valid, errNonFiniteRatio()
 		}
-		if valid != nil {
-			valid(t)
-		}
+		valid++
 		if bits, ok := trustBits(lr, adv[t]); ok {
-			f(t, bits)
+			f(bits)
 		}
 	}
-	return nil
+	return valid, nil
 }
 
 // trustBits reports whether a valid token with log-ratio lr and advantage a
@@ -396,30 +429,66 @@ func errNonFiniteRatio() error {
 
 func (s *m2poStream) observe(pass int, b *tokens.Batch) error {
 	if pass == 0 {
-		if s.hi == nil {
-			s.hi = make([]m2poBin, 1<<16)
-		}
-		return trust(b, func(int) { s.valid++ }, func(_ int, bits uint32) {
-			v := float64(math.Float32frombits(bits))
-			h := &s.hi[bits>>16]
-			h.n++
-			h.s += v
-			s.n++
-			s.sum += v
-		})
+		return s.count(b)
 	}
 	s.decide()
 	if s.bin < 0 {
 		return nil
 	}
+	_, err := trust(b, s.countLow)
+	return err
+}
+
+// count is pass 0 over window b: the valid and trust-region tokens, the
+// high-bit bins, and the values held for the low bits.
+func (s *m2poStream) count(b *tokens.Batch) error {
+	if s.hi == nil {
+		s.hi = make([]m2poBin, 1<<16)
+	}
+	from := s.fromBin()
+	valid, err := trust(b, func(bits uint32) {
+		v := float64(math.Float32frombits(bits))
+		h := &s.hi[bits>>16]
+		h.n++
+		h.s += v
+		s.n++
+		s.sum += v
+		switch {
+		case bits>>16 < from || s.overflowed:
+		case s.nHeld == m2poHeld:
+			s.held, s.overflowed = nil, true
+		default:
+			s.hold(bits)
+		}
+	})
+	s.valid += valid
+	return err
+}
+
+// hold keeps a value's bits: in chunks of 1<<16, which fill without the
+// copies of a growing slice.
+func (s *m2poStream) hold(bits uint32) {
+	if k := len(s.held) - 1; k < 0 || len(s.held[k]) == cap(s.held[k]) {
+		s.held = append(s.held, make([]uint32, 0, 1<<16))
+	}
+	k := len(s.held) - 1
+	s.held[k] = append(s.held[k], bits)
+	s.nHeld++
+}
+
+// fromBin is the threshold's bin, that of float32(threshold): every value
+// in a bin below it is below the threshold (float32 rounds to nearest), so
+// the crossing bin is no lower.
+func (s *m2poStream) fromBin() uint32 { return math.Float32bits(float32(s.p.threshold)) >> 16 }
+
+// countLow counts a value's low bits if it lies in the crossing bin.
+func (s *m2poStream) countLow(bits uint32) {
 	if s.lo == nil {
 		s.lo = make([]int64, 1<<16)
 	}
-	return trust(b, nil, func(_ int, bits uint32) {
-		if int(bits>>16) == s.bin {
-			s.lo[bits&0xffff]++
-		}
-	})
+	if int(bits>>16) == s.bin {
+		s.lo[bits&0xffff]++
+	}
 }
 
 // decide ends pass 0: the statistics before the selection and the bin in
@@ -438,11 +507,12 @@ func (s *m2poStream) decide() {
 		return
 	}
 	var acc m2poBin
+	from := int(s.fromBin())
 	for b, h := range s.hi {
 		if h.n == 0 {
 			continue
 		}
-		if (acc.s+h.s)/float64(acc.n+h.n) > s.p.threshold {
+		if b >= from && (acc.s+h.s)/float64(acc.n+h.n) > s.p.threshold {
 			s.bin, s.below = b, acc
 			return
 		}
@@ -451,7 +521,7 @@ func (s *m2poStream) decide() {
 	}
 }
 
-// selectCut ends pass 1: the cut value and how many tokens at it are kept.
+// selectCut ends the statistics passes: the cut value and how many tokens at it are kept.
 func (s *m2poStream) selectCut() {
 	if s.selected {
 		return
@@ -460,6 +530,14 @@ func (s *m2poStream) selectCut() {
 	s.selected = true
 	if s.bin < 0 {
 		return
+	}
+	if !s.overflowed {
+		for _, c := range s.held {
+			for _, bits := range c {
+				s.countLow(bits)
+			}
+		}
+		s.held = nil
 	}
 	thr := s.p.threshold
 	n, sum := float64(s.below.n), s.below.s
@@ -500,29 +578,39 @@ func (s *m2poStream) stats() M2POStats {
 	return st
 }
 
-// window sets the kept tokens of window b.
+// window sets the kept tokens of window b: the valid ones but those above
+// the cut value and the tied ones past the kept ties. Where no tie is kept
+// the kernel drops the tokens from the cut value up itself; else a mask
+// (pass 0 found every log-ratio finite).
 func (s *m2poStream) window(b *tokens.Batch) error {
 	s.selectCut()
-	keep := make([]bool, b.Rows.Tokens())
-	m := b.Col(tokens.ActionMask)
-	for t := range keep {
-		keep[t] = m != nil && m[t] != 0
+	s.cur = M2PO{Clip: s.p.clip, Cut: m2poKeepAll, Off: b.Rows.Off, First: b.First()}
+	switch {
+	case s.bin < 0:
+		return nil
+	case s.ties == 0:
+		s.cur.Cut = s.cut
+		return nil
 	}
-	if s.bin >= 0 {
-		err := trust(b, nil, func(t int, bits uint32) {
-			switch {
-			case bits > s.cut:
-				keep[t] = false
-			case bits == s.cut:
-				keep[t] = s.seen < s.ties
-				s.seen++
-			}
-		})
-		if err != nil {
-			return err
+	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
+		return err
+	}
+	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
+	keep := make([]bool, len(m))
+	for t, mt := range m {
+		if mt == 0 {
+			continue
+		}
+		bits, ok := trustBits(lp[t]-old[t], adv[t])
+		switch {
+		case !ok || bits < s.cut:
+			keep[t] = true
+		case bits == s.cut:
+			keep[t] = s.seen < s.ties
+			s.seen++
 		}
 	}
-	s.cur = M2PO{Clip: s.p.clip, Keep: keep, Off: b.Rows.Off, First: b.First()}
+	s.cur.Keep = keep
 	return nil
 }
 

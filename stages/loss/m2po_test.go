@@ -34,43 +34,94 @@ func m2poBatch(rng *rand.Rand, rows int) *tokens.Batch {
 	return b
 }
 
+// m2poCrossing returns a batch of one-token rows whose second moments all
+// lie in the bin (high 16 bits) of float32(0.04): one below 0.04, ten tied
+// above it, so that the mean crosses 0.04 inside that bin and only some of
+// the tied tokens are kept.
+func m2poCrossing(t *testing.T) *tokens.Batch {
+	t.Helper()
+	lp := [][]float64{{0.1995}}
+	for range 10 {
+		lp = append(lp, []float64{0.20008})
+	}
+	from := math.Float32bits(0.04) >> 16
+	for _, r := range lp[:2] {
+		x := float32(r[0])
+		if v := x * x; math.Float32bits(v)>>16 != from || (v < 0.04) != (r[0] < 0.2) {
+			t.Fatalf("second moment %v is not in the bin of 0.04 on the intended side", v)
+		}
+	}
+	zero, one := make([][]float64, len(lp)), make([][]float64, len(lp))
+	for i := range lp {
+		zero[i], one[i] = []float64{0}, []float64{1}
+	}
+	b, _ := tokens.FromMatrix(tokens.LogProb, lp)
+	_ = b.SetMatrix(tokens.OldLogProb, zero)
+	_ = b.SetMatrix(tokens.Advantages, one)
+	_ = b.SetMatrix(tokens.ActionMask, one)
+	return b
+}
+
 // TestM2POStreamEqualsWhole: m2po over a batch handed over in windows of 7
-// rows (the radix selection in two statistics passes) selects the tokens,
-// and gives the loss, metrics and gradient, of the sort over the whole
-// batch, ties at the cut included.
+// rows (the radix selection) selects the tokens, and gives the loss, metrics
+// and gradient, of the sort over the whole batch, ties at the cut included:
+// in one statistics pass while the values from the threshold's bin up fit
+// in m2poHeld (the values below the threshold in the crossing bin
+// included), in two when they do not.
 func TestM2POStreamEqualsWhole(t *testing.T) {
 	rng := rand.New(rand.NewSource(24))
+	type batchCase struct {
+		name string
+		b    *tokens.Batch
+		thr  float64
+	}
+	var cases []batchCase
 	for _, thr := range []float64{0, 1e-4, 4e-4, 1e-3, 0.04} {
-		b := m2poBatch(rng, 60)
-		l, err := New(Default(), "m2po", args.Values{"m2_threshold": thr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := make([]float64, b.Rows.Tokens())
-		whole, err := l.Eval(b, want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if thr < 0.04 && whole.Metrics["m2po/masked_fraction"] == 0 {
-			t.Fatalf("threshold %v: nothing masked", thr)
-		}
-		out, grad := evalInWindows(t, l, b, 7)
-		close := func(x, y, tol float64) bool { return x == y || math.Abs(x-y) <= tol*math.Max(1, math.Abs(y)) }
-		if !close(out.Loss, whole.Loss, 1e-12) {
-			t.Errorf("threshold %v: loss in windows %v, whole %v", thr, out.Loss, whole.Loss)
-		}
-		for k, v := range whole.Metrics {
-			tol := 1e-12
-			if strings.HasPrefix(k, "m2po/") {
-				tol = 1e-6 // float32 statistics, summed in another order
+		cases = append(cases, batchCase{"grid", m2poBatch(rng, 60), thr})
+	}
+	cases = append(cases, batchCase{"crossing in the threshold's bin", m2poCrossing(t), 0.04})
+	defer func(n int) { m2poHeld = n }(m2poHeld)
+	for _, held := range []int{m2poHeld, 2} {
+		m2poHeld = held
+		for _, c := range cases {
+			l, err := New(Default(), "m2po", args.Values{"m2_threshold": c.thr})
+			if err != nil {
+				t.Fatal(err)
 			}
-			if got, ok := out.Metrics[k]; !ok || !close(got, v, tol) {
-				t.Errorf("threshold %v: %s in windows %v, whole %v", thr, k, got, v)
+			want := make([]float64, c.b.Rows.Tokens())
+			whole, err := l.Eval(c.b, want)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		for i := range want {
-			if !close(grad[i], want[i], 1e-12) {
-				t.Fatalf("threshold %v: gradient %d in windows %v, whole %v", thr, i, grad[i], want[i])
+			masked := whole.Metrics["m2po/masked_fraction"]
+			if c.thr < 0.04 && masked == 0 || c.name != "grid" && (masked == 0 || masked >= 10.0/11) {
+				t.Fatalf("%s, threshold %v: masked fraction %v", c.name, c.thr, masked)
+			}
+			out, grad, passes := evalInWindowsPasses(t, l, c.b, 7)
+			wantPasses := 1
+			if held == 2 && masked > 0 {
+				wantPasses = 2
+			}
+			if passes != wantPasses {
+				t.Errorf("%s, threshold %v, %d held: %d statistics passes, want %d", c.name, c.thr, held, passes, wantPasses)
+			}
+			close := func(x, y, tol float64) bool { return x == y || math.Abs(x-y) <= tol*math.Max(1, math.Abs(y)) }
+			if !close(out.Loss, whole.Loss, 1e-12) {
+				t.Errorf("%s, threshold %v, %d held: loss in windows %v, whole %v", c.name, c.thr, held, out.Loss, whole.Loss)
+			}
+			for k, v := range whole.Metrics {
+				tol := 1e-12
+				if strings.HasPrefix(k, "m2po/") {
+					tol = 1e-6 // float32 statistics, summed in another order
+				}
+				if got, ok := out.Metrics[k]; !ok || !close(got, v, tol) {
+					t.Errorf("%s, threshold %v, %d held: %s in windows %v, whole %v", c.name, c.thr, held, k, got, v)
+				}
+			}
+			for i := range want {
+				if !close(grad[i], want[i], 1e-12) {
+					t.Fatalf("%s, threshold %v, %d held: gradient %d in windows %v, whole %v", c.name, c.thr, held, i, grad[i], want[i])
+				}
 			}
 		}
 	}

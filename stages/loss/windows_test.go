@@ -11,6 +11,13 @@ import (
 // each window set up (Stream.Window), planned and evaluated, its sums added
 // up and finished once. It returns the outcome and dLoss/dlogprob.
 func evalInWindows(t *testing.T, l *Loss, b *tokens.Batch, rows int) (Outcome, []float64) {
+	out, grad, _ := evalInWindowsPasses(t, l, b, rows)
+	return out, grad
+}
+
+// evalInWindowsPasses is evalInWindows that also returns the number of
+// statistics passes the stream took.
+func evalInWindowsPasses(t *testing.T, l *Loss, b *tokens.Batch, rows int) (Outcome, []float64, int) {
 	t.Helper()
 	s, sl := l.Stream()
 	var wins [][2]int
@@ -25,7 +32,8 @@ func evalInWindows(t *testing.T, l *Loss, b *tokens.Batch, rows int) (Outcome, [
 		}
 		return win
 	}
-	for pass := 0; pass < s.Passes(); pass++ {
+	pass := 0
+	for ; pass < s.Passes(); pass++ {
 		for _, w := range wins {
 			if err := s.Observe(pass, window(w)); err != nil {
 				t.Fatal(err)
@@ -63,5 +71,5 @@ func evalInWindows(t *testing.T, l *Loss, b *tokens.Batch, rows int) (Outcome, [
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out, grad
+	return out, grad, pass
 }
