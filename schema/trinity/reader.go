@@ -57,8 +57,8 @@ type Reader struct {
 	kind    Kind
 	layout  Layout
 	db      *sql.DB
-	tx      *sql.Tx // PostgreSQL's snapshot
-	q       querier // tx, or db
+	tx      *sql.Tx            // PostgreSQL's snapshot
+	q       querier            // tx, or db
 	ctx     context.Context    // the read's: a signal stops its queries
 	cancel  context.CancelFunc // stops the query
 	ch      <-chan chunk       // rows scanned ahead
@@ -777,11 +777,12 @@ func (r *Reader) Close() error {
 	return nil
 }
 
-// newID adds an id above After.ID to the span and, on PostgreSQL, the ids
+// newID adds an id above After.ID to the span and, on PostgreSQL with
+// transactions in flight (none: every id skipped was rolled back), the ids
 // it skips to the holes; false when that would pass the holes' budget (the
 // read stops before it).
 func (r *Reader) newID(id int64) bool {
-	if r.tx != nil {
+	if len(r.open) > 0 {
 		prev := r.after.ID
 		if r.span.seen {
 			prev = r.span.last

@@ -2,7 +2,9 @@
 // once: each source (a buffer's database and table, a file) has a watermark
 // in the table, committed with its rows, and an ingest reads only what lies
 // beyond it. A buffer is read from the first id after its watermark (the
-// query seeks on the primary key); a file from the first row after it.
+// query seeks on the primary key) and, on PostgreSQL, at the ids below it
+// not yet committed when it was read (trinity.Mark); a file from the first
+// row after it.
 package feed
 
 import (
