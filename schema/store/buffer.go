@@ -14,7 +14,7 @@ import (
 // source and writes it in one transaction instead of a temp file.
 
 func openBuffer(url string, cfg readConfig) (source, error) {
-	return trinity.Open(url, trinity.ReadOptions{Columns: cfg.columns, BatchRows: cfg.batchRows, Mem: cfg.mem, Context: cfg.ctx, AfterID: cfg.afterID})
+	return trinity.Open(url, trinity.ReadOptions{Columns: cfg.columns, BatchRows: cfg.batchRows, Mem: cfg.mem, Context: cfg.ctx, After: cfg.after})
 }
 
 func createBuffer(ctx context.Context, url string, s *arrow.Schema, g *trinity.Group) (*Writer, error) {

@@ -46,7 +46,7 @@ type readConfig struct {
 	ctx        context.Context
 	// Parquet row groups decoded at once (rowGroupsInFlight)
 	rowGroupsInFlight int
-	afterID           int64 // AfterID
+	after             trinity.Mark // After
 }
 
 // Context makes connecting to a buffer's database and reading its table,
@@ -69,10 +69,10 @@ func Columns(names ...string) ReadOption {
 	return func(c *readConfig) { c.columns = names }
 }
 
-// AfterID makes a buffer yield only its rows whose id is greater than id
-// (an incremental read; see Reader.LastID).
-func AfterID(id int64) ReadOption {
-	return func(c *readConfig) { c.afterID = id }
+// After makes a buffer yield only its rows past mark (an incremental read;
+// see Reader.Mark).
+func After(mark trinity.Mark) ReadOption {
+	return func(c *readConfig) { c.after = mark }
 }
 
 // BatchRows sets the number of rows per record batch.
@@ -453,14 +453,13 @@ func (r *Reader) countSkipped() {
 	r.nextStore += d
 }
 
-// LastID returns the greatest id a buffer store yielded so far (0 for
-// other stores, or none read): read to its end, the watermark of an
-// incremental read (AfterID).
-func (r *Reader) LastID() int64 {
-	if b, ok := r.raw.(interface{ LastID() int64 }); ok {
-		return b.LastID()
+// Mark returns where the next incremental read (After) of a buffer store
+// read to its end resumes (zero for other stores).
+func (r *Reader) Mark() trinity.Mark {
+	if b, ok := r.raw.(interface{ Mark() trinity.Mark }); ok {
+		return b.Mark()
 	}
-	return 0
+	return trinity.Mark{}
 }
 
 // Skipped returns the number of rows skipped so far (SkipRowGroups): rows

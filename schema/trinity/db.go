@@ -152,6 +152,7 @@ func blobTable(loc Location) string { return loc.Table + "_blob" }
 // querier is a database or a transaction.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // columnsOf returns a table's column names, lower-cased; exists is false

@@ -25,13 +25,14 @@ type ReadOptions struct {
 	// Context, when set, stops connecting and reading when done (a
 	// signal); the read stops at the latest on Close.
 	Context context.Context
-	// AfterID, when positive, reads only the rows whose id is greater:
-	// the query seeks on the primary key, rows before are not scanned.
-	AfterID int64
+	// After, when not zero, reads only the rows whose id is greater than
+	// its ID or in its holes: the query seeks on the primary key, rows
+	// before are not scanned. Reader.Mark is the mark of the next read.
+	After Mark
 }
 
 // ErrNoRows is the error (wrapped) of opening a buffer table that has no
-// rows to read (none at all, or none after ReadOptions.AfterID).
+// rows to read (none at all, or none after ReadOptions.After).
 var ErrNoRows = errors.New("no rows")
 
 // noRows is the input error of a table with no rows to read: it is
@@ -48,12 +49,16 @@ func (noRows) Is(target error) bool { return target == ErrNoRows }
 // blob table on id. A metadata row without its blob stops the read (exit 2,
 // naming the ids), or with on_missing_blob=skip is left out and reported
 // (MissingBlobs); blob rows without a metadata row are reported
-// (OrphanBlobs) once the table has been read.
+// (OrphanBlobs) once the table has been read. A PostgreSQL table is read in
+// one REPEATABLE READ read-only transaction: its rows, blobs and orphan
+// check are one snapshot (Mark).
 type Reader struct {
 	loc     Location
 	kind    Kind
 	layout  Layout
 	db      *sql.DB
+	tx      *sql.Tx            // PostgreSQL's snapshot
+	q       querier            // tx, or db
 	ctx     context.Context    // the read's: a signal stops its queries
 	cancel  context.CancelFunc // stops the query
 	ch      <-chan chunk       // rows scanned ahead
@@ -75,7 +80,16 @@ type Reader struct {
 	missing idList // metadata ids without a blob, skipped
 	orphans idList // blob ids without a metadata row
 	ended   bool   // the table was read to its end
-	span    idSpan // the metadata ids read, for the orphan-blob check
+	span    idSpan // the metadata ids above After.ID read, for the orphan-blob check
+	prevID  int64  // the id read last (any)
+	after   Mark   // ReadOptions.After
+	kept    []Holes
+	open    []string  // PostgreSQL: the transactions in flight at the snapshot
+	holes   []IDRange // PostgreSQL: the ids above After.ID not seen
+	budget  int       // the hole ranges holes may have
+	inHoles []int64   // the ids read in After's holes
+	cut     bool      // the read stopped early: holes had their budget
+	seqWarn string    // sequenceWarning's
 }
 
 // idSpan follows the metadata ids a read yields (in increasing order): the
@@ -83,9 +97,11 @@ type Reader struct {
 // metadata row names are found by seeks on the blob table's key, not by a
 // second scan of its payloads. Past maxGaps gaps it gives up (many).
 type idSpan struct {
-	// after: the read's AfterID (when positive, the ids up to it were
-	// checked by the reads before it)
+	// after: the read's After.ID (when positive, the ids up to it were
+	// checked by the reads before it); cut: the read stopped at last, the
+	// ids above are the next read's to check
 	after       int64
+	cut         bool
 	seen        bool
 	first, last int64
 	gaps        [][2]int64 // open intervals (a, b) holding no metadata id
@@ -121,7 +137,10 @@ func (s *idSpan) outside(table string) string {
 	if s.after > 0 {
 		below = fmt.Sprintf("id > %d AND id < %d", s.after, s.first)
 	}
-	ranges := []string{below, fmt.Sprintf("id > %d", s.last)}
+	ranges := []string{below}
+	if !s.cut {
+		ranges = append(ranges, fmt.Sprintf("id > %d", s.last))
+	}
 	for _, g := range s.gaps {
 		ranges = append(ranges, fmt.Sprintf("id > %d AND id < %d", g[0], g[1]))
 	}
@@ -175,7 +194,8 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		cancel()
 		return nil, err
 	}
-	r := &Reader{loc: loc, db: db, ctx: ctx, cancel: cancel, batch: opt.BatchRows, span: idSpan{after: opt.AfterID}}
+	r := &Reader{loc: loc, db: db, q: db, ctx: ctx, cancel: cancel, batch: opt.BatchRows, span: idSpan{after: opt.After.ID},
+		prevID: -1, after: opt.After}
 	if r.batch <= 0 {
 		r.batch = 8192
 	}
@@ -185,12 +205,22 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 			r.Close()
 		}
 	}()
-	kind, lay, exists, err := tableKind(ctx, db, loc)
+	if loc.Driver == "pgx" {
+		if err := r.snapshot(); err != nil {
+			return nil, err
+		}
+	}
+	kind, lay, exists, err := tableKind(ctx, r.q, loc)
 	if err != nil {
 		return nil, err
 	}
 	if !exists {
 		return nil, badTable(loc, "no such table")
+	}
+	if r.tx != nil {
+		if r.seqWarn, err = sequenceWarning(ctx, r.q, loc); err != nil {
+			return nil, err
+		}
 	}
 	if loc.Kind != "" && loc.Kind != kind {
 		return nil, badTable(loc, "schema_type=%s, but the table is a %s table", loc.Kind, kind)
@@ -199,7 +229,7 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		return nil, badTable(loc, "layout=%s, but the table has the %s layout", loc.Layout, lay)
 	}
 	r.kind, r.layout = kind, lay
-	rows, err := db.QueryContext(ctx, selectSQL(loc, kind, lay, opt.AfterID))
+	rows, err := r.q.QueryContext(ctx, selectSQL(loc, kind, lay, opt.After))
 	if err != nil {
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
@@ -219,8 +249,8 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		if r.missing.n > 0 {
 			return nil, badTable(loc, "no experiences: every one of its %d metadata row(s) lacks its blob row (on_missing_blob=skip skipped them all): id %s", r.missing.n, r.missing)
 		}
-		if opt.AfterID > 0 {
-			return nil, noRows{badTable(loc, "no rows after id %d", opt.AfterID)}
+		if opt.After.ID > 0 || len(opt.After.Holes) > 0 {
+			return nil, noRows{badTable(loc, "no rows after id %d", opt.After.ID)}
 		}
 		return nil, noRows{badTable(loc, "empty table: no experiences")}
 	}
@@ -238,10 +268,32 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 	return r, nil
 }
 
+// snapshot begins PostgreSQL's read: it asks which transactions of the
+// holes of r.after are still in flight, then takes the snapshot of the read
+// in a REPEATABLE READ read-only transaction and lists the transactions in
+// flight right after it (Mark).
+func (r *Reader) snapshot() error {
+	if len(r.after.Holes) > 0 {
+		open, err := inFlight(r.ctx, r.db, r.loc)
+		if err != nil {
+			return err
+		}
+		r.kept = stillOpen(r.after.Holes, open)
+	}
+	r.budget = maxHoleRanges - holeRanges(r.after.Holes)
+	tx, err := r.db.BeginTx(r.ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return locErr(r.loc, "cannot begin the read: %v", err)
+	}
+	r.tx, r.q = tx, tx
+	r.open, err = inFlight(r.ctx, tx, r.loc) // its first statement: the snapshot
+	return err
+}
+
 // selectSQL returns the query that reads a buffer in id order from the
-// first id after afterID: id, the inline payload (0.5, mixed), the blob's id
+// first id after after.ID, and the ids in its holes: id, the inline payload (0.5, mixed), the blob's id
 // and payload (0.6, mixed), then an experience table's columns.
-func selectSQL(loc Location, k Kind, lay Layout, afterID int64) string {
+func selectSQL(loc Location, k Kind, lay Layout, after Mark) string {
 	cols := []string{"m.id"}
 	if lay != Layout06 {
 		cols = append(cols, "m.experience_bytes")
@@ -256,19 +308,56 @@ func selectSQL(loc Location, k Kind, lay Layout, afterID int64) string {
 	if lay != Layout05 {
 		q += " LEFT JOIN " + quoteIdent(blobTable(loc)) + " b ON b.id = m.id"
 	}
-	if afterID > 0 {
-		q += " WHERE m.id > " + strconv.FormatInt(afterID, 10)
+	if after.ID > 0 {
+		q += " WHERE m.id > " + strconv.FormatInt(after.ID, 10)
+		if h := holeWhere("m.id", after.Holes); h != "" {
+			q += " OR " + h
+		}
 	}
 	return q + " ORDER BY m.id"
 }
 
-// LastID returns the greatest id read so far (0 when none): after the last
-// row, the watermark of an incremental read (ReadOptions.AfterID).
-func (r *Reader) LastID() int64 {
-	if !r.span.seen {
-		return 0
+// Mark returns where the next read resumes (ReadOptions.After), once the
+// table has been read to its end: the greatest id read (After's when none
+// was), and on PostgreSQL the ids below it not seen that may still be
+// committed: the holes of After not read whose transactions were still in
+// flight, and the ids skipped by this read while a transaction was in
+// flight (Mark).
+func (r *Reader) Mark() Mark {
+	m := Mark{ID: r.after.ID}
+	if r.span.seen {
+		m.ID = r.span.last
 	}
-	return r.span.last
+	for _, h := range r.kept {
+		if ids := without(h.IDs, r.inHoles); len(ids) > 0 {
+			m.Holes = append(m.Holes, Holes{IDs: ids, Open: h.Open})
+		}
+	}
+	if len(r.holes) > 0 && len(r.open) > 0 {
+		m.Holes = append(m.Holes, Holes{IDs: r.holes, Open: r.open})
+	}
+	return m
+}
+
+// without returns the ranges rs less the ids (in increasing order).
+func without(rs []IDRange, ids []int64) []IDRange {
+	var out []IDRange
+	for _, rg := range rs {
+		lo := rg[0]
+		for _, id := range ids {
+			if id < lo || id > rg[1] {
+				continue
+			}
+			if id > lo {
+				out = append(out, IDRange{lo, id - 1})
+			}
+			lo = id + 1
+		}
+		if lo <= rg[1] {
+			out = append(out, IDRange{lo, rg[1]})
+		}
+	}
+	return out
 }
 
 // Kind returns the table's schema type.
@@ -300,6 +389,13 @@ func (r *Reader) Counts() map[string]int64 {
 // names. Complete once the table has been read to its end.
 func (r *Reader) Warnings() []string {
 	var out []string
+	if r.seqWarn != "" {
+		out = append(out, r.seqWarn)
+	}
+	if r.cut {
+		out = append(out, fmt.Sprintf("%s: table %s: read up to id %d: %d ranges of ids not yet committed are kept, the most; the next read reads on",
+			r.loc, r.loc.Table, r.span.last, maxHoleRanges))
+	}
 	if r.missing.n > 0 {
 		out = append(out, fmt.Sprintf("%s: table %s: skipped %d metadata row(s) without a blob row in %s (on_missing_blob=skip): id %s",
 			r.loc, r.loc.Table, r.missing.n, blobTable(r.loc), r.missing))
@@ -484,7 +580,7 @@ func (r *Reader) duplicateErr(id int64) error {
 	q := fmt.Sprintf("SELECT (SELECT count(*) FROM %s WHERE id = %d), (SELECT count(*) FROM %s WHERE id = %d)",
 		quoteIdent(r.loc.Table), id, quoteIdent(blobTable(r.loc)), id)
 	var nMeta, nBlob int64
-	if err := r.db.QueryRowContext(r.ctx, q).Scan(&nMeta, &nBlob); err != nil {
+	if err := r.q.QueryRowContext(r.ctx, q).Scan(&nMeta, &nBlob); err != nil {
 		return locErr(r.loc, "cannot read table %s: %v", blobTable(r.loc), err)
 	}
 	table, n := blobTable(r.loc), nBlob
@@ -504,23 +600,33 @@ func (r *Reader) atEnd() error {
 	r.stopScan()
 	// Every blob row whose id a metadata row has was met by the join: the
 	// orphans are the blob ids outside the metadata ids read (above an
-	// incremental read's AfterID: the reads before it checked the ids up
+	// incremental read's After.ID: the reads before it checked the ids up
 	// to it), found by range seeks. Without a span (nothing read, many
-	// gaps), an anti-join.
+	// gaps), an anti-join; in After's holes, an anti-join too.
+	r.span.cut = r.cut
+	antiJoin := "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL"
 	q := r.span.outside(quoteIdent(blobTable(r.loc)))
 	if q == "" {
-		q = "SELECT b.id FROM " + quoteIdent(blobTable(r.loc)) + " b LEFT JOIN " + quoteIdent(r.loc.Table) + " m ON m.id = b.id WHERE m.id IS NULL"
+		q = antiJoin
 		if r.span.after > 0 {
 			q += " AND b.id > " + strconv.FormatInt(r.span.after, 10)
 		}
+		if r.cut {
+			q += " AND b.id <= " + strconv.FormatInt(r.span.last, 10)
+		}
 		q += " ORDER BY b.id"
+	}
+	if h := holeWhere("b.id", r.after.Holes); h != "" {
+		if err := r.ids(antiJoin+" AND ("+h+") ORDER BY b.id", &r.orphans); err != nil {
+			return err
+		}
 	}
 	return r.ids(q, &r.orphans)
 }
 
 // ids adds the ids a query returns to l.
 func (r *Reader) ids(q string, l *idList) error {
-	rows, err := r.db.QueryContext(r.ctx, q)
+	rows, err := r.q.QueryContext(r.ctx, q)
 	if err != nil {
 		if r.ctx.Err() != nil {
 			return context.Cause(r.ctx)
@@ -552,6 +658,9 @@ func (r *Reader) stopScan() {
 
 // decodeRow decodes the next row into r.rec.
 func (r *Reader) decodeRow() (bool, error) {
+	if r.cut {
+		return false, nil
+	}
 	for r.ci >= len(r.chunk.rows) {
 		if r.chunk.err != nil {
 			return false, r.chunk.err
@@ -571,11 +680,16 @@ func (r *Reader) decodeRow() (bool, error) {
 	}
 	raw := &r.chunk.rows[r.ci]
 	r.ci++
-	if r.layout != Layout05 && r.span.seen && raw.id == r.span.last {
+	if r.layout != Layout05 && raw.id == r.prevID {
 		return false, r.duplicateErr(raw.id)
 	}
-	r.id = raw.id
-	r.span.add(raw.id)
+	if raw.id <= r.after.ID {
+		r.inHoles = append(r.inHoles, raw.id)
+	} else if !r.newID(raw.id) {
+		r.cut = true
+		return false, nil
+	}
+	r.id, r.prevID = raw.id, raw.id
 	if raw.missing {
 		return false, errMissingBlob
 	}
@@ -647,6 +761,10 @@ func (r *Reader) Close() error {
 	r.cancel()
 	r.stopScan()
 	var err error
+	if r.tx != nil {
+		r.tx.Rollback() // read only; the cancel may have ended it already
+		r.tx = nil
+	}
 	if r.db != nil {
 		if cerr := r.db.Close(); err == nil {
 			err = cerr
@@ -657,4 +775,25 @@ func (r *Reader) Close() error {
 		return fmt.Errorf("%s: %w", r.loc, err)
 	}
 	return nil
+}
+
+// newID adds an id above After.ID to the span and, on PostgreSQL with
+// transactions in flight (none: every id skipped was rolled back), the ids
+// it skips to the holes; false when that would pass the holes' budget (the
+// read stops before it).
+func (r *Reader) newID(id int64) bool {
+	if len(r.open) > 0 {
+		prev := r.after.ID
+		if r.span.seen {
+			prev = r.span.last
+		}
+		if id > prev+1 {
+			if len(r.holes) == r.budget {
+				return false
+			}
+			r.holes = append(r.holes, IDRange{prev + 1, id - 1})
+		}
+	}
+	r.span.add(id)
+	return true
 }

@@ -2,7 +2,9 @@
 // once: each source (a buffer's database and table, a file) has a watermark
 // in the table, committed with its rows, and an ingest reads only what lies
 // beyond it. A buffer is read from the first id after its watermark (the
-// query seeks on the primary key); a file from the first row after it.
+// query seeks on the primary key) and, on PostgreSQL, at the ids below it
+// not yet committed when it was read (trinity.Mark); a file from the first
+// row after it.
 package feed
 
 import (
@@ -137,16 +139,19 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 		return 0, 0, 0, err
 	}
 	from := base.Watermark(key)
-	var mark int64 // a buffer's last id, a file's rows read
-	if from != "" {
+	buffer := trinity.IsURL(f)
+	var mark int64 // a file's rows read
+	opts := []store.ReadOption{store.Context(ctx)}
+	if buffer {
+		m, err := trinity.ParseMark(from)
+		if err != nil {
+			return 0, 0, 0, schema.Errorf(t.Dir, -1, "", "bad watermark %q of %s: %v", from, key, err)
+		}
+		opts = append(opts, store.After(m))
+	} else if from != "" {
 		if mark, err = strconv.ParseInt(from, 10, 64); err != nil {
 			return 0, 0, 0, schema.Errorf(t.Dir, -1, "", "bad watermark %q of %s", from, key)
 		}
-	}
-	opts := []store.ReadOption{store.Context(ctx)}
-	buffer := trinity.IsURL(f)
-	if buffer {
-		opts = append(opts, store.AfterID(mark))
 	}
 	r, err := store.Open(f, opts...)
 	if errors.Is(err, trinity.ErrNoRows) {
@@ -176,11 +181,11 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 		os.Remove(out)
 		return 0, 0, 0, err
 	}
-	to := read // a file's rows from its start
+	to := strconv.FormatInt(read, 10) // a file's rows from its start
 	if buffer {
-		to = r.LastID()
+		to = r.Mark().String()
 	}
-	snap, err = t.Commit(ctx, base, table.Append{Source: key, From: from, To: strconv.FormatInt(to, 10),
+	snap, err = t.Commit(ctx, base, table.Append{Source: key, From: from, To: to,
 		Files: []table.DataFile{df}, Columns: cols, Experiment: o.Experiment, Config: cfg})
 	if err != nil {
 		os.Remove(out)
