@@ -172,8 +172,8 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, co
 // experiment (none when the store lacks it) and the select item of
 // exps.experiment (exps.sql), the key column that keeps every group of the
 // pass within one experiment: the store's experiment as text (a table's
-// Hive partition), '' for a null or for a store without the column, whose
-// groups are then those of the ids alone.
+// Hive partition), the empty string for a null or for a store without the
+// column, whose groups are then those of the ids alone.
 func experimentKey(cols *columns) (stored []string, item string) {
 	e := duckdb.QuoteIdent(schema.Experiment)
 	if !cols.has(schema.Experiment) {
