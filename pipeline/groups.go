@@ -20,7 +20,8 @@ import (
 	"github.com/rftpipe/rftpipe/stages/advantage"
 )
 
-// groupColumns lists the store columns the group pass reads for n.
+// groupColumns lists the store columns the group pass reads for n, besides
+// the experiment (experimentKey).
 func groupColumns(n GroupNeeds) []string {
 	cols := []string{schema.Batch, schema.Task, schema.Reward}
 	if n.Runs || n.Step {
@@ -98,7 +99,8 @@ func groupPass(ctx context.Context, in string, files []string, n GroupNeeds, col
 // duckGroups is the group pass, in DuckDB.
 func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, cols *columns, sh *shard.Shard, tmpDir string) (*Grouping, error) {
 	stored, sel := cols.selectAs(groupColumns(n))
-	files, err := parquetFiles(ctx, in, files, stored, tmpDir)
+	exp, key := experimentKey(cols)
+	files, err := parquetFiles(ctx, in, files, append(stored, exp...), tmpDir)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +114,7 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, co
 		db.Close()
 		duckdb.Trim() // the streaming pass must not stack on DuckDB's peak
 	}()
-	if err := createExps(ctx, db, files, sel); err != nil {
+	if err := createExps(ctx, db, files, sel+", "+key); err != nil {
 		return nil, err
 	}
 	if sh != nil {
@@ -164,6 +166,21 @@ func duckGroups(ctx context.Context, in string, files []string, n GroupNeeds, co
 		}
 	}
 	return g, nil
+}
+
+// experimentKey returns the store column the group pass reads for the
+// experiment (none when the store lacks it) and the select item of
+// exps.experiment (exps.sql), the key column that keeps every group of the
+// pass within one experiment: the store's experiment as text (a table's
+// Hive partition), the empty string for a null or for a store without the
+// column, whose groups are then those of the ids alone.
+func experimentKey(cols *columns) (stored []string, item string) {
+	e := duckdb.QuoteIdent(schema.Experiment)
+	if !cols.has(schema.Experiment) {
+		return nil, "'' AS " + e
+	}
+	name := cols.name(schema.Experiment)
+	return []string{name}, "coalesce(CAST(" + duckdb.QuoteIdent(name) + " AS VARCHAR), '') AS " + e
 }
 
 // createExps creates the view exps over files (exps.sql): the union of every

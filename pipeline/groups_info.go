@@ -149,14 +149,14 @@ func scanCoD(ctx context.Context, db *dbsql.DB, in *advantage.Input, vars map[st
 	in.CoD = make([]advantage.CoDInfo, 0, rows)
 	return query(ctx, db, rsql.Pipeline("cod", vars), func(r *dbsql.Rows) error {
 		var (
-			task, expType, taskIdx, hintIdx, rewards, taskset, judge, judgeTraj dbsql.NullString
-			run, respLen                                                        dbsql.NullInt64
-			row                                                                 int64 // in the store
+			exp, task, expType, taskIdx, hintIdx, rewards, taskset, judge, judgeTraj dbsql.NullString
+			run, respLen                                                             dbsql.NullInt64
+			row                                                                      int64 // in the store
 		)
-		if err := r.Scan(&task, &run, &respLen, &expType, &taskIdx, &hintIdx, &rewards, &taskset, &judge, &judgeTraj, &row); err != nil {
+		if err := r.Scan(&exp, &task, &run, &respLen, &expType, &taskIdx, &hintIdx, &rewards, &taskset, &judge, &judgeTraj, &row); err != nil {
 			return err
 		}
-		c := advantage.CoDInfo{Task: task.String, Run: run.Int64, RespLen: float64(respLen.Int64), Type: expType.String,
+		c := advantage.CoDInfo{Experiment: exp.String, Task: task.String, Run: run.Int64, RespLen: float64(respLen.Int64), Type: expType.String,
 			TasksetID: taskset.String, Judge: truthy(judge.String) || truthy(judgeTraj.String)}
 		idx := taskIdx
 		if c.Type == "gen_hint" {

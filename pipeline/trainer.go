@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/bitutil"
 
@@ -200,7 +201,7 @@ func (t *trainerStage) Prepare(has func(string) bool) error {
 }
 
 func (t *trainerStage) Needs() Needs {
-	n := Needs{Columns: []string{schema.Batch, schema.Task, schema.ActionMask}, Passes: t.passes(),
+	n := Needs{Columns: []string{schema.Batch, schema.Task, schema.ActionMask}, Optional: []string{schema.Experiment}, Passes: t.passes(),
 		Writes: []string{schema.Advantages, schema.Returns}, CrossBatch: advantage.CrossBatchOf(t.st)}
 	if t.rows {
 		n.Columns = append(n.Columns, schema.Reward)
@@ -281,14 +282,19 @@ func (t *trainerStage) Observe(pass int, b *Batch) error {
 	return t.st.Observe(pass, c)
 }
 
-// number numbers the uid groups of the batch's rows.
+// number numbers the uid groups of the batch's rows: tid = batch/task
+// within the row's experiment, where the store has one (as the group
+// pass's).
 func (t *trainerStage) number(b *Batch) {
 	if t.index == nil {
 		t.index = map[string]int32{}
 	}
-	batch, task := b.Column(schema.Batch), b.Column(schema.Task)
+	ids := []arrow.Array{b.Column(schema.Batch), b.Column(schema.Task)}
+	if e := b.Column(schema.Experiment); e != nil {
+		ids = append([]arrow.Array{e}, ids...)
+	}
 	for i := 0; i < b.Len(); i++ {
-		t.key = schema.AppendKey(t.key[:0], i, batch, task)
+		t.key = schema.AppendKey(t.key[:0], i, ids...)
 		id, ok := t.index[string(t.key)]
 		if !ok {
 			id = int32(len(t.index))

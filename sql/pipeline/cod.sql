@@ -1,8 +1,10 @@
 -- cod: per grouped experience (placeholder grouped, see tasks.sql), in store
--- order, what cod's iterative mode reads: str(eid.task), eid.run, the number
+-- order, what cod's iterative mode reads: the experiment (a key column of
+-- every cod key, as in tasks.sql), str(eid.task), eid.run, the number
 -- of true action_mask positions, and the info fields CoD's workflow writes
 -- (task_rewards and the judge flags as JSON text, decoded by the pass).
-SELECT CAST(task AS VARCHAR) AS task,
+SELECT experiment,
+       CAST(task AS VARCHAR) AS task,
        CAST(run AS BIGINT) AS run,
        coalesce(len(list_filter(action_mask, x -> x)), 0) AS resp_len,
        json_extract_string(info, '$.exp_type') AS exp_type,

@@ -317,6 +317,14 @@ func TestReportExperiments(t *testing.T) {
 	if withImage[SecAdvantageByBatch] || strings.Count(page, "2 experiments, one line each") != 4 {
 		t.Errorf("plots %v: want one line per experiment on the reward, filtered, length and entropy plots, a note on advantages", withImage)
 	}
+	// Groups never span experiments: a's batches 0 and 1 and b's 0 and 2
+	// (task 0 each) are 4 groups, their runs 4 + 4, though a and b share
+	// batch 0, task 0, run 0.
+	for _, n := range []string{"<td>tasks (groups, tid = batch/task)</td><td class=\"value\">4</td>", "<td>runs (batch/task/run)</td><td class=\"value\">8</td>"} {
+		if !strings.Contains(page, n) {
+			t.Errorf("the page lacks %s", n)
+		}
+	}
 
 	// The numbers per experiment. a: rewards 1, 0, 1, 0.5; one of 4 rows
 	// filtered; responses of 2, 4, 6, 2 tokens, 2, 3, 6, 2 of them masked,

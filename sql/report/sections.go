@@ -67,8 +67,14 @@ func (b *builder) storeNumbers(p *page) error {
 		}
 	}
 	add([]string{schema.Batch}, "count(DISTINCT batch)", "explore batches")
-	add([]string{schema.Batch, schema.Task}, "count(DISTINCT (batch, task))", "tasks (groups, tid = batch/task)")
-	add([]string{schema.Batch, schema.Task, schema.Run}, "count(DISTINCT (batch, task, run))", "runs (batch/task/run)")
+	// Groups never span experiments: the experiment, where the store has
+	// one, is part of every group key.
+	exp := ""
+	if b.has(schema.Experiment) {
+		exp = "experiment, "
+	}
+	add([]string{schema.Batch, schema.Task}, "count(DISTINCT ("+exp+"batch, task))", "tasks (groups, tid = batch/task)")
+	add([]string{schema.Batch, schema.Task, schema.Run}, "count(DISTINCT ("+exp+"batch, task, run))", "runs (batch/task/run)")
 	add([]string{schema.Step}, "count(DISTINCT step)", "distinct steps")
 	add([]string{schema.ModelVersion}, "min(model_version)::VARCHAR || ' – ' || max(model_version)::VARCHAR", "model versions")
 	vals, err := b.values("SELECT "+strings.Join(exprs, ", ")+" FROM experiences", len(exprs))

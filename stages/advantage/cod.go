@@ -12,8 +12,11 @@ import (
 // eid.run, its action-mask length, and the info fields CoD's workflow
 // writes.
 type CoDInfo struct {
-	Task string // str(eid.task)
-	Run  int64  // eid.run
+	// Experiment is the row's experiment ("" for a store without one): no
+	// key of cod's spans experiments.
+	Experiment string
+	Task       string // str(eid.task)
+	Run        int64  // eid.run
 	// RespLen is Σ action_mask.
 	RespLen float64
 	// Type is info.exp_type ("solve_task" or "gen_hint"); Idx is
@@ -221,7 +224,7 @@ func (f *CoD) baselined(in *Input, p *Plan) (retNorm, score []float64, err error
 			return nil, nil, err
 		}
 		retNorm[r] = f.returnsNorm(g)
-		key := c.Task + "_" + c.Type + "_" + strconv.FormatInt(c.Idx, 10)
+		key := c.inExperiment(c.Task + "_" + c.Type + "_" + strconv.FormatInt(c.Idx, 10))
 		k, ok := keys[key]
 		if !ok {
 			k = len(record)
@@ -269,6 +272,12 @@ func turnRewards(r int, c *CoDInfo, reward float64) ([]float64, error) {
 	}
 }
 
+// inExperiment returns key k within the row's experiment, unambiguous as
+// schema.AppendKey's: the experiment's length, ':', the experiment, '/', k.
+func (c *CoDInfo) inExperiment(k string) string {
+	return strconv.Itoa(len(c.Experiment)) + ":" + c.Experiment + "/" + k
+}
+
 // reweightGroups returns the re-weighting groups (Level), in output order.
 func (f *CoD) reweightGroups(in *Input) Groups {
 	n := in.N()
@@ -278,7 +287,7 @@ func (f *CoD) reweightGroups(in *Input) Groups {
 	case "taskset":
 		ids := make([]string, n)
 		for r := range ids {
-			ids[r] = in.CoD[r].TasksetID
+			ids[r] = in.CoD[r].inExperiment(in.CoD[r].TasksetID)
 		}
 		return GroupBy(ids)
 	default:
