@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,14 +20,21 @@ import (
 // from a local file and from an in-process S3 server (gofakes3, in
 // memory), in turns, so that the load of the machine weighs on both
 // alike: MB/s of the store's bytes from each, and the object's rate over
-// the file's.
+// the file's. The store has 6,000 tasks × 8 rows (80 MB) unless
+// RFTPIPE_BENCH_TASKS says otherwise (58000: 770 MB).
 //
 //	go test -run '^$' -bench ReadObject -benchtime 5x -count 3 ./schema/store/
+//	RFTPIPE_BENCH_TASKS=58000 go test -run '^$' -bench ReadObject -benchtime 3x -timeout 30m ./schema/store/
 func BenchmarkReadObject(b *testing.B) {
 	objtest.New(b)
 	path := filepath.Join(b.TempDir(), "bench.parquet")
 	cfg := synth.Default()
 	cfg.Tasks, cfg.Runs, cfg.TasksPerBatch = 6000, 8, 64
+	if s := os.Getenv("RFTPIPE_BENCH_TASKS"); s != "" {
+		if _, err := fmt.Sscan(s, &cfg.Tasks); err != nil {
+			b.Fatalf("RFTPIPE_BENCH_TASKS: %v", err)
+		}
+	}
 	w, err := store.Create(path, cfg.Schema())
 	if err != nil {
 		b.Fatal(err)
