@@ -286,7 +286,7 @@ func (s source) rowExprs(i int, withLists bool) map[string]string {
 	for name, list := range map[string]string{"advantage": schema.Advantages, "entropy": schema.Entropy} {
 		switch {
 		case s.has(list, schema.ActionMask):
-			e[name] = "list_avg(list_filter(" + list + ", (a, k) -> action_mask[k]))"
+			e[name] = query("masked_mean", map[string]string{"list": list})
 		case s.has(list):
 			e[name] = "list_avg(" + list + ")"
 		}
