@@ -32,10 +32,11 @@ func (b *builder) summary(name string, vars map[string]string, expr, where strin
 	if err != nil {
 		return nil, err
 	}
-	if err := duckdb.PrepareAnalysis(b.ctx, b.db, a, vars); err != nil {
+	aq, err := duckdb.PrepareAnalysis(b.ctx, b.db, a, vars)
+	if err != nil {
 		return nil, err
 	}
-	q := "SELECT " + expr + " FROM (\n" + a.Query() + "\n)"
+	q := "SELECT " + expr + " FROM (\n" + aq + "\n)"
 	if where != "" {
 		q += " WHERE " + where
 	}
@@ -67,14 +68,9 @@ func (b *builder) storeNumbers(p *page) error {
 		}
 	}
 	add([]string{schema.Batch}, "count(DISTINCT batch)", "explore batches")
-	// Groups never span experiments: the experiment, where the store has
-	// one, is part of every group key.
-	exp := ""
-	if b.has(schema.Experiment) {
-		exp = "experiment, "
-	}
-	add([]string{schema.Batch, schema.Task}, "count(DISTINCT ("+exp+"batch, task))", "tasks (groups, tid = batch/task)")
-	add([]string{schema.Batch, schema.Task, schema.Run}, "count(DISTINCT ("+exp+"batch, task, run))", "runs (batch/task/run)")
+	key := rsql.GroupKey(b.cols)
+	add([]string{schema.Batch, schema.Task}, "count(DISTINCT ("+key+"))", "tasks (groups, tid = batch/task)")
+	add([]string{schema.Batch, schema.Task, schema.Run}, "count(DISTINCT ("+key+", run))", "runs (batch/task/run)")
 	add([]string{schema.Step}, "count(DISTINCT step)", "distinct steps")
 	add([]string{schema.ModelVersion}, "min(model_version)::VARCHAR || ' – ' || max(model_version)::VARCHAR", "model versions")
 	vals, err := b.values("SELECT "+strings.Join(exprs, ", ")+" FROM experiences", len(exprs))
@@ -512,7 +508,7 @@ func (b *builder) groupSections(p *page) error {
 		return nil
 	}
 	thr := b.o.StdThreshold
-	src := "SELECT stddev_samp(reward::FLOAT) AS x, count(*) AS n FROM experiences WHERE isfinite(reward) GROUP BY batch, task"
+	src := "SELECT stddev_samp(reward::FLOAT) AS x, count(*) AS n FROM experiences WHERE isfinite(reward) GROUP BY " + rsql.GroupKey(b.cols)
 	h, err := b.hist("SELECT x FROM ("+src+") WHERE n > 1 AND x > 0", b.o.Bins, 0, false)
 	if err != nil {
 		return err
