@@ -508,8 +508,7 @@ func (b *builder) groupSections(p *page) error {
 		return nil
 	}
 	thr := b.o.StdThreshold
-	src := "SELECT stddev_samp(reward::FLOAT) AS x, count(*) AS n FROM experiences WHERE isfinite(reward) GROUP BY " + rsql.GroupKey(b.cols)
-	h, err := b.hist("SELECT x FROM ("+src+") WHERE n > 1 AND x > 0", b.o.Bins, 0, false)
+	h, err := b.hist("SELECT x FROM ("+b.groupStdQuery()+") WHERE n > 1 AND x > 0", b.o.Bins, 0, false)
 	if err != nil {
 		return err
 	}
@@ -518,9 +517,13 @@ func (b *builder) groupSections(p *page) error {
 	if err != nil {
 		return err
 	}
-	caption := fmt.Sprintf("Groups are tid = batch/task, as GRPO groups them (std of the float32 rewards, unbiased). "+
+	within := ""
+	if b.has(experiment) {
+		within = " within each experiment"
+	}
+	caption := fmt.Sprintf("Groups are tid = batch/task%s, as GRPO groups them (std of the float32 rewards, unbiased). "+
 		"GRPO with std_threshold = %g drops the groups left of the red line and every singleton group (%s here): %s of %s groups.",
-		thr, fint(num(r["singleton_groups"])), fint(num(r["dropped_groups"])), fint(num(r["groups"])))
+		within, thr, fint(num(r["singleton_groups"])), fint(num(r["dropped_groups"])), fint(num(r["groups"])))
 	if n := num(r["invalid_rewards"]); n > 0 {
 		caption += fmt.Sprintf(" %s rows with a null, NaN or infinite reward are left out, as run --on-invalid-reward drop leaves them out.", fint(n))
 	}
@@ -547,6 +550,12 @@ func (b *builder) groupSections(p *page) error {
 	}
 	p.image(SecGroups, "Share of groups filtered or duplicated", caption, img)
 	return nil
+}
+
+// groupStdQuery selects each group's size n and the unbiased std x of its
+// finite rewards as float32, the groups keyed by rsql.GroupKey.
+func (b *builder) groupStdQuery() string {
+	return "SELECT stddev_samp(reward::FLOAT) AS x, count(*) AS n FROM experiences WHERE isfinite(reward) GROUP BY " + rsql.GroupKey(b.cols)
 }
 
 // lengthSection adds the response-length histogram.
