@@ -204,11 +204,24 @@ func (a Analysis) Var(name string) (Var, bool) {
 	return Var{}, false
 }
 
-// Query returns the analysis' SQL as one statement without its trailing
-// semicolon, so that it can be wrapped: SELECT … FROM (<Query>) or
-// COPY (<Query>) TO ….
-func (a Analysis) Query() string {
-	return strings.TrimSuffix(strings.TrimSpace(a.SQL), ";")
+// Query returns the analysis' SQL over a view with these columns as one
+// statement without its trailing semicolon, so that it can be wrapped:
+// SELECT … FROM (<Query>) or COPY (<Query>) TO …. Its {{group_key}} is the
+// view's GroupKey.
+func (a Analysis) Query(columns []string) string {
+	q := strings.TrimSuffix(strings.TrimSpace(a.SQL), ";")
+	return Substitute("analysis/"+a.Name+".sql", q, map[string]string{"group_key": GroupKey(columns)})
+}
+
+// GroupKey returns the columns that key a task group (tid = batch/task) of
+// a view with these columns: batch, task, preceded by the experiment where
+// the view has one (an experience table), since groups never span
+// experiments (as `rftpipe run` groups them).
+func GroupKey(columns []string) string {
+	if slices.Contains(columns, schema.Experiment) {
+		return schema.Experiment + ", " + schema.Batch + ", " + schema.Task
+	}
+	return schema.Batch + ", " + schema.Task
 }
 
 // ValidIdent reports whether s is a plain SQL identifier (letters, digits,

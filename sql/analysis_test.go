@@ -61,10 +61,11 @@ func run(t *testing.T, path, name string, vars map[string]string) []row {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := duckdb.PrepareAnalysis(ctx, db, a, vars); err != nil {
+	q, err := duckdb.PrepareAnalysis(ctx, db, a, vars)
+	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.QueryContext(ctx, a.Query())
+	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -875,14 +876,14 @@ func TestAnalysisMissingColumn(t *testing.T) {
 	} {
 		db := openDB(t, c.path)
 		a, _ := rsql.LookupAnalysis(c.name)
-		err := duckdb.PrepareAnalysis(context.Background(), db, a, nil)
+		_, err := duckdb.PrepareAnalysis(context.Background(), db, a, nil)
 		if !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), c.wantMsg) {
 			t.Errorf("%s on %s: %v; want bad input mentioning %q", c.name, c.path, err, c.wantMsg)
 		}
 	}
 	db := openDB(t, demoStore)
 	a, _ := rsql.LookupAnalysis("group_filter")
-	if err := duckdb.PrepareAnalysis(context.Background(), db, a, map[string]string{"nope": "1"}); !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "std_threshold") {
+	if _, err := duckdb.PrepareAnalysis(context.Background(), db, a, map[string]string{"nope": "1"}); !errors.Is(err, schema.ErrBadInput) || !strings.Contains(err.Error(), "std_threshold") {
 		t.Errorf("unknown variable: %v", err)
 	}
 }

@@ -70,8 +70,8 @@ func runSQL(c *cli.Context) error {
 	return nil
 }
 
-// sqlQuery returns the query to run: the QUERY argument (- for stdin),
-// --file or --query's analysis (then also returned).
+// sqlQuery returns the query to run, the QUERY argument (- for stdin) or
+// --file's, or --query's analysis (which duckdb.Run builds for the store).
 func sqlQuery(c *cli.Context) (string, *rsql.Analysis, error) {
 	given := 0
 	for _, set := range []bool{c.NArg() > 0, c.IsSet("file"), c.IsSet("query")} {
@@ -101,7 +101,7 @@ func sqlQuery(c *cli.Context) (string, *rsql.Analysis, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return a.Query(), &a, nil
+	return "", &a, nil
 }
 
 // sqlFailure prints a SQL error as DuckDB renders it — over several lines,

@@ -142,3 +142,19 @@ func TestReportCommand(t *testing.T) {
 		}
 	}
 }
+
+// A canned analysis over an experience table groups within experiments: a
+// and b both have batch 0 / task 0, 4 groups in all.
+func TestSQLCannedQueryExperiments(t *testing.T) {
+	out, errOut, code := runCLI(t, "sql", "--query", "group_filter", "--format", "json", "--store", "../../fixtures/tables/experiments")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if rows[0]["groups"] != float64(4) || rows[0]["singleton_groups"] != float64(1) {
+		t.Errorf("row: %v", rows[0])
+	}
+}

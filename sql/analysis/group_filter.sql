@@ -1,5 +1,6 @@
 -- Zero-variance groups and what GRPO's std_threshold drops: groups, rows and their shares.
--- Groups are tid = batch/task over all their rows, as grpo groups them.
+-- Groups are tid = batch/task, within an experiment where the store has one,
+-- over all their rows, as grpo groups them.
 -- Null, NaN and infinite rewards are left out (as `rftpipe run
 -- --on-invalid-reward drop` does) and counted in invalid_rewards. The
 -- default std_threshold NULL is what `rftpipe run --advantage-fn grpo` does
@@ -14,14 +15,14 @@
 -- requires: batch, task, reward
 -- var: std_threshold = NULL in (-inf,inf): groups with reward std <= this are dropped (NULL: grpo's default, none)
 WITH valid AS (
-    SELECT batch, task, reward, max(abs(reward)) OVER (PARTITION BY batch, task) AS scale
+    SELECT {{group_key}}, reward, max(abs(reward)) OVER (PARTITION BY {{group_key}}) AS scale
     FROM experiences
     WHERE isfinite(reward)
 ), groups AS (
     SELECT count(*) AS n,
         any_value(scale) * stddev_samp(CASE WHEN scale = 0 THEN 0 ELSE reward / scale END) AS std
     FROM valid
-    GROUP BY batch, task
+    GROUP BY {{group_key}}
 ), g AS (
     SELECT n, std,
         CASE WHEN getvariable('std_threshold') IS NULL THEN false

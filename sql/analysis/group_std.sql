@@ -1,4 +1,4 @@
--- Distribution of the per-group reward std (groups = tid = batch/task, as GRPO groups them), in buckets.
+-- Distribution of the per-group reward std (groups = tid = batch/task, within an experiment where the store has one, as GRPO groups them), in buckets.
 -- One row for groups whose rewards are all equal (std = 0: GRPO gives them a
 -- zero advantage, std_threshold = 0 drops them), one per std bucket of width
 -- `bucket`, and one for singleton groups (one row: no std; any std_threshold
@@ -14,7 +14,7 @@ WITH params AS (
     SELECT count(*) AS n, stddev_samp(reward::FLOAT) AS std
     FROM experiences
     WHERE isfinite(reward)
-    GROUP BY batch, task
+    GROUP BY {{group_key}}
 ), b AS (
     SELECT
         CASE WHEN n = 1 THEN 2 WHEN std = 0 THEN 0 ELSE 1 END   AS kind,

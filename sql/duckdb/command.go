@@ -16,8 +16,9 @@ import (
 // Request is one run of `rftpipe sql`: a query (or a canned analysis)
 // over stores, its result written to Out or to the command's output.
 type Request struct {
-	// Query is the SQL to run; Analysis, when set, the canned analysis it
-	// is (its variables checked and defaulted).
+	// Query is the SQL to run; Analysis, when set, the canned analysis to
+	// run instead (its variables checked and defaulted, its query built for
+	// the store's columns).
 	Query    string
 	Analysis *rsql.Analysis
 	// File is the file the query was read from (a read, which Out may not
@@ -75,7 +76,7 @@ func Run(ctx context.Context, req Request, stdout io.Writer, warn func(string)) 
 		return 0, err
 	}
 	defer cleanup()
-	if err := setVars(ctx, db, req); err != nil {
+	if req.Query, err = setVars(ctx, db, req); err != nil {
 		return 0, err
 	}
 	n, err := write(ctx, db, req, format, stdout)
@@ -159,9 +160,10 @@ func open(ctx context.Context, req Request, stores []Store, warn func(string)) (
 	return db, cleanup, nil
 }
 
-// setVars sets the request's variables: an analysis's with its defaults,
-// else each value as a literal.
-func setVars(ctx context.Context, db *sql.DB, req Request) error {
+// setVars sets the request's variables, an analysis's with its defaults,
+// else each value as a literal, and returns the query to run: the
+// analysis' over the attached stores, else req.Query.
+func setVars(ctx context.Context, db *sql.DB, req Request) (string, error) {
 	if req.Analysis != nil {
 		return PrepareAnalysis(ctx, db, *req.Analysis, req.Vars)
 	}
@@ -169,7 +171,7 @@ func setVars(ctx context.Context, db *sql.DB, req Request) error {
 	for n, v := range req.Vars {
 		literals[n] = Literal(v)
 	}
-	return SetVars(ctx, db, literals)
+	return req.Query, SetVars(ctx, db, literals)
 }
 
 // write runs the query and writes its result in format: to Out (Parquet by

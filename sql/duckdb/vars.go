@@ -44,17 +44,18 @@ func SetVars(ctx context.Context, db *sql.DB, vars map[string]string) error {
 	return nil
 }
 
-// PrepareAnalysis readies db to run a over the view DefaultView: it checks
-// that the view has the columns a reads and sets a's variables, to the
-// literal in values where one is given (see Literal) and to their defaults
-// otherwise. A value for a variable a does not read is bad input.
-func PrepareAnalysis(ctx context.Context, db *sql.DB, a rsql.Analysis, values map[string]string) error {
+// PrepareAnalysis readies db to run a over the view DefaultView and returns
+// the query to run (a.Query over the view's columns): it checks that the view
+// has the columns a reads and sets a's variables, to the literal in values
+// where one is given (see Literal) and to their defaults otherwise. A value
+// for a variable a does not read is bad input.
+func PrepareAnalysis(ctx context.Context, db *sql.DB, a rsql.Analysis, values map[string]string) (string, error) {
 	cols, err := Columns(ctx, db, DefaultView)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := a.Check(cols); err != nil {
-		return err
+		return "", err
 	}
 	vars := map[string]string{}
 	for _, v := range a.Vars {
@@ -67,11 +68,14 @@ func PrepareAnalysis(ctx context.Context, db *sql.DB, a rsql.Analysis, values ma
 				declared[i] = d.Name
 			}
 			if len(declared) == 0 {
-				return schema.BadInputf("analysis %s takes no variables (got %s)", a.Name, n)
+				return "", schema.BadInputf("analysis %s takes no variables (got %s)", a.Name, n)
 			}
-			return schema.BadInputf("analysis %s has no variable %s (it has: %s)", a.Name, n, strings.Join(declared, ", "))
+			return "", schema.BadInputf("analysis %s has no variable %s (it has: %s)", a.Name, n, strings.Join(declared, ", "))
 		}
 		vars[n] = Literal(v)
 	}
-	return SetVars(ctx, db, vars)
+	if err := SetVars(ctx, db, vars); err != nil {
+		return "", err
+	}
+	return a.Query(cols), nil
 }

@@ -283,10 +283,11 @@ func (b *builder) analysis(name string, vars map[string]string) ([]map[string]an
 	if err != nil {
 		return nil, err
 	}
-	if err := duckdb.PrepareAnalysis(b.ctx, b.db, a, vars); err != nil {
+	q, err := duckdb.PrepareAnalysis(b.ctx, b.db, a, vars)
+	if err != nil {
 		return nil, err
 	}
-	rows, err := b.db.QueryContext(b.ctx, a.Query())
+	rows, err := b.db.QueryContext(b.ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("report: analysis %s: %w", name, err)
 	}

@@ -325,6 +325,18 @@ func TestReportExperiments(t *testing.T) {
 			t.Errorf("the page lacks %s", n)
 		}
 	}
+	// So are the GRPO groups and the group std plot's: b's batch 0 is the
+	// one singleton, which std_threshold = 0 drops; the others' stds are
+	// √0.5, √0.125 and √0.125.
+	if g, s := value(t, page, "groups"), value(t, page, "singleton groups"); g != "4" || s != "1" {
+		t.Errorf("groups %s, singleton groups %s; want 4, 1", g, s)
+	}
+	if c := "within each experiment"; !strings.Contains(page, c) {
+		t.Errorf("the group std caption lacks %q", c)
+	}
+	if c := "every singleton group (1 here): 1 of 4 groups."; !strings.Contains(page, c) {
+		t.Errorf("the group std caption lacks %q", c)
+	}
 
 	// The numbers per experiment. a: rewards 1, 0, 1, 0.5; one of 4 rows
 	// filtered; responses of 2, 4, 6, 2 tokens, 2, 3, 6, 2 of them masked,
@@ -363,6 +375,14 @@ func TestReportExperiments(t *testing.T) {
 	b := &builder{ctx: ctx, db: db}
 	if err := b.load(); err != nil {
 		t.Fatal(err)
+	}
+	// The group std plot's groups: their sizes and stds.
+	groups, err := b.list("SELECT n || ' ' || coalesce(round(x, 4)::VARCHAR, '-') FROM (" + b.groupStdQuery() + ") ORDER BY n, x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1 -", "2 0.3536", "2 0.3536", "2 0.7071"}; !slices.Equal(groups, want) {
+		t.Errorf("group std plot's groups (n, std) %q, want %q", groups, want)
 	}
 	// What each plot draws: batches 0 and 1 of a, 0 and 2 of b.
 	for _, c := range []struct {

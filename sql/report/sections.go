@@ -32,10 +32,11 @@ func (b *builder) summary(name string, vars map[string]string, expr, where strin
 	if err != nil {
 		return nil, err
 	}
-	if err := duckdb.PrepareAnalysis(b.ctx, b.db, a, vars); err != nil {
+	aq, err := duckdb.PrepareAnalysis(b.ctx, b.db, a, vars)
+	if err != nil {
 		return nil, err
 	}
-	q := "SELECT " + expr + " FROM (\n" + a.Query() + "\n)"
+	q := "SELECT " + expr + " FROM (\n" + aq + "\n)"
 	if where != "" {
 		q += " WHERE " + where
 	}
@@ -67,14 +68,9 @@ func (b *builder) storeNumbers(p *page) error {
 		}
 	}
 	add([]string{schema.Batch}, "count(DISTINCT batch)", "explore batches")
-	// Groups never span experiments: the experiment, where the store has
-	// one, is part of every group key.
-	exp := ""
-	if b.has(schema.Experiment) {
-		exp = "experiment, "
-	}
-	add([]string{schema.Batch, schema.Task}, "count(DISTINCT ("+exp+"batch, task))", "tasks (groups, tid = batch/task)")
-	add([]string{schema.Batch, schema.Task, schema.Run}, "count(DISTINCT ("+exp+"batch, task, run))", "runs (batch/task/run)")
+	key := rsql.GroupKey(b.cols)
+	add([]string{schema.Batch, schema.Task}, "count(DISTINCT ("+key+"))", "tasks (groups, tid = batch/task)")
+	add([]string{schema.Batch, schema.Task, schema.Run}, "count(DISTINCT ("+key+", run))", "runs (batch/task/run)")
 	add([]string{schema.Step}, "count(DISTINCT step)", "distinct steps")
 	add([]string{schema.ModelVersion}, "min(model_version)::VARCHAR || ' – ' || max(model_version)::VARCHAR", "model versions")
 	vals, err := b.values("SELECT "+strings.Join(exprs, ", ")+" FROM experiences", len(exprs))
@@ -512,8 +508,7 @@ func (b *builder) groupSections(p *page) error {
 		return nil
 	}
 	thr := b.o.StdThreshold
-	src := "SELECT stddev_samp(reward::FLOAT) AS x, count(*) AS n FROM experiences WHERE isfinite(reward) GROUP BY batch, task"
-	h, err := b.hist("SELECT x FROM ("+src+") WHERE n > 1 AND x > 0", b.o.Bins, 0, false)
+	h, err := b.hist("SELECT x FROM ("+b.groupStdQuery()+") WHERE n > 1 AND x > 0", b.o.Bins, 0, false)
 	if err != nil {
 		return err
 	}
@@ -522,9 +517,13 @@ func (b *builder) groupSections(p *page) error {
 	if err != nil {
 		return err
 	}
-	caption := fmt.Sprintf("Groups are tid = batch/task, as GRPO groups them (std of the float32 rewards, unbiased). "+
+	within := ""
+	if b.has(experiment) {
+		within = " within each experiment"
+	}
+	caption := fmt.Sprintf("Groups are tid = batch/task%s, as GRPO groups them (std of the float32 rewards, unbiased). "+
 		"GRPO with std_threshold = %g drops the groups left of the red line and every singleton group (%s here): %s of %s groups.",
-		thr, fint(num(r["singleton_groups"])), fint(num(r["dropped_groups"])), fint(num(r["groups"])))
+		within, thr, fint(num(r["singleton_groups"])), fint(num(r["dropped_groups"])), fint(num(r["groups"])))
 	if n := num(r["invalid_rewards"]); n > 0 {
 		caption += fmt.Sprintf(" %s rows with a null, NaN or infinite reward are left out, as run --on-invalid-reward drop leaves them out.", fint(n))
 	}
@@ -551,6 +550,12 @@ func (b *builder) groupSections(p *page) error {
 	}
 	p.image(SecGroups, "Share of groups filtered or duplicated", caption, img)
 	return nil
+}
+
+// groupStdQuery selects each group's size n and the unbiased std x of its
+// finite rewards as float32, the groups keyed by rsql.GroupKey.
+func (b *builder) groupStdQuery() string {
+	return "SELECT stddev_samp(reward::FLOAT) AS x, count(*) AS n FROM experiences WHERE isfinite(reward) GROUP BY " + rsql.GroupKey(b.cols)
 }
 
 // lengthSection adds the response-length histogram.
