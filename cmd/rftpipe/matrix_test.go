@@ -225,6 +225,7 @@ func TestBadArgsMatrix(t *testing.T) {
 		{"run/single experience", []string{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/single.jsonl", "--out", out}, 0, []string{"1 experiences in 1 groups -> 1 written"}, true, false},
 		{"run/all masked", []string{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/all_masked.jsonl", "--out", out}, 0, []string{"2 experiences in 1 groups -> 2 written"}, true, false},
 		{"run/duplicate uids", []string{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/dup_uid.jsonl", "--out", out}, 0, []string{"2 experiences in 1 groups -> 2 written"}, true, false},
+		{"ingest/bad catalog URL", []string{"ingest", demo, out, "--experiment", "a", "--catalog", "mysql://u:secret@h/db"}, 2, []string{"want sqlite:PATH or postgres://", "mysql://u:xxxxx@h/db"}, false, false},
 		{"loss/unknown fn", []string{"loss", "--fn", "nope", "--in", demo}, 2, []string{`unknown policy loss "nope"`}, false, false},
 		{"loss/unknown KL fn", []string{"loss", "--fn", "ppo", "--kl-loss-fn", "nosuch", "--in", demo}, 2, []string{`unknown KL function "nosuch" (valid: `}, false, false},
 		{"loss/unknown entropy fn", []string{"loss", "--fn", "ppo", "--entropy-loss-fn", "nosuch", "--in", demo}, 2, []string{`unknown entropy loss function "nosuch" (valid: `}, false, false},

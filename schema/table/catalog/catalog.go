@@ -119,21 +119,28 @@ func metadataVersion(loc string) int64 {
 	return n
 }
 
-// open connects to the catalog database: sqlite:PATH (created when
-// missing) or postgres://… (postgresql://…).
-func open(ctx context.Context, u string) (*sql.DB, error) {
-	var driver, dsn string
+// Source returns the database/sql driver and data source of a catalog URL:
+// sqlite:PATH (created when missing) or postgres://… (postgresql://…). A
+// command checks its URL with it before any work.
+func Source(u string) (driver, dsn string, err error) {
 	switch {
 	case strings.HasPrefix(u, "sqlite:"):
 		p := strings.TrimPrefix(strings.TrimPrefix(u, "sqlite:"), "//")
 		if p == "" {
-			return nil, schema.Usagef("catalog %q: want sqlite:PATH", u)
+			return "", "", schema.Usagef("catalog %q: want sqlite:PATH", u)
 		}
-		driver, dsn = "sqlite", "file:"+(&url.URL{Path: p}).EscapedPath()+"?_pragma=busy_timeout(30000)"
+		return "sqlite", "file:" + (&url.URL{Path: p}).EscapedPath() + "?_pragma=busy_timeout(30000)", nil
 	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
-		driver, dsn = "pgx", u
-	default:
-		return nil, schema.Usagef("catalog %s: want sqlite:PATH or postgres://…", schema.Redact(u))
+		return "pgx", u, nil
+	}
+	return "", "", schema.Usagef("catalog %s: want sqlite:PATH or postgres://…", schema.Redact(u))
+}
+
+// open connects to the catalog database at u (Source).
+func open(ctx context.Context, u string) (*sql.DB, error) {
+	driver, dsn, err := Source(u)
+	if err != nil {
+		return nil, err
 	}
 	db, err := sql.Open(driver, dsn)
 	if err == nil {

@@ -201,6 +201,9 @@ func CatalogTarget(url, name, ident, dir string) (catalog.Target, error) {
 	if url == "" {
 		return catalog.Target{}, nil
 	}
+	if _, _, err := catalog.Source(url); err != nil {
+		return catalog.Target{}, err
+	}
 	if ident == "" {
 		ident = "default." + filepath.Base(filepath.Clean(dir))
 	}
