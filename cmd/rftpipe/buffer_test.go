@@ -107,10 +107,27 @@ func TestBufferSilentServer(t *testing.T) {
 		cmd := cliCmd(nil, "convert", url+"&connect_timeout=0", filepath.Join(t.TempDir(), "o.parquet"))
 		var errb bytes.Buffer
 		cmd.Stderr = &errb
+		mu.Lock()
+		before := len(conns)
+		mu.Unlock()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(500 * time.Millisecond)
+		// The signal goes once the child is connecting (its handler is
+		// installed before it dials), however slow its start.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			n := len(conns)
+			mu.Unlock()
+			if n > before {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("%v: the child never connected", sig)
+			}
+		}
 		start := time.Now()
 		cmd.Process.Signal(sig)
 		done := make(chan error, 1)
