@@ -153,12 +153,15 @@ func checkRegexp(s string) error {
 	return nil
 }
 
-// experiment returns parameter experiment, one of the store's experiments.
-// Absent or empty, it is the store's only one, else "" (all of them)
-// unless required, which a store of several experiments refuses.
+// experiment returns parameter experiment, one of the store's experiments:
+// given as one of them, that one ("" where the store has rows of no
+// experiment); else, absent or empty, the store's only one, or "" (all of
+// them) unless required, which a store of several experiments refuses.
 func (v *Viewer) experiment(p params, required bool) (string, error) {
 	e := p.q.Get("experiment")
 	switch {
+	case p.q.Has("experiment") && slices.Contains(v.experiments, e):
+		return e, nil // "" too: the rows of no experiment, where the store has some
 	case e == "" && len(v.experiments) == 1:
 		return v.experiments[0], nil
 	case e == "" && required && len(v.experiments) > 1:
