@@ -193,6 +193,13 @@ func TestBadArgsMatrix(t *testing.T) {
 	if err := os.WriteFile(demo, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	buffer := filepath.Join(tmp, "experience.db")
+	if b, err = os.ReadFile("../../fixtures/trinity/v0.6/experience.db"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(buffer, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	nodir := filepath.Join(tmp, "nodir", "out.parquet")
 	nullReward := filepath.Join(tmp, "null_reward.jsonl")
 	if err := os.WriteFile(nullReward, []byte(`{"eid":{"batch":0,"task":0,"run":0},"reward":1.0,"tokens":[1]}
@@ -226,6 +233,7 @@ func TestBadArgsMatrix(t *testing.T) {
 		{"run/all masked", []string{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/all_masked.jsonl", "--out", out}, 0, []string{"2 experiences in 1 groups -> 2 written"}, true, false},
 		{"run/duplicate uids", []string{"run", "--advantage-fn", "grpo", "--in", "../../fixtures/bad/dup_uid.jsonl", "--out", out}, 0, []string{"2 experiences in 1 groups -> 2 written"}, true, false},
 		{"ingest/bad catalog URL", []string{"ingest", demo, out, "--experiment", "a", "--catalog", "mysql://u:secret@h/db"}, 2, []string{"want sqlite:PATH or postgres://", "mysql://u:xxxxx@h/db"}, false, false},
+		{"ingest/catalog is the source", []string{"ingest", "sqlite:///" + buffer + "?table=experience_buffer", out, "--experiment", "a", "--catalog", "sqlite:" + filepath.Dir(buffer) + "/./" + filepath.Base(buffer)}, 2, []string{"is the source's own database"}, false, false},
 		{"loss/unknown fn", []string{"loss", "--fn", "nope", "--in", demo}, 2, []string{`unknown policy loss "nope"`}, false, false},
 		{"loss/unknown KL fn", []string{"loss", "--fn", "ppo", "--kl-loss-fn", "nosuch", "--in", demo}, 2, []string{`unknown KL function "nosuch" (valid: `}, false, false},
 		{"loss/unknown entropy fn", []string{"loss", "--fn", "ppo", "--entropy-loss-fn", "nosuch", "--in", demo}, 2, []string{`unknown entropy loss function "nosuch" (valid: `}, false, false},
@@ -247,7 +255,7 @@ func TestBadArgsMatrix(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := fileSum(t, demo)
+			before, bufferBefore := fileSum(t, demo), fileSum(t, buffer)
 			dir := t.TempDir()
 			outPath := filepath.Join(dir, "out.parquet")
 			args := append([]string(nil), tc.args...)
@@ -280,7 +288,7 @@ func TestBadArgsMatrix(t *testing.T) {
 			if _, err := os.Stat(filepath.Dir(nodir)); err == nil {
 				t.Error("created the missing output directory")
 			}
-			if fileSum(t, demo) != before {
+			if fileSum(t, demo) != before || fileSum(t, buffer) != bufferBefore {
 				t.Error("input changed")
 			}
 		})

@@ -125,7 +125,7 @@ func metadataVersion(loc string) int64 {
 func Source(u string) (driver, dsn string, err error) {
 	switch {
 	case strings.HasPrefix(u, "sqlite:"):
-		p := strings.TrimPrefix(strings.TrimPrefix(u, "sqlite:"), "//")
+		p := Target{URL: u}.File()
 		if p == "" {
 			return "", "", schema.Usagef("catalog %q: want sqlite:PATH", u)
 		}
@@ -134,6 +134,14 @@ func Source(u string) (driver, dsn string, err error) {
 		return "pgx", u, nil
 	}
 	return "", "", schema.Usagef("catalog %s: want sqlite:PATH or postgres://…", schema.Redact(u))
+}
+
+// File returns the file of a SQLite catalog ("" for PostgreSQL or none).
+func (t Target) File() string {
+	if !strings.HasPrefix(t.URL, "sqlite:") {
+		return ""
+	}
+	return strings.TrimPrefix(strings.TrimPrefix(t.URL, "sqlite:"), "//")
 }
 
 // open connects to the catalog database at u (Source).

@@ -80,6 +80,9 @@ func Ingest(ctx context.Context, src, dir string, o Options) (res Result, err er
 		if !trinity.IsURL(f) && fspath.Within(dir, f) { // however spelled: the table would read its own rows back
 			return Result{}, schema.Errorf(f, -1, "", "lies inside the table %s: ingest reads sources outside it", dir)
 		}
+		if cat, in := o.Catalog.File(), sourceFile(f); cat != "" && in != "" && fspath.Same(cat, in) {
+			return Result{}, schema.Usagef("catalog %s is the source's own database %s: the catalog would be written into the input", o.Catalog.URL, f)
+		}
 	}
 	t, err := table.Open(dir, true)
 	if err != nil {
@@ -192,6 +195,18 @@ func ingestSource(ctx context.Context, t *table.Table, f string, o Options, cfg 
 		return 0, 0, 0, err
 	}
 	return df.Rows, read, snap, nil
+}
+
+// sourceFile returns the file a source reads: a SQLite buffer's database,
+// a store's file ("" for a PostgreSQL buffer).
+func sourceFile(src string) string {
+	if !trinity.IsURL(src) {
+		return src
+	}
+	if loc, err := trinity.ParseURL(src); err == nil && loc.Driver == "sqlite" {
+		return loc.DSN
+	}
+	return ""
 }
 
 // CatalogTarget returns the catalog target of the table at dir: in the
