@@ -580,3 +580,49 @@ func fieldIDs(t *testing.T, raw json.RawMessage) []int {
 	walk(v)
 	return out
 }
+
+// TestIcebergHintNotAFile: a version-hint.text that is not a regular file
+// (here a symbolic link) is never replaced: the commit stands, the link and
+// its target are left, and the command is told in a warning.
+func TestIcebergHintNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	tbl := filepath.Join(dir, "table")
+	src := filepath.Join(dir, "a.jsonl")
+	write := func(from int) {
+		f, err := os.OpenFile(src, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, `{"batch":0,"task":"t%d","run":0,"reward":1.5}`+"\n", from)
+		f.Close()
+	}
+	write(0)
+	if _, err := feed.Ingest(context.Background(), src, tbl, feed.Options{Experiment: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	hint := filepath.Join(tbl, "metadata", "version-hint.text")
+	target := filepath.Join(dir, "elsewhere.txt")
+	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(hint); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, hint); err != nil {
+		t.Fatal(err)
+	}
+	write(1)
+	res, err := feed.Ingest(context.Background(), src, tbl, feed.Options{Experiment: "a"})
+	if err != nil || res.Rows != 1 {
+		t.Fatalf("ingest: %+v %v", res, err)
+	}
+	if len(res.Warnings) == 0 || !strings.Contains(strings.Join(res.Warnings, "\n"), "not a regular file") {
+		t.Errorf("warnings %q, want one naming the link", res.Warnings)
+	}
+	if fi, err := os.Lstat(hint); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the link's target holds %q", b)
+	}
+}

@@ -142,9 +142,12 @@ func initDir(dir string) error {
 
 // writeNew writes b to a temp file beside path, fsyncs it and links it to
 // path: atomic, and failing with os.ErrExist when path exists (the
-// compare-and-swap of a commit). With replace, an existing path is
-// replaced instead.
+// compare-and-swap of a commit). With replace, an existing regular file at
+// path is replaced instead; a link, FIFO or other special file is not.
 func writeNew(path string, b []byte, replace bool) error {
+	if fi, err := os.Lstat(path); replace && err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%s): not replaced", path, fi.Mode().Type())
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
 		return err
