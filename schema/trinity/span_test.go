@@ -21,7 +21,7 @@ func TestIDSpanOutside(t *testing.T) {
 	if got := s.outside("b"); got != want {
 		t.Errorf("outside = %q, want %q", got, want)
 	}
-	// An incremental read (AfterID 2) looks above its watermark only.
+	// An incremental read (after mark 2) looks above its watermark only.
 	inc := idSpan{after: 2}
 	for _, id := range []int64{4, 5} {
 		inc.add(id)
