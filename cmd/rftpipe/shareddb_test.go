@@ -185,7 +185,11 @@ func TestSIGKILLLeavesDatabaseAsBefore(t *testing.T) {
 		}
 		full := time.Since(start)
 		for i := 0; i < 5; i++ {
-			os.Remove(db)
+			// The last kill's journal goes with its database: left beside
+			// the next one, SQLite would roll it back into that.
+			for _, f := range []string{db, db + "-journal"} {
+				os.Remove(f)
+			}
 			if existing {
 				runCLI(t, "convert", demoStore, "sqlite:///"+db+"?table=t")
 			}
@@ -211,6 +215,17 @@ func TestSIGKILLLeavesDatabaseAsBefore(t *testing.T) {
 			k, r := tableRows(t, kept), tableRows(t, rej)
 			if (k != -1 || r != -1) && (k != gigpoKept || k+r != gigpoRows) {
 				t.Errorf("kill %d: %d kept, %d rejected: want both whole or neither", i, k, r)
+			}
+			if _, err := os.Stat(db + "-journal"); err == nil && existing {
+				// A read refuses a killed write's live journal, saying how
+				// to roll it back; a write into the database does so first.
+				_, stderr, code := runCLI(t, "inspect", "sqlite:///"+db+"?table=t")
+				if code != 0 && !strings.Contains(stderr, "journal of a write that was killed") {
+					t.Errorf("kill %d: reading beside the journal: exit %d: %s", i, code, stderr)
+				}
+				if _, stderr, code := runCLI(t, "convert", demoStore, "sqlite:///"+db+"?table=after"); code != 0 {
+					t.Fatalf("kill %d: a write after the kill: %s", i, stderr)
+				}
 			}
 			if existing && tableRows(t, "sqlite:///"+db+"?table=t") != 384 {
 				t.Errorf("kill %d: the existing table changed", i)

@@ -49,7 +49,14 @@ func open(ctx context.Context, loc Location, write bool) (*sql.DB, error) {
 		return nil, locErr(loc, "cannot open: %v", err)
 	}
 	db.SetMaxOpenConns(1) // one transaction, one connection
-	if err := db.PingContext(ctx); err != nil {
+	err = db.PingContext(ctx)
+	if loc.Driver == "sqlite" && !write && hotJournal(err) {
+		db.Close()
+		return nil, locErr(loc, "cannot read: %s-journal is the journal of a write that was killed; "+
+			"the database reads as it was before that write once the journal is rolled back, which any "+
+			"read-write open does (sqlite3 %s 'PRAGMA quick_check', or an rftpipe write into it)", loc.DSN, loc.DSN)
+	}
+	if err != nil {
 		db.Close()
 		if ctx.Err() != nil {
 			return nil, locErr(loc, "connecting: %v", context.Cause(ctx))

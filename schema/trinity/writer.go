@@ -120,6 +120,14 @@ func (w *Writer) writeLock() error {
 	return locErr(loc, "cannot lock table %s: %v", loc.Table, err)
 }
 
+// hotJournal reports SQLite's SQLITE_READONLY_ROLLBACK: a read-only
+// connection found the journal of an interrupted write, which only a
+// read-write one may roll back.
+func hotJournal(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_READONLY_ROLLBACK
+}
+
 // busy reports SQLite's "database is locked": SQLITE_BUSY, or one of its
 // extended codes.
 func busy(err error) bool {
