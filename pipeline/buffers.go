@@ -1,0 +1,60 @@
+package pipeline
+
+import (
+	"math/bits"
+	"sync"
+
+	"github.com/apache/arrow/go/v17/arrow/memory"
+)
+
+// tokenBuffers is the allocator of the buffers of the per-token list
+// columns the stages build (advantages, returns, the lists set from
+// per-token values): a buffer comes back when the last array holding it
+// is released (the writer's, once the column is encoded), and the next
+// batch's column is built in it, so its pages are not faulted in and
+// cleared afresh for every batch. Buffers come in power-of-two sizes, one
+// pool a size, so that any buffer of a pool fits the next batch; their
+// bytes are not cleared: the builders write every byte they ask for.
+type tokenBuffers struct{}
+
+// tokenBufferPools holds the returned buffers, by the log2 of their size
+// (*[]byte each).
+var tokenBufferPools [bits.UintSize]sync.Pool
+
+// tokenBuffer returns a buffer of n bytes from tokenBuffers: the builder
+// writes all of them, and releases its reference once the arrays built
+// on it hold theirs.
+func tokenBuffer(n int) *memory.Buffer {
+	return memory.NewBufferWithAllocator(tokenBuffers{}.Allocate(n), tokenBuffers{})
+}
+
+// Allocate implements memory.Allocator.
+func (tokenBuffers) Allocate(n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	k := bits.Len(uint(n - 1))
+	if b, ok := tokenBufferPools[k].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, 1<<k)
+}
+
+// Reallocate implements memory.Allocator.
+func (a tokenBuffers) Reallocate(n int, b []byte) []byte {
+	if n <= cap(b) {
+		return b[:n]
+	}
+	grown := a.Allocate(n)
+	copy(grown, b)
+	a.Free(b)
+	return grown
+}
+
+// Free implements memory.Allocator.
+func (tokenBuffers) Free(b []byte) {
+	if c := cap(b); c > 0 && c&(c-1) == 0 { // a buffer of Allocate's
+		b = b[:c]
+		tokenBufferPools[bits.Len(uint(c-1))].Put(&b)
+	}
+}
