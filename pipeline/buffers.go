@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"math/bits"
-	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow/memory"
 )
@@ -13,13 +12,24 @@ import (
 // is released (the writer's, once the column is encoded), and the next
 // batch's column is built in it, so its pages are not faulted in and
 // cleared afresh for every batch. Buffers come in power-of-two sizes, one
-// pool a size, so that any buffer of a pool fits the next batch; their
-// bytes are not cleared: the builders write every byte they ask for.
+// free list a size, so that any buffer of a list fits the next batch;
+// their bytes are not cleared: the builders write every byte they ask for.
 type tokenBuffers struct{}
 
-// tokenBufferPools holds the returned buffers, by the log2 of their size
-// (*[]byte each).
-var tokenBufferPools [bits.UintSize]sync.Pool
+// tokenBuffersKept is how many returned buffers of one size a process
+// keeps: more than a streamed job holds at once (the batches between the
+// stages and the writer's window). The lists are not emptied by the
+// garbage collector, as a sync.Pool is at every cycle: a job whose batches
+// come back after a collection would fault in fresh buffers again.
+const tokenBuffersKept = 8
+
+// tokenBufferFree holds the returned buffers by the log2 of their size.
+var tokenBufferFree = func() (free [bits.UintSize]chan []byte) {
+	for k := range free {
+		free[k] = make(chan []byte, tokenBuffersKept)
+	}
+	return free
+}()
 
 // tokenBuffer returns a buffer of n bytes from tokenBuffers: the builder
 // writes all of them, and releases its reference once the arrays built
@@ -34,10 +44,12 @@ func (tokenBuffers) Allocate(n int) []byte {
 		return nil
 	}
 	k := bits.Len(uint(n - 1))
-	if b, ok := tokenBufferPools[k].Get().(*[]byte); ok {
-		return (*b)[:n]
+	select {
+	case b := <-tokenBufferFree[k]:
+		return b[:n]
+	default:
+		return make([]byte, n, 1<<k)
 	}
-	return make([]byte, n, 1<<k)
 }
 
 // Reallocate implements memory.Allocator.
@@ -54,7 +66,9 @@ func (a tokenBuffers) Reallocate(n int, b []byte) []byte {
 // Free implements memory.Allocator.
 func (tokenBuffers) Free(b []byte) {
 	if c := cap(b); c > 0 && c&(c-1) == 0 { // a buffer of Allocate's
-		b = b[:c]
-		tokenBufferPools[bits.Len(uint(c-1))].Put(&b)
+		select {
+		case tokenBufferFree[bits.Len(uint(c-1))] <- b[:c]:
+		default: // enough kept
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"runtime"
-	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -69,14 +68,18 @@ func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 	// written.
 	slots := make([]*pageSlot, w)
 	for i := range slots {
-		slots[i], _ = pageSlots.Get().(*pageSlot)
-		if slots[i] == nil {
+		select {
+		case slots[i] = <-pageSlots:
+		default:
 			slots[i] = new(pageSlot)
 		}
 	}
 	defer func() {
 		for _, sl := range slots {
-			pageSlots.Put(sl)
+			select {
+			case pageSlots <- sl:
+			default: // enough kept
+			}
 		}
 	}()
 	done := make([]chan struct{}, n)
@@ -154,7 +157,12 @@ type pageSlot struct {
 	levels       int
 }
 
-var pageSlots sync.Pool
+// pageSlots keeps the slots of the chunks written, as many as the chunks
+// encoded at once use (a column a core, pagesInFlight slots a column): a
+// free list the garbage collector does not empty, as it does a sync.Pool
+// at every cycle, so that a slot's page-sized buffers are grown (cleared
+// and faulted in) once a process, not again after each collection.
+var pageSlots = make(chan *pageSlot, 4*runtime.GOMAXPROCS(0))
 
 // encode encodes rows [r0, r1) of l as a page's levels and values, and
 // compresses them with pager's codec.
