@@ -187,6 +187,9 @@ func (p *pageSlot) encode(pager file.PageWriter, s Shape, l *array.List, r0, r1 
 	first, _ := l.ValueOffsets(r0)
 	_, end := l.ValueOffsets(r1 - 1)
 	p.page.Reset()
+	// Grown to the page's size at once, not doubled up to from nothing (each
+	// doubling a buffer cleared afresh).
+	p.page.Grow(p.rep.size() + p.def.size() + plainSize(s, int(end-first)))
 	p.rep.flushTo(&p.page)
 	p.def.flushTo(&p.page)
 	appendPlain(&p.page, s, l.ListValues().Data(), int(first), int(end))
@@ -195,6 +198,14 @@ func (p *pageSlot) encode(pager file.PageWriter, s Shape, l *array.List, r0, r1 
 		p.packed.Reset()
 		p.data = pager.Compress(&p.packed, p.data)
 	}
+}
+
+// plainSize returns the bytes of n values PLAIN-encoded.
+func plainSize(s Shape, n int) int {
+	if s.width > 0 {
+		return n * s.width
+	}
+	return int(bitutil.BytesForBits(int64(n)))
 }
 
 // appendPlain appends values [lo, hi) of a values array PLAIN-encoded.
@@ -236,6 +247,11 @@ func (w *runWriter) emit() {
 	w.out = binary.AppendUvarint(w.out, uint64(w.count)<<1)
 	w.out = append(w.out, byte(w.value))
 	w.count = 0
+}
+
+// size returns at least the bytes flushTo writes.
+func (w *runWriter) size() int {
+	return 4 + len(w.out) + binary.MaxVarintLen64 + 1
 }
 
 // flushTo writes the runs to buf behind their 4-byte length, as data pages
