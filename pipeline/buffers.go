@@ -4,6 +4,8 @@ import (
 	"math/bits"
 
 	"github.com/apache/arrow/go/v17/arrow/memory"
+
+	"github.com/rftpipe/rftpipe/internal/hugepage"
 )
 
 // tokenBuffers is the allocator of the buffers of the per-token list
@@ -12,8 +14,9 @@ import (
 // is released (the writer's, once the column is encoded), and the next
 // batch's column is built in it, so its pages are not faulted in and
 // cleared afresh for every batch. Buffers come in power-of-two sizes, one
-// free list a size, so that any buffer of a list fits the next batch;
-// their bytes are not cleared: the builders write every byte they ask for.
+// free list a size, so that any buffer of a list fits the next batch, from
+// a huge page up mapped as huge pages (package hugepage); their bytes are
+// not cleared: the builders write every byte they ask for.
 type tokenBuffers struct{}
 
 // tokenBuffersKept is how many returned buffers of one size a process
@@ -48,6 +51,9 @@ func (tokenBuffers) Allocate(n int) []byte {
 	case b := <-tokenBufferFree[k]:
 		return b[:n]
 	default:
+		if 1<<k >= hugepage.Size {
+			return hugepage.Alloc(1 << k)[:n]
+		}
 		return make([]byte, n, 1<<k)
 	}
 }
@@ -69,6 +75,7 @@ func (tokenBuffers) Free(b []byte) {
 		select {
 		case tokenBufferFree[bits.Len(uint(c-1))] <- b[:c]:
 		default: // enough kept
+			hugepage.Free(b)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	pqschema "github.com/apache/arrow/go/v17/parquet/schema"
+
+	"github.com/rftpipe/rftpipe/internal/hugepage"
 )
 
 // Encoder writes the column chunk of a list column the leaf codec
@@ -79,6 +81,7 @@ func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 			select {
 			case pageSlots <- sl:
 			default: // enough kept
+				sl.free()
 			}
 		}
 	}()
@@ -152,9 +155,12 @@ func pageCuts(s Shape, l *array.List, pageSize int) []int {
 // for the next chunk.
 type pageSlot struct {
 	page, packed bytes.Buffer
-	rep, def     runWriter
-	data         []byte
-	levels       int
+	// the mappings page and packed were given (package hugepage), nil
+	// while their buffers are the heap's
+	pageMem, packedMem []byte
+	rep, def           runWriter
+	data               []byte
+	levels             int
 }
 
 // pageSlots keeps the slots of the chunks written, as many as the chunks
@@ -186,18 +192,41 @@ func (p *pageSlot) encode(pager file.PageWriter, s Shape, l *array.List, r0, r1 
 	}
 	first, _ := l.ValueOffsets(r0)
 	_, end := l.ValueOffsets(r1 - 1)
+	size := p.rep.size() + p.def.size() + plainSize(s, int(end-first))
 	p.page.Reset()
-	// Grown to the page's size at once, not doubled up to from nothing (each
-	// doubling a buffer cleared afresh).
-	p.page.Grow(p.rep.size() + p.def.size() + plainSize(s, int(end-first)))
+	p.pageMem = reserve(&p.page, p.pageMem, size)
 	p.rep.flushTo(&p.page)
 	p.def.flushTo(&p.page)
 	appendPlain(&p.page, s, l.ListValues().Data(), int(first), int(end))
 	p.data = p.page.Bytes()
 	if pager.HasCompressor() {
 		p.packed.Reset()
+		p.packedMem = reserve(&p.packed, p.packedMem, size+size/4) // room for what does not compress
 		p.data = pager.Compress(&p.packed, p.data)
 	}
+}
+
+// reserve gives buf, empty, room for n bytes at once, not by doublings from
+// nothing (each a buffer cleared afresh): from half a huge page up in a
+// mapping of package hugepage's (mem, the one buf had, given back), below
+// from the heap. It returns buf's mapping.
+func reserve(buf *bytes.Buffer, mem []byte, n int) []byte {
+	switch {
+	case buf.Cap() >= n:
+	case n < hugepage.Size/2:
+		buf.Grow(n)
+	default:
+		hugepage.Free(mem)
+		mem = hugepage.Alloc(n)
+		*buf = *bytes.NewBuffer(mem[:0])
+	}
+	return mem
+}
+
+// free gives the slot's mappings back; nothing may use the slot after.
+func (p *pageSlot) free() {
+	hugepage.Free(p.pageMem)
+	hugepage.Free(p.packedMem)
 }
 
 // plainSize returns the bytes of n values PLAIN-encoded.

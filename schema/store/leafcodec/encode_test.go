@@ -259,4 +259,7 @@ func TestEncoderKeepsSlots(t *testing.T) {
 	if len(after) != len(slots) {
 		t.Fatalf("%d slots kept after the chunk, want the %d before", len(after), len(slots))
 	}
+	for sl := range after {
+		pageSlots <- sl
+	}
 }
