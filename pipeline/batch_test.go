@@ -428,16 +428,11 @@ func TestBroadcastRows(t *testing.T) {
 }
 
 // TestBroadcastReusesBuffers: a column broadcast after another was released
-// is built in the released one's buffers (tokenBuffers), which are not
-// cleared (a NaN left in every value here), and still holds every row's
-// value; the column of SetList's values likewise.
+// is built in the released one's buffers (tokenBuffers: from the heap, or
+// past a huge page mapped), which are not cleared (a NaN left in every
+// value here), and still holds every row's value; the column of SetList's
+// values likewise.
 func TestBroadcastReusesBuffers(t *testing.T) {
-	const rows = 300
-	mask := broadcastMask(t, rows)
-	score := make([]float32, rows)
-	for i := range score {
-		score[i] = float32(i%7) - 3
-	}
 	// The values buffer of a, emptied of the buffers freed before it and
 	// dirtied; a is released, and its buffer freed.
 	release := func(a arrow.Array) []byte {
@@ -451,23 +446,30 @@ func TestBroadcastReusesBuffers(t *testing.T) {
 		a.Release()
 		return vals
 	}
-	for _, masked := range []bool{true, false} {
-		a, err := broadcast(mask, score, masked)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old := release(a)
+	for _, rows := range []int{300, 2100} { // 0.3 and 2.1 MB of values
+		mask := broadcastMask(t, rows)
+		score := make([]float32, rows)
 		for i := range score {
-			score[i] = -score[i] - 0.5
+			score[i] = float32(i%7) - 3
 		}
-		if a, err = broadcast(mask, score, masked); err != nil {
-			t.Fatal(err)
+		for _, masked := range []bool{true, false} {
+			a, err := broadcast(mask, score, masked)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := release(a)
+			for i := range score {
+				score[i] = -score[i] - 0.5
+			}
+			if a, err = broadcast(mask, score, masked); err != nil {
+				t.Fatal(err)
+			}
+			if vals := a.(*array.List).ListValues().Data().Buffers()[1].Bytes(); &vals[0] != &old[0] {
+				t.Fatalf("%d rows, masked %v: built in a new buffer, not in the one released", rows, masked)
+			}
+			checkColumn(t, mask, score, masked, a)
+			a.Release()
 		}
-		if vals := a.(*array.List).ListValues().Data().Buffers()[1].Bytes(); &vals[0] != &old[0] {
-			t.Fatalf("masked %v: built in a new buffer, not in the one released", masked)
-		}
-		checkColumn(t, mask, score, masked, a)
-		a.Release()
 	}
 	layout := agg.NewRows([]int{3, 0, 5, 1000})
 	flat := make([]float64, layout.Tokens())
