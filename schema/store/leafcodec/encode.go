@@ -207,13 +207,13 @@ func (p *pageSlot) encode(pager file.PageWriter, s Shape, l *array.List, r0, r1 
 }
 
 // reserve gives buf, empty, room for n bytes at once, not by doublings from
-// nothing (each a buffer cleared afresh): from half a huge page up in a
-// mapping of package hugepage's (mem, the one buf had, given back), below
-// from the heap. It returns buf's mapping.
+// nothing (each a buffer cleared afresh): from an eighth of a huge page up
+// in a mapping of package hugepage's (mem, the one buf had, given back),
+// below from the heap. It returns buf's mapping.
 func reserve(buf *bytes.Buffer, mem []byte, n int) []byte {
 	switch {
 	case buf.Cap() >= n:
-	case n < hugepage.Size/2:
+	case n < hugepage.Size/8:
 		buf.Grow(n)
 	default:
 		hugepage.Free(mem)
