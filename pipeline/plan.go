@@ -180,8 +180,9 @@ func broadcast(maskCol arrow.Array, score []float32, masked bool) (arrow.Array, 
 		}
 	}
 	rows := agg.NewRows(lens)
-	offBuf, valBuf := tokenBuffer(arrow.Int32Traits.BytesRequired(n+1)), tokenBuffer(arrow.Float32Traits.BytesRequired(rows.Tokens()))
+	offBuf := tokenBuffer(arrow.Int32Traits.BytesRequired(n + 1))
 	defer offBuf.Release()
+	valBuf := tokenBuffer(arrow.Float32Traits.BytesRequired(rows.Tokens()))
 	defer valBuf.Release()
 	offsets, vals := arrow.Int32Traits.CastFromBytes(offBuf.Bytes()), arrow.Float32Traits.CastFromBytes(valBuf.Bytes())
 	for i, o := range rows.Off {
