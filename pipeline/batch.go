@@ -435,7 +435,9 @@ func bitmap(a *array.Boolean) (bits []byte, off int) {
 // listArray builds the list column of flat values laid out by rows:
 // list<bool> (v != 0) when isMask, list<float32> otherwise.
 func listArray(flat []float64, rows agg.Rows, isMask bool) arrow.Array {
-	offsets := make([]int32, rows.N()+1)
+	offBuf := tokenBuffer(arrow.Int32Traits.BytesRequired(rows.N() + 1))
+	defer offBuf.Release()
+	offsets := arrow.Int32Traits.CastFromBytes(offBuf.Bytes())
 	for i := range offsets {
 		offsets[i] = int32(rows.Off[i])
 	}
@@ -454,20 +456,19 @@ func listArray(flat []float64, rows agg.Rows, isMask bool) arrow.Array {
 		child = array.NewData(arrow.FixedWidthTypes.Boolean, len(flat),
 			[]*memory.Buffer{nil, memory.NewBufferBytes(bits)}, nil, 0, 0)
 	} else {
-		vals := make([]float32, len(flat))
+		valBuf := tokenBuffer(arrow.Float32Traits.BytesRequired(len(flat)))
+		defer valBuf.Release()
+		vals := arrow.Float32Traits.CastFromBytes(valBuf.Bytes())
 		parallel.Spans(len(flat), parallel.SpanSize, func(lo, hi int) {
 			for i, v := range flat[lo:hi] {
 				vals[lo+i] = float32(v)
 			}
 		})
-		child = array.NewData(arrow.PrimitiveTypes.Float32, len(vals),
-			[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(vals))}, nil, 0, 0)
+		child = array.NewData(arrow.PrimitiveTypes.Float32, len(vals), []*memory.Buffer{nil, valBuf}, nil, 0, 0)
 	}
 	defer child.Release()
 	typ := arrow.ListOf(child.DataType())
-	data := array.NewData(typ, rows.N(),
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
-		[]arrow.ArrayData{child}, 0, 0)
+	data := array.NewData(typ, rows.N(), []*memory.Buffer{nil, offBuf}, []arrow.ArrayData{child}, 0, 0)
 	defer data.Release()
 	return array.MakeFromData(data)
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -343,15 +344,13 @@ func checkPickBits[T float32 | float64](t *testing.T, bm []byte, pick [2]T) {
 	}
 }
 
-// TestBroadcastRows: broadcast gives every row of several spans its score
-// times its mask (-0 for a negative score on a masked token), or the score
-// on every token unmasked, a null mask row a null row, at GOMAXPROCS 1 and
-// 8, read through a slice of the mask column.
-func TestBroadcastRows(t *testing.T) {
+// broadcastMask returns a mask column of rows rows over several spans,
+// every 97th row (from the 5th) null, read through a slice of its column.
+func broadcastMask(t *testing.T, rows int) *array.List {
+	t.Helper()
 	lb := array.NewListBuilder(memory.DefaultAllocator, arrow.FixedWidthTypes.Boolean)
 	defer lb.Release()
 	vb := lb.ValueBuilder().(*array.BooleanBuilder)
-	const rows = 700
 	for i := range rows + 1 { // row 0 is sliced off
 		if i%97 == 5 {
 			lb.AppendNull()
@@ -364,8 +363,52 @@ func TestBroadcastRows(t *testing.T) {
 	}
 	full := lb.NewListArray()
 	defer full.Release()
-	mask := array.NewSlice(full, 1, rows+1).(*array.List)
-	defer mask.Release()
+	mask := array.NewSlice(full, 1, int64(rows)+1).(*array.List)
+	t.Cleanup(mask.Release)
+	return mask
+}
+
+// checkColumn checks that a is broadcast's column of score over mask:
+// each row its score times its mask (-0 for a negative score on a masked
+// token), or the score on every token unmasked, a null mask row a null row.
+func checkColumn(t *testing.T, mask *array.List, score []float32, masked bool, a arrow.Array) {
+	t.Helper()
+	got := a.(*array.List)
+	vals := got.ListValues().(*array.Float32)
+	m := mask.ListValues().(*array.Boolean)
+	for i := range mask.Len() {
+		if mask.IsNull(i) != got.IsNull(i) {
+			t.Fatalf("masked %v: row %d null %v, the mask's %v", masked, i, got.IsNull(i), mask.IsNull(i))
+		}
+		lo, hi := mask.ValueOffsets(i)
+		glo, ghi := got.ValueOffsets(i)
+		if mask.IsNull(i) {
+			if ghi != glo {
+				t.Fatalf("row %d: a null row with %d values", i, ghi-glo)
+			}
+			continue
+		}
+		if ghi-glo != hi-lo {
+			t.Fatalf("row %d: %d values, the mask has %d", i, ghi-glo, hi-lo)
+		}
+		for k := range int(hi - lo) {
+			want := score[i]
+			if masked && !m.Value(int(lo)+k) {
+				want = score[i] * 0
+			}
+			if g := vals.Value(int(glo) + k); math.Float32bits(g) != math.Float32bits(want) {
+				t.Fatalf("masked %v: row %d token %d is %v, want %v", masked, i, k, g, want)
+			}
+		}
+	}
+}
+
+// TestBroadcastRows: broadcast gives every row of several spans its score
+// times its mask, or its score unmasked (checkColumn), at GOMAXPROCS 1
+// and 8, read through a slice of the mask column.
+func TestBroadcastRows(t *testing.T) {
+	const rows = 700
+	mask := broadcastMask(t, rows)
 	score := make([]float32, rows)
 	for i := range score {
 		score[i] = float32(i%11) - 5
@@ -378,35 +421,71 @@ func TestBroadcastRows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := a.(*array.List)
-			vals := got.ListValues().(*array.Float32)
-			for i := range rows {
-				if mask.IsNull(i) != got.IsNull(i) {
-					t.Fatalf("GOMAXPROCS %d masked %v: row %d null %v, the mask's %v", procs, masked, i, got.IsNull(i), mask.IsNull(i))
-				}
-				lo, hi := mask.ValueOffsets(i)
-				glo, ghi := got.ValueOffsets(i)
-				if mask.IsNull(i) {
-					if ghi != glo {
-						t.Fatalf("row %d: a null row with %d values", i, ghi-glo)
-					}
-					continue
-				}
-				if ghi-glo != hi-lo {
-					t.Fatalf("row %d: %d values, the mask has %d", i, ghi-glo, hi-lo)
-				}
-				m := mask.ListValues().(*array.Boolean)
-				for k := range int(hi - lo) {
-					want := score[i]
-					if masked && !m.Value(int(lo)+k) {
-						want = score[i] * 0
-					}
-					if g := vals.Value(int(glo) + k); math.Float32bits(g) != math.Float32bits(want) {
-						t.Fatalf("GOMAXPROCS %d masked %v: row %d token %d is %v, want %v", procs, masked, i, k, g, want)
-					}
-				}
-			}
+			checkColumn(t, mask, score, masked, a)
 			a.Release()
+		}
+	}
+}
+
+// TestBroadcastReusesBuffers: a column broadcast after another was released
+// is built in the released one's buffers (tokenBuffers: from the heap, or
+// past a huge page mapped), which are not cleared (a NaN left in every
+// value here), and still holds every row's value; the column of SetList's
+// values likewise.
+func TestBroadcastReusesBuffers(t *testing.T) {
+	// The values buffer of a, emptied of the buffers freed before it and
+	// dirtied; a is released, and its buffer freed.
+	release := func(a arrow.Array) []byte {
+		vals := a.(*array.List).ListValues().Data().Buffers()[1].Bytes()
+		for free := tokenBufferFree[bits.Len(uint(len(vals)-1))]; len(free) > 0; {
+			<-free
+		}
+		for i := range vals {
+			vals[i] = 0xff
+		}
+		a.Release()
+		return vals
+	}
+	for _, rows := range []int{300, 2100} { // 0.3 and 2.1 MB of values
+		mask := broadcastMask(t, rows)
+		score := make([]float32, rows)
+		for i := range score {
+			score[i] = float32(i%7) - 3
+		}
+		for _, masked := range []bool{true, false} {
+			a, err := broadcast(mask, score, masked)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := release(a)
+			for i := range score {
+				score[i] = -score[i] - 0.5
+			}
+			if a, err = broadcast(mask, score, masked); err != nil {
+				t.Fatal(err)
+			}
+			if vals := a.(*array.List).ListValues().Data().Buffers()[1].Bytes(); &vals[0] != &old[0] {
+				t.Fatalf("%d rows, masked %v: built in a new buffer, not in the one released", rows, masked)
+			}
+			checkColumn(t, mask, score, masked, a)
+			a.Release()
+		}
+	}
+	layout := agg.NewRows([]int{3, 0, 5, 1000})
+	flat := make([]float64, layout.Tokens())
+	for i := range flat {
+		flat[i] = float64(i) / 8
+	}
+	old := release(listArray(flat, layout, false))
+	a := listArray(flat, layout, false)
+	defer a.Release()
+	vals := a.(*array.List).ListValues().(*array.Float32)
+	if &vals.Data().Buffers()[1].Bytes()[0] != &old[0] {
+		t.Fatal("SetList's column built in a new buffer, not in the one released")
+	}
+	for i, v := range flat {
+		if vals.Value(i) != float32(v) {
+			t.Fatalf("value %d is %v, want %v", i, vals.Value(i), v)
 		}
 	}
 }

@@ -180,11 +180,14 @@ func broadcast(maskCol arrow.Array, score []float32, masked bool) (arrow.Array, 
 		}
 	}
 	rows := agg.NewRows(lens)
-	offsets := make([]int32, n+1)
+	offBuf := tokenBuffer(arrow.Int32Traits.BytesRequired(n + 1))
+	defer offBuf.Release()
+	valBuf := tokenBuffer(arrow.Float32Traits.BytesRequired(rows.Tokens()))
+	defer valBuf.Release()
+	offsets, vals := arrow.Int32Traits.CastFromBytes(offBuf.Bytes()), arrow.Float32Traits.CastFromBytes(valBuf.Bytes())
 	for i, o := range rows.Off {
 		offsets[i] = int32(o)
 	}
-	vals := make([]float32, rows.Tokens())
 	bm, off := bitmap(bits)
 	bounds := rows.Chunks(parallel.SpanSize) // chunks of rows spread over the cores
 	parallel.For(len(bounds)-1, func(c int) {
@@ -213,11 +216,9 @@ func broadcast(maskCol arrow.Array, score []float32, masked bool) (arrow.Array, 
 		}
 		valid = memory.NewBufferBytes(bm)
 	}
-	child := array.NewData(arrow.PrimitiveTypes.Float32, len(vals),
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(vals))}, nil, 0, 0)
+	child := array.NewData(arrow.PrimitiveTypes.Float32, len(vals), []*memory.Buffer{nil, valBuf}, nil, 0, 0)
 	defer child.Release()
-	data := array.NewData(schema.Field(schema.Advantages).Type, n,
-		[]*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
+	data := array.NewData(schema.Field(schema.Advantages).Type, n, []*memory.Buffer{valid, offBuf},
 		[]arrow.ArrayData{child}, nulls, 0)
 	defer data.Release()
 	return array.MakeFromData(data), nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"runtime"
-	"sync"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -13,6 +12,8 @@ import (
 	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	pqschema "github.com/apache/arrow/go/v17/parquet/schema"
+
+	"github.com/rftpipe/rftpipe/internal/hugepage"
 )
 
 // Encoder writes the column chunk of a list column the leaf codec
@@ -69,14 +70,19 @@ func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 	// written.
 	slots := make([]*pageSlot, w)
 	for i := range slots {
-		slots[i], _ = pageSlots.Get().(*pageSlot)
-		if slots[i] == nil {
+		select {
+		case slots[i] = <-pageSlots:
+		default:
 			slots[i] = new(pageSlot)
 		}
 	}
 	defer func() {
 		for _, sl := range slots {
-			pageSlots.Put(sl)
+			select {
+			case pageSlots <- sl:
+			default: // enough kept
+				sl.free()
+			}
 		}
 	}()
 	done := make([]chan struct{}, n)
@@ -149,12 +155,20 @@ func pageCuts(s Shape, l *array.List, pageSize int) []int {
 // for the next chunk.
 type pageSlot struct {
 	page, packed bytes.Buffer
-	rep, def     runWriter
-	data         []byte
-	levels       int
+	// the mappings page and packed were given (package hugepage), nil
+	// while their buffers are the heap's
+	pageMem, packedMem []byte
+	rep, def           runWriter
+	data               []byte
+	levels             int
 }
 
-var pageSlots sync.Pool
+// pageSlots keeps the slots of the chunks written, as many as the chunks
+// encoded at once use (a column a core, pagesInFlight slots a column): a
+// free list the garbage collector does not empty, as it does a sync.Pool
+// at every cycle, so that a slot's page-sized buffers are grown (cleared
+// and faulted in) once a process, not again after each collection.
+var pageSlots = make(chan *pageSlot, 4*runtime.GOMAXPROCS(0))
 
 // encode encodes rows [r0, r1) of l as a page's levels and values, and
 // compresses them with pager's codec.
@@ -178,15 +192,49 @@ func (p *pageSlot) encode(pager file.PageWriter, s Shape, l *array.List, r0, r1 
 	}
 	first, _ := l.ValueOffsets(r0)
 	_, end := l.ValueOffsets(r1 - 1)
+	size := p.rep.size() + p.def.size() + plainSize(s, int(end-first))
 	p.page.Reset()
+	p.pageMem = reserve(&p.page, p.pageMem, size)
 	p.rep.flushTo(&p.page)
 	p.def.flushTo(&p.page)
 	appendPlain(&p.page, s, l.ListValues().Data(), int(first), int(end))
 	p.data = p.page.Bytes()
 	if pager.HasCompressor() {
 		p.packed.Reset()
+		p.packedMem = reserve(&p.packed, p.packedMem, size+size/4) // room for what does not compress
 		p.data = pager.Compress(&p.packed, p.data)
 	}
+}
+
+// reserve gives buf, empty, room for n bytes at once, not by doublings from
+// nothing (each a buffer cleared afresh): from an eighth of a huge page up
+// in a mapping of package hugepage's (mem, the one buf had, given back),
+// below from the heap. It returns buf's mapping.
+func reserve(buf *bytes.Buffer, mem []byte, n int) []byte {
+	switch {
+	case buf.Cap() >= n:
+	case n < hugepage.Size/8:
+		buf.Grow(n)
+	default:
+		hugepage.Free(mem)
+		mem = hugepage.Alloc(n)
+		*buf = *bytes.NewBuffer(mem[:0])
+	}
+	return mem
+}
+
+// free gives the slot's mappings back; nothing may use the slot after.
+func (p *pageSlot) free() {
+	hugepage.Free(p.pageMem)
+	hugepage.Free(p.packedMem)
+}
+
+// plainSize returns the bytes of n values PLAIN-encoded.
+func plainSize(s Shape, n int) int {
+	if s.width > 0 {
+		return n * s.width
+	}
+	return int(bitutil.BytesForBits(int64(n)))
 }
 
 // appendPlain appends values [lo, hi) of a values array PLAIN-encoded.
@@ -228,6 +276,11 @@ func (w *runWriter) emit() {
 	w.out = binary.AppendUvarint(w.out, uint64(w.count)<<1)
 	w.out = append(w.out, byte(w.value))
 	w.count = 0
+}
+
+// size returns at least the bytes flushTo writes.
+func (w *runWriter) size() int {
+	return 4 + len(w.out) + binary.MaxVarintLen64 + 1
 }
 
 // flushTo writes the runs to buf behind their 4-byte length, as data pages

@@ -214,3 +214,52 @@ func TestDecoderCorruptPage(t *testing.T) {
 	d.Close()
 	d.Close()
 }
+
+// TestEncoderKeepsSlots: the page slots a chunk was encoded in are kept
+// for the next chunk through garbage collections (a sync.Pool drops them,
+// and a slot made anew grows its page-sized buffers again): the chunk after
+// two collections is encoded in the same slots.
+func TestEncoderKeepsSlots(t *testing.T) {
+	rec := leaftest.Record(600, false, 5)
+	f, col := rec.Schema().Field(0), rec.Column(0)
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithDictionaryDefault(false), parquet.WithStats(false), parquet.WithRootRepetition(parquet.Repetitions.Required))
+	sc, err := pqarrow.ToParquet(arrow.NewSchema([]arrow.Field{f}, nil), props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kept empties pageSlots and returns the slots it held.
+	kept := func() map[*pageSlot]bool {
+		slots := map[*pageSlot]bool{}
+		for len(pageSlots) > 0 {
+			slots[<-pageSlots] = true
+		}
+		return slots
+	}
+	kept()
+	first := encodeChunk(t, props, sc.Column(0), col, 256, 4)
+	slots := kept()
+	if len(slots) != 4 {
+		t.Fatalf("%d slots kept after a chunk of %d pages at GOMAXPROCS 4, want 4", len(slots), first.pages)
+	}
+	for sl := range slots {
+		pageSlots <- sl
+	}
+	runtime.GC()
+	runtime.GC()
+	if again := encodeChunk(t, props, sc.Column(0), col, 256, 4); !bytes.Equal(again.data, first.data) {
+		t.Fatal("the chunk encoded again differs")
+	}
+	after := kept()
+	for sl := range slots {
+		if !after[sl] {
+			t.Fatalf("a chunk after two collections was encoded in new slots: %d kept of the %d before", len(after), len(slots))
+		}
+	}
+	if len(after) != len(slots) {
+		t.Fatalf("%d slots kept after the chunk, want the %d before", len(after), len(slots))
+	}
+	for sl := range after {
+		pageSlots <- sl
+	}
+}
