@@ -5,7 +5,7 @@ import (
 
 	"github.com/apache/arrow/go/v17/arrow/memory"
 
-	"github.com/rftpipe/rftpipe/internal/hugepage"
+	"github.com/rftpipe/rftpipe/schema/store/hugepage"
 )
 
 // tokenBuffers is the allocator of the buffers of the per-token list

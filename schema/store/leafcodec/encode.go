@@ -13,7 +13,7 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/file"
 	pqschema "github.com/apache/arrow/go/v17/parquet/schema"
 
-	"github.com/rftpipe/rftpipe/internal/hugepage"
+	"github.com/rftpipe/rftpipe/schema/store/hugepage"
 )
 
 // Encoder writes the column chunk of a list column the leaf codec
