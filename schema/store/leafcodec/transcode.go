@@ -26,16 +26,17 @@ import (
 // none): the caller writes the column through an Arrow array.
 var ErrNotTranscodable = errors.New("leafcodec: a kept row the encoder does not take")
 
-// Transcodes returns the output shape of a list column written straight
-// from the pages of input leaf in, read as Arrow type t, into output leaf
-// out under props: both have a shape of fixed-width values the codec takes,
-// and the codec writes the output as pqarrow would.
-func Transcodes(props *parquet.WriterProperties, in, out *pqschema.Column, t arrow.DataType) (Shape, bool) {
-	is, ok := ShapeOf(in, t)
-	if !ok || !is.list || is.width == 0 {
-		return is, false
+// Transcodes returns the shapes of a list column written straight from the
+// pages of input leaf in, read as Arrow type t, into output leaf out under
+// props: both have a shape of fixed-width values the codec takes, and the
+// codec writes the output as pqarrow would.
+func Transcodes(props *parquet.WriterProperties, in, out *pqschema.Column, t arrow.DataType) (from, to Shape, ok bool) {
+	from, ok = ShapeOf(in, t)
+	if !ok || !from.list || from.width == 0 {
+		return from, to, false
 	}
-	return encodesShape(props, out, t)
+	to, ok = encodesShape(props, out, t)
+	return from, to, ok
 }
 
 // Transcoded is what Transcode wrote: the layout of the kept rows (a list

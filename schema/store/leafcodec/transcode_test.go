@@ -24,7 +24,7 @@ import (
 // with Transcode, in pages of about pageSize bytes of values.
 func transcodeChunk(t *testing.T, props *parquet.WriterProperties, descr *pqschema.Column, typ arrow.DataType, c chunk, keep []bool, pageSize int) ([]byte, Transcoded, error) {
 	t.Helper()
-	s, ok := Transcodes(props, descr, descr, typ)
+	from, s, ok := Transcodes(props, descr, descr, typ)
 	if !ok {
 		t.Fatalf("%s: not transcoded", descr.Path())
 	}
@@ -32,7 +32,7 @@ func transcodeChunk(t *testing.T, props *parquet.WriterProperties, descr *pqsche
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := NewDecoder(s, pr, int64(len(keep)), c.values)
+	d := NewDecoder(from, pr, int64(len(keep)), c.values)
 	defer d.Close()
 	var out sink
 	cc := metadata.NewColumnChunkMetaDataBuilder(props, descr)
