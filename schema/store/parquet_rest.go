@@ -259,23 +259,6 @@ func (r *Rest) Release() {
 	}
 }
 
-// Take returns the rows of the batch where keep is true (one value a row)
-// of the rest's columns named (those it holds, in the rest's order),
-// decoded for those rows alone: the values of the others are skipped, not
-// copied. The caller releases the record.
-func (r *Rest) Take(names []string, keep []bool) (arrow.Record, error) {
-	if int64(len(keep)) != r.rows || r.keep != nil {
-		return nil, fmt.Errorf("rest of row group %d: %d rows to keep or not, of %d", r.rg, len(keep), r.rows)
-	}
-	var fields []arrow.Field
-	for _, f := range r.sc.Fields() {
-		if slices.Contains(names, f.Name) {
-			fields = append(fields, f)
-		}
-	}
-	return r.read(arrow.NewSchema(fields, nil), keep)
-}
-
 // read decodes the rest's columns of schema sc: the rows where keep is
 // true, every row when keep is nil.
 func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error) {

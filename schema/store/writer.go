@@ -233,9 +233,9 @@ func (w *Writer) Prepare() error {
 		return nil
 	}
 	err := w.sink.Close()
-	if err != nil {
+	if err != nil && !errors.Is(err, schema.ErrBadInput) {
 		err = fmt.Errorf("write: %w", err)
-	} else {
+	} else if err == nil {
 		err = w.buf.Flush()
 	}
 	if w.obj != nil {
