@@ -120,7 +120,7 @@ func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 // writePage writes the page slot sl holds through the pager.
 func (e *Encoder) writePage(sl *pageSlot) error {
 	dp := file.NewDataPageV1(memory.NewBufferBytes(sl.data), int32(sl.levels), parquet.Encodings.Plain,
-		parquet.Encodings.RLE, parquet.Encodings.RLE, int32(sl.page.Len()))
+		parquet.Encodings.RLE, parquet.Encodings.RLE, int32(len(sl.raw)))
 	written, err := e.pager.WriteDataPage(dp)
 	dp.Release()
 	e.written += written
@@ -162,9 +162,9 @@ func pageCuts(s Shape, l *array.List, pageSize int) []int {
 type pageSlot struct {
 	page, packed bytes.Buffer
 	rep, def     runWriter
-	data         []byte
+	raw, data    []byte // the page's bytes, and as written
 	levels       int
-	vals         []byte // a Transcode's page values, kept for the next
+	vals         []byte // a Transcode's page (see transcoder), kept for the next
 }
 
 var pageSlots sync.Pool
@@ -207,10 +207,16 @@ func (p *pageSlot) seal(pager file.PageWriter, values func(page *bytes.Buffer)) 
 	p.rep.flushTo(&p.page)
 	p.def.flushTo(&p.page)
 	values(&p.page)
-	p.data = p.page.Bytes()
+	p.compress(pager, p.page.Bytes())
+}
+
+// compress takes raw as the page's bytes, and compresses them with pager's
+// codec.
+func (p *pageSlot) compress(pager file.PageWriter, raw []byte) {
+	p.raw, p.data = raw, raw
 	if pager.HasCompressor() {
 		p.packed.Reset()
-		p.data = pager.Compress(&p.packed, p.data)
+		p.data = pager.Compress(&p.packed, raw)
 	}
 }
 

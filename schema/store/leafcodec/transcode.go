@@ -1,9 +1,9 @@
 package leafcodec
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -48,15 +48,18 @@ type Transcoded struct {
 }
 
 // transcoder holds the output page being filled: its rows (value counts,
-// -1 for a null list) and their values, PLAIN; and the layout of the rows
-// kept so far.
+// -1 for a null list) and their values, PLAIN, in buf from head on (the
+// bytes before them left for the page's levels, so that the values are
+// copied once, from the input page); and the layout of the rows kept so
+// far.
 type transcoder struct {
 	e        *Encoder
 	s        Shape
 	slot     *pageSlot
 	pageSize int
 	rows     []int32
-	vals     []byte
+	buf      []byte
+	head     int
 	offsets  []int32
 	valid    []byte // nil until a null row
 	nulls    int
@@ -77,8 +80,9 @@ func (e *Encoder) Transcode(s Shape, d *Decoder, keep []bool, pageSize int) (Tra
 		t.slot = new(pageSlot)
 	}
 	defer pageSlots.Put(t.slot)
-	t.vals = t.slot.vals[:0]
-	defer func() { t.slot.vals = t.vals[:0] }()
+	t.head = levelRoom
+	t.buf = slices.Grow(t.slot.vals[:0], t.head)[:t.head]
+	defer func() { t.slot.vals = t.buf[:0] }()
 	t.offsets = make([]int32, 1, len(keep)+1)
 	in := d.s
 	w := in.width
@@ -160,16 +164,21 @@ func (e *Encoder) Transcode(s Shape, d *Decoder, keep []bool, pageSize int) (Tra
 		return Transcoded{}, errors.New("column chunk ends before the rows of its row group")
 	}
 	if len(t.rows) > 0 {
-		if err := t.flush(len(t.vals)); err != nil {
+		if err := t.flush(len(t.buf) - t.head); err != nil {
 			return Transcoded{}, err
 		}
 	}
 	return Transcoded{Layout: t.layout(), NonFinite: t.nonFin}, nil
 }
 
+// levelRoom is the room left for a page's levels before its values at
+// first: a few bytes a row (two runs of repetition levels, about one of
+// definition levels).
+const levelRoom = 16 << 10
+
 // add appends values of the row being read to the page's.
 func (t *transcoder) add(v []byte) {
-	t.vals = append(t.vals, v...)
+	t.buf = append(t.buf, v...)
 	if t.floats && !t.nonFin {
 		for k := 0; k+4 <= len(v); k += 4 {
 			// NaN or +Inf: what a check of finite log-probs refuses.
@@ -186,11 +195,10 @@ func (t *transcoder) add(v []byte) {
 // pageSize (a page holds at least one row), as pageCuts cuts pages.
 func (t *transcoder) endRow(n int, null bool) error {
 	size := n * t.s.width
-	if len(t.rows) > 0 && len(t.vals) > t.pageSize {
-		if err := t.flush(len(t.vals) - size); err != nil {
+	if vals := len(t.buf) - t.head; len(t.rows) > 0 && vals > t.pageSize {
+		if err := t.flush(vals - size); err != nil {
 			return err
 		}
-		t.vals = t.vals[:copy(t.vals, t.vals[len(t.vals)-size:])]
 	}
 	r := int32(n)
 	if null {
@@ -209,16 +217,42 @@ func (t *transcoder) endRow(n int, null bool) error {
 }
 
 // flush writes the page of the rows taken, whose values are the first
-// size bytes of the page's.
+// size bytes of the page's, and starts the next page with the values after
+// them (the row being read).
 func (t *transcoder) flush(size int) error {
 	p := t.slot
 	p.levels = 0
 	for _, r := range t.rows {
 		p.row(t.s, r < 0, int(max(r, 0)))
 	}
-	p.seal(t.e.pager, func(page *bytes.Buffer) { page.Write(t.vals[:size]) })
+	p.page.Reset()
+	p.rep.flushTo(&p.page)
+	p.def.flushTo(&p.page)
+	levels, head := p.page.Len(), t.head
+	if levels <= head {
+		copy(t.buf[head-levels:], p.page.Bytes())
+		p.compress(t.e.pager, t.buf[head-levels:head+size])
+	} else { // more levels than room: the values copied after them
+		p.page.Write(t.buf[head : head+size])
+		p.compress(t.e.pager, p.page.Bytes())
+		t.head = 2 * levels
+	}
 	t.rows = t.rows[:0]
-	return t.e.writePage(p)
+	if err := t.e.writePage(p); err != nil {
+		return err
+	}
+	// The values after the page's (the row being read) start the next.
+	tail := t.buf[head+size:]
+	if need := t.head + len(tail); cap(t.buf) < need {
+		grown := make([]byte, need, 2*need)
+		copy(grown[t.head:], tail)
+		t.buf = grown
+	} else {
+		t.buf = t.buf[:max(len(t.buf), need)]
+		copy(t.buf[t.head:], tail)
+		t.buf = t.buf[:need]
+	}
+	return nil
 }
 
 // layout returns the kept rows' list layout: a list of nulls.

@@ -75,7 +75,8 @@ func keptOf(t *testing.T, descr *pqschema.Column, typ arrow.DataType, c chunk, c
 // rows, output pages of several input pages' rows and the reverse), with
 // every row kept, none, every other one and a random 78 %; the layout
 // given is the kept rows' offsets and nulls; a NaN in a kept row is
-// reported and one in a dropped row is not.
+// reported and one in a dropped row is not; pages of more levels than the
+// room the values leave them are the same bytes too.
 func TestTranscode(t *testing.T) {
 	const rows = 600
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -150,6 +151,44 @@ func TestTranscode(t *testing.T) {
 			}
 		}
 	}
+	// Pages of more levels than the room left for them before the values:
+	// rows of one value between null rows.
+	const many = 40000
+	lb = array.NewListBuilder(memory.DefaultAllocator, arrow.PrimitiveTypes.Int32)
+	for i := 0; i < many; i++ {
+		if i%2 == 0 {
+			lb.AppendNull()
+		} else {
+			lb.Append(true)
+			lb.ValueBuilder().(*array.Int32Builder).Append(int32(i))
+		}
+	}
+	dense := lb.NewArray()
+	defer dense.Release()
+	props := parquet.NewWriterProperties(parquet.WithDictionaryDefault(false), parquet.WithStats(false), parquet.WithRootRepetition(parquet.Repetitions.Required))
+	f := arrow.Field{Name: "dense", Type: dense.DataType(), Nullable: true}
+	sc, err := pqarrow.ToParquet(arrow.NewSchema([]arrow.Field{f}, nil), props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pageSize := range []int{1 << 20, 30000} {
+		in := encodeChunk(t, props, sc.Column(0), dense, 1<<20, 1)
+		for _, every := range []int{1, 3} {
+			keep := make([]bool, many)
+			for i := range keep {
+				keep[i] = i%every == 0 || i%2 == 1
+			}
+			want := keptOf(t, sc.Column(0), f.Type, in, compress.Codecs.Uncompressed, keep)
+			got, _, err := transcodeChunk(t, props, sc.Column(0), f.Type, in, keep, pageSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantBytes := encodeChunk(t, props, sc.Column(0), want, pageSize, 1).data; !bytes.Equal(got, wantBytes) {
+				t.Fatalf("dense levels, pages of %d: %d bytes, unlike the %d of the rows read and written", pageSize, len(got), len(wantBytes))
+			}
+			want.Release()
+		}
+	}
 	// NaN in row 3: reported when row 3 is kept only.
 	nan := array.NewSlice(rec.Column(0), 0, rows).(*array.List)
 	defer nan.Release()
@@ -158,8 +197,7 @@ func TestTranscode(t *testing.T) {
 	old := vals[lo]
 	vals[lo] = float32(math.NaN())
 	defer func() { vals[lo] = old }()
-	props := parquet.NewWriterProperties(parquet.WithDictionaryDefault(false), parquet.WithStats(false), parquet.WithRootRepetition(parquet.Repetitions.Required))
-	sc, err := pqarrow.ToParquet(rec.Schema(), props, pqarrow.DefaultWriterProps())
+	sc, err = pqarrow.ToParquet(rec.Schema(), props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		t.Fatal(err)
 	}
