@@ -14,10 +14,10 @@ import (
 // batch whose rows all pass through, in order and without copies, is written
 // with the other columns' chunks (and those of the decoded columns it passes
 // on unchanged) copied from the input (store.Writer.WriteWith). In a job
-// whose stages drop rows, every batch decodes the other columns the output
-// keeps for its kept rows alone (store.Rest.Take, see keptRows) and is
-// encoded whole, as a decoded read's is: the bytes do not depend on which
-// row groups lost rows.
+// whose stages drop rows, every batch writes the other columns the output
+// keeps for its kept rows alone (store.Rest.Keep, see keptRows), written
+// from their pages or decoded, encoded as a decoded read's are: the bytes
+// do not depend on which row groups lost rows.
 
 // deferredReader opens the streaming pass's deferred reader over the store
 // of r, with the columns it decodes resolved; nil when the job cannot defer
@@ -178,14 +178,16 @@ func (b *Batch) full() (arrow.Record, error) {
 }
 
 // keptRows returns the output record of a deferred batch in a job that
-// drops rows (nil when the stages dropped every row): the decoded and the
-// stages' columns take the kept rows, and the rest's columns the output
-// keeps are decoded for those rows alone (store.Rest.Take), then validated
-// as the decoded columns were (the dropped rows' are not read).
-func (s *shaper) keptRows(b *Batch) (arrow.Record, error) {
+// drops rows (nil when the stages dropped every row), with the rest of its
+// kept rows (store.Rest.Keep): the decoded and the stages' columns take the
+// kept rows, and the writer writes the rest's columns the output keeps
+// for those rows alone, from their pages where it can; the kept rows are
+// validated as the decoded columns were, their rest's columns included
+// (the dropped rows' are not read), before they are written.
+func (s *shaper) keptRows(b *Batch) (arrow.Record, *store.Rest, error) {
 	n := b.Len()
 	if b.dropped == n {
-		return nil, nil
+		return nil, nil, nil
 	}
 	keep := make([]bool, n)
 	idx := make([]int64, 0, n-b.dropped)
@@ -194,19 +196,16 @@ func (s *shaper) keptRows(b *Batch) (arrow.Record, error) {
 			keep[i], idx = true, append(idx, int64(i))
 		}
 	}
-	// The output columns at hand (decoded, set), and the rest's by name.
-	var at []int
+	// The output columns at hand: decoded, set.
 	var fields []arrow.Field
 	var cols []arrow.Array
-	var restNames []string
 	for i, j := range s.src {
 		var a arrow.Array
 		switch {
 		case j >= 0:
 			k := fieldIndex(b.rec.Schema(), s.in.Field(j).Name)
 			if k < 0 {
-				restNames = append(restNames, s.in.Field(j).Name)
-				continue
+				continue // the rest's
 			}
 			a = b.rec.Column(k)
 		case i == s.dupOf:
@@ -215,47 +214,38 @@ func (s *shaper) keptRows(b *Batch) (arrow.Record, error) {
 			a = nullDup
 		default:
 			if a = b.set[s.name[i]]; a == nil {
-				return nil, errNotSet(s.name[i])
+				return nil, nil, errNotSet(s.name[i])
 			}
 		}
-		at, fields, cols = append(at, i), append(fields, s.out.Field(i)), append(cols, a)
+		fields, cols = append(fields, s.out.Field(i)), append(cols, a)
 	}
 	all := array.NewRecord(arrow.NewSchema(fields, nil), cols, int64(n))
 	defer all.Release()
-	here, err := takeRows(all, idx)
+	kept, err := takeRows(all, idx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer here.Release()
-	out := make([]arrow.Array, len(s.src))
-	for k, i := range at {
-		out[i] = here.Column(k)
-	}
-	if len(restNames) > 0 {
-		taken, err := b.rest.Take(restNames, keep)
-		if err != nil {
-			return nil, err
+	file, first, fileRows := b.File, b.FileRow, b.fileRows
+	rowOf := func(i int64) int64 {
+		if fileRows != nil {
+			return fileRows[i]
 		}
-		defer taken.Release()
-		for i, j := range s.src {
-			if out[i] == nil && j >= 0 {
-				out[i] = taken.Column(taken.Schema().FieldIndices(s.in.Field(j).Name)[0])
-			}
-		}
+		return first + i
 	}
-	kept := array.NewRecord(s.out, out, int64(len(idx)))
-	if err := validateKept(b, kept, idx); err != nil {
+	check := func(all arrow.Record) error { return validateKept(file, rowOf, all, idx) }
+	rest, err := b.rest.Keep(keep, check)
+	if err != nil {
 		kept.Release()
-		return nil, err
+		return nil, nil, err
 	}
-	return kept, nil
+	return kept, rest, nil
 }
 
-// validateKept validates the kept rows of batch b, its rows idx: at once,
-// and on an error run of consecutive rows by run, so that the error names
-// the row in the file.
-func validateKept(b *Batch, kept arrow.Record, idx []int64) error {
-	if schema.Validate(b.File, 0, kept, schema.ValidateOptions{AllowInvalidReward: true}) == nil {
+// validateKept validates the kept rows idx of a batch of file, whose row i
+// is rowOf(i) in the file: at once, and on an error run of consecutive
+// rows by run, so that the error names the row in the file.
+func validateKept(file string, rowOf func(int64) int64, kept arrow.Record, idx []int64) error {
+	if schema.Validate(file, 0, kept, schema.ValidateOptions{AllowInvalidReward: true}) == nil {
 		return nil
 	}
 	for k := 0; k < len(idx); {
@@ -263,12 +253,8 @@ func validateKept(b *Batch, kept arrow.Record, idx []int64) error {
 		for m < len(idx) && idx[m] == idx[m-1]+1 {
 			m++
 		}
-		first := b.FileRow + idx[k]
-		if b.fileRows != nil {
-			first = b.fileRows[idx[k]]
-		}
 		run := kept.NewSlice(int64(k), int64(m))
-		err := schema.Validate(b.File, first, run, schema.ValidateOptions{AllowInvalidReward: true})
+		err := schema.Validate(file, rowOf(idx[k]), run, schema.ValidateOptions{AllowInvalidReward: true})
 		run.Release()
 		if err != nil {
 			return err

@@ -96,13 +96,13 @@ const suffixSalt = 0x5eed5f1f
 
 // shape returns the batch's output records: its kept rows, and the copies
 // (nil when none). A deferred batch whose rows all pass through keeps its
-// rest for the writer (passThrough); in a job that drops rows it decodes
-// the rest's kept rows alone (keptRows).
+// rest for the writer (passThrough); in a job that drops rows the writer
+// writes the rest's kept rows alone (keptRows).
 func (s *shaper) shape(b *Batch) (kept, copies arrow.Record, rest *store.Rest, err error) {
 	if b.rest != nil && len(b.copies) == 0 {
 		if s.dropping {
-			kept, err = s.keptRows(b)
-			return kept, nil, nil, err // the batch's rest is released with it
+			kept, rest, err = s.keptRows(b)
+			return kept, nil, rest, err // the batch's rest is released with it
 		}
 		if kept, err = s.passThrough(b); err != nil {
 			return nil, nil, nil, err

@@ -336,7 +336,7 @@ func (s *streamer) finish(ctx context.Context, b *Batch, outs chan<- out) error 
 	}
 	b.release()
 	b.rec.Release()
-	if b.rest != nil && rest == nil {
+	if b.rest != nil && rest != b.rest {
 		b.rest.Release()
 	}
 	for _, o := range []out{{rec: kept, rest: rest}, {rec: copies, spill: true}, {rec: rejected, rejected: true}} {

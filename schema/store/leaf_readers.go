@@ -89,6 +89,12 @@ func chunkPages(pf *file.Reader, src io.ReaderAt, rg, leaf int) (file.PageReader
 	if md.WriterVersion().LessThan(metadata.Parquet816FixedVersion) || cc.CryptoMetadata() != nil {
 		return pf.RowGroup(rg).GetColumnPageReader(leaf)
 	}
+	return pagesAt(src, cc)
+}
+
+// pagesAt returns a page reader of column chunk cc, whose bytes src reads:
+// one from pageReaders when there is one.
+func pagesAt(src io.ReaderAt, cc *metadata.ColumnChunkMetaData) (file.PageReader, error) {
 	start := cc.DataPageOffset()
 	if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && start > cc.DictionaryPageOffset() {
 		start = cc.DictionaryPageOffset()

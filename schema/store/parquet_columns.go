@@ -78,10 +78,12 @@ type rowGroup struct {
 	rgb     *metadata.RowGroupMetaDataBuilder
 	ccs     []*metadata.ColumnChunkMetaDataBuilder
 	plans   []chunkPlan
-	reused  []bool        // the chunk is written again as a later column
-	cws     []chunkWriter // the encoded columns'
-	errs    []error       // the encoded columns'
-	encoded chan struct{} // closed when every column is encoded
+	rest    *Rest                  // a kept rest's columns (its own reference to the input)
+	written []leafcodec.Transcoded // the kept chunks written from pages
+	reused  []bool                 // the chunk is written again as a later column
+	cws     []chunkWriter          // the encoded columns'
+	errs    []error                // the encoded columns'
+	encoded chan struct{}          // closed when every column is encoded
 }
 
 // tellWriter counts the bytes written (the file offset), and keeps a copy
@@ -196,15 +198,27 @@ func (c *columnSink) Write(rec arrow.Record) error {
 // WriteWith writes one row group of rec's columns and the rest's: the rest's
 // column chunks are copied as they are when they are encoded as this file
 // encodes its columns (same Parquet type and levels, same codec), decoded and
-// encoded again otherwise.
+// encoded again otherwise. The kept rows of a rest (Rest.Keep) are written
+// from its pages where the leaf codec takes the column (see plan), decoded
+// and encoded otherwise.
 func (c *columnSink) WriteWith(rec arrow.Record, rest *Rest) error {
-	if !c.copies(rest) {
+	whole := !c.copies(rest)
+	if rest.keep != nil {
+		whole = rest.rows > c.props.MaxRowGroupLength()
+	}
+	if whole {
 		full, err := mergeRest(c.sc, rec, rest)
 		if err != nil {
 			return err
 		}
 		defer full.Release()
 		return c.Write(full)
+	}
+	if rest.keep != nil {
+		// A slice, as Write writes: its columns are not the very arrays
+		// of one another (see plan), so the row group is Write's.
+		rec = rec.NewSlice(0, rec.NumRows())
+		defer rec.Release()
 	}
 	return c.writeRowGroup(rec, rest)
 }
@@ -260,6 +274,11 @@ func mergeRest(sc *arrow.Schema, rec arrow.Record, rest *Rest) (arrow.Record, er
 		return nil, err
 	}
 	defer all.Release()
+	if rest.check != nil {
+		if err := rest.check(all); err != nil {
+			return nil, err
+		}
+	}
 	cols := make([]arrow.Array, sc.NumFields())
 	for i, f := range sc.Fields() {
 		k := all.Schema().FieldIndices(f.Name)
@@ -284,6 +303,10 @@ type chunkPlan struct {
 	same int         // else a copy of the chunk of this earlier column (-1: not)
 	raw  *rawChunk   // else copied from an input file
 	cp   *chunkCopy  // raw's (holding a reference to its file until copied)
+	// kept: else the kept rows of this input chunk, written from its pages
+	// (leafcodec.Transcode) from shape to shape.
+	kept     *rawChunk
+	from, to leafcodec.Shape
 }
 
 // writeRowGroup plans the row group of rec and rest's columns, starts
@@ -333,7 +356,7 @@ func (c *columnSink) plan(rec arrow.Record, rest *Rest) (*rowGroup, error) {
 			}
 			// A column the reader decoded and the job passes on unchanged
 			// (the very array read) is copied as its input chunk too.
-			if plans[i].col != nil && rest != nil && rest.rows == n {
+			if plans[i].col != nil && rest != nil && rest.keep == nil && rest.rows == n {
 				if ch := rest.sourceChunk(f.Name, plans[i].col); ch != nil && c.copiesChunk(ch, i) && c.keepsStats(ch, i) {
 					plans[i].col, plans[i].raw = nil, ch
 				}
@@ -342,12 +365,25 @@ func (c *columnSink) plan(rec arrow.Record, rest *Rest) (*rowGroup, error) {
 		}
 		if rest != nil {
 			if k := rest.sc.FieldIndices(f.Name); len(k) > 0 {
-				plans[i].raw = &rest.chunks[k[0]]
 				n = rest.rows
+				if rest.keep == nil {
+					plans[i].raw = &rest.chunks[k[0]]
+				} else {
+					plans[i].kept = &rest.chunks[k[0]]
+				}
 				continue
 			}
 		}
 		return nil, fmt.Errorf("no column %s to write", f.Name)
+	}
+	if rest != nil && rest.keep != nil {
+		dec, err := c.planKept(plans, rest)
+		if err != nil {
+			return nil, err
+		}
+		if dec != nil {
+			defer dec.Release() // its arrays retained by the plans below
+		}
 	}
 	for i := range plans {
 		if plans[i].raw == nil {
@@ -372,11 +408,48 @@ func (c *columnSink) plan(rec arrow.Record, rest *Rest) (*rowGroup, error) {
 	}
 	rg := &rowGroup{rows: n, ordinal: c.ordinal, rgb: c.meta.AppendRowGroup(), ccs: make([]*metadata.ColumnChunkMetaDataBuilder, len(plans)),
 		plans: plans, reused: reused, cws: make([]chunkWriter, len(plans)), errs: make([]error, len(plans)), encoded: make(chan struct{})}
+	if rest != nil && rest.keep != nil {
+		own := *rest
+		own.in, own.dec = rest.in.retain(), nil
+		rg.rest, rg.written = &own, make([]leafcodec.Transcoded, len(plans))
+	}
 	for i := range rg.ccs {
 		rg.ccs[i] = rg.rgb.NextColumnChunk()
 	}
 	c.ordinal++
 	return rg, nil
+}
+
+// planKept plans the columns of a kept rest: those the leaf codec writes
+// from their pages keep their chunk, the others are decoded for the kept
+// rows (returned, nil when none: the caller releases the record).
+func (c *columnSink) planKept(plans []chunkPlan, rest *Rest) (arrow.Record, error) {
+	var fields []arrow.Field
+	var at []int
+	for i := range plans {
+		p := &plans[i]
+		if p.kept == nil {
+			continue
+		}
+		f := c.sc.Field(i)
+		var ok bool
+		if p.from, p.to, ok = leafcodec.Transcodes(c.props, p.kept.descr, c.pqs.Column(i), f.Type); ok && leafcodec.Decodes(p.kept.meta.Encodings()) {
+			continue
+		}
+		p.kept = nil
+		fields, at = append(fields, rest.sc.Field(rest.sc.FieldIndices(f.Name)[0])), append(at, i)
+	}
+	if len(fields) == 0 {
+		return nil, nil
+	}
+	dec, err := rest.read(arrow.NewSchema(fields, nil), rest.keep)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range at {
+		plans[i].col = dec.Column(k)
+	}
+	return dec, nil
 }
 
 // encode encodes the row group's new columns, each on its own goroutine
@@ -386,7 +459,7 @@ func (c *columnSink) plan(rec arrow.Record, rest *Rest) (*rowGroup, error) {
 func (c *columnSink) encode(rg *rowGroup) {
 	var wg sync.WaitGroup
 	for i, p := range rg.plans {
-		if p.col == nil {
+		if p.col == nil && p.kept == nil {
 			continue
 		}
 		wg.Add(1)
@@ -441,10 +514,12 @@ func (chunkBuffers) Free(b []byte) {
 	chunkBufferPool.Put(&b)
 }
 
-// encodeChunk encodes column i of the row group: a list of primitives with
-// the leaf codec, another column with pqarrow.
+// encodeChunk encodes column i of the row group: kept rows from their
+// input pages or, when the leaf codec cannot write them so, decoded
+// first (transcode); a list of primitives with the leaf codec, another
+// column with pqarrow.
 func (c *columnSink) encodeChunk(rg *rowGroup, i int) error {
-	cc, col := rg.ccs[i], rg.plans[i].col
+	cc := rg.ccs[i]
 	path := cc.Descr().Path()
 	pager, err := file.NewPageWriter(c.out, c.props.CompressionFor(path), c.props.CompressionLevelFor(path),
 		cc, rg.ordinal, int16(i), chunkBuffers{}, true, nil, nil)
@@ -452,6 +527,22 @@ func (c *columnSink) encodeChunk(rg *rowGroup, i int) error {
 		return err
 	}
 	f := c.sc.Field(i)
+	if rg.plans[i].kept != nil {
+		err := c.transcode(rg, i, pager)
+		if !errors.Is(err, leafcodec.ErrNotTranscodable) {
+			return err
+		}
+		// Start the chunk again, from the kept rows decoded.
+		if rg.plans[i].col, err = rg.rest.column(f.Name); err != nil {
+			return err
+		}
+		rg.plans[i].kept = nil
+		if pager, err = file.NewPageWriter(c.out, c.props.CompressionFor(path), c.props.CompressionLevelFor(path),
+			cc, rg.ordinal, int16(i), chunkBuffers{}, true, nil, nil); err != nil {
+			return err
+		}
+	}
+	col := rg.plans[i].col
 	if s, ok := leafcodec.Encodes(c.props, cc.Descr(), f.Type, col); ok {
 		enc := leafcodec.NewEncoder(pager)
 		rg.cws[i] = enc
@@ -464,6 +555,74 @@ func (c *columnSink) encodeChunk(rg *rowGroup, i int) error {
 	return c.writeColumn(cw, col, f, lv)
 }
 
+// transcode writes the kept rows of column i's input chunk from its pages.
+func (c *columnSink) transcode(rg *rowGroup, i int, pager file.PageWriter) (err error) {
+	r, p := rg.rest, &rg.plans[i]
+	defer func() {
+		if e := recover(); e != nil {
+			err = fmt.Errorf("%v", e)
+		}
+		if err != nil && !errors.Is(err, leafcodec.ErrNotTranscodable) {
+			err = fileError(r.path, flattenEOF(err), "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", r.rg, c.sc.Field(i).Name)
+		}
+	}()
+	pr, err := pagesAt(&chunkReader{in: r.in, chunks: r.chunks, size: r.size}, p.kept.meta)
+	if err != nil {
+		return err
+	}
+	d := leafcodec.NewDecoder(p.from, pr, r.groupRows(), p.kept.meta.NumValues())
+	defer func() {
+		d.Close()
+		pageReaders.Put(pr)
+	}()
+	enc := leafcodec.NewEncoder(pager)
+	rg.cws[i] = enc
+	rg.written[i], err = enc.Transcode(p.to, d, r.keep, int(c.props.DataPageSize()))
+	return err
+}
+
+// column decodes the kept rows of the rest's column name.
+func (r *Rest) column(name string) (arrow.Array, error) {
+	rec, err := r.read(arrow.NewSchema([]arrow.Field{r.sc.Field(r.sc.FieldIndices(name)[0])}, nil), r.keep)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	col := rec.Column(0)
+	col.Retain()
+	return col, nil
+}
+
+// checkKept gives the kept rest's check the record of the row group's
+// columns: rec's and the rest's, decoded, or the layout of a column written
+// from its pages (decoded when a value is NaN or +Inf).
+func (c *columnSink) checkKept(rg *rowGroup) error {
+	var fields []arrow.Field
+	var cols []arrow.Array
+	for i, p := range rg.plans {
+		f := c.sc.Field(i)
+		a := p.col
+		if p.same >= 0 {
+			a = rg.plans[p.same].col
+		}
+		if a == nil {
+			if a = rg.written[i].Layout; rg.written[i].NonFinite {
+				dec, err := rg.rest.column(f.Name)
+				if err != nil {
+					return err
+				}
+				defer dec.Release()
+				a = dec
+			}
+		}
+		f.Type = a.DataType()
+		fields, cols = append(fields, f), append(cols, a)
+	}
+	rec := array.NewRecord(arrow.NewSchema(fields, nil), cols, rg.rows)
+	defer rec.Release()
+	return rg.rest.check(rec)
+}
+
 // layOut writes the row group's chunks in column order once they are
 // encoded, and releases what it holds; an error stops the writing.
 func (c *columnSink) layOut(rg *rowGroup) {
@@ -474,6 +633,12 @@ func (c *columnSink) layOut(rg *rowGroup) {
 	}
 	for _, err := range rg.errs {
 		if err != nil {
+			c.fail(err)
+			return
+		}
+	}
+	if rg.rest != nil && rg.rest.check != nil {
+		if err := c.checkKept(rg); err != nil {
 			c.fail(err)
 			return
 		}
@@ -496,6 +661,14 @@ func (rg *rowGroup) release() {
 			p.cp.in = nil
 		}
 	}
+	for _, w := range rg.written {
+		if w.Layout != nil {
+			w.Layout.Release()
+		}
+	}
+	if rg.rest != nil {
+		rg.rest.in.Close()
+	}
 }
 
 // writeChunks writes the row group's chunks in column order and finishes
@@ -506,7 +679,7 @@ func (c *columnSink) writeChunks(rg *rowGroup) error {
 	for i, p := range rg.plans {
 		cc := rg.ccs[i]
 		switch {
-		case p.col != nil:
+		case p.col != nil || p.kept != nil:
 			start := c.out.Tell()
 			var buf []byte
 			if rg.reused[i] {

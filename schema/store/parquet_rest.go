@@ -140,6 +140,38 @@ type Rest struct {
 	chunks  []rawChunk    // one per column of sc
 	dec     arrow.Record
 	decoded []decodedChunk // the columns the reader decoded (sourceChunk)
+	// keep: the row group's rows the batch holds (Keep; nil: every one),
+	// rows of them; check is given their columns before they are written.
+	keep  []bool
+	check func(arrow.Record) error
+}
+
+// Keep returns the rows of the batch where keep is true (one value a row)
+// as a Rest of their own, for Writer.WriteWith (the rows of its record are
+// those rows): a Parquet writer writes the list columns it can straight
+// from the input's pages to the output's (leafcodec.Transcode), none of
+// their values decoded into an array, and decodes the others for those
+// rows alone. check, when not nil, is given the record of the batch's
+// columns (the record's and the rest's the output holds, or all of the
+// rest's) before they are written: decoded columns, or for a column
+// written from its pages the list layout alone (a list of nulls,
+// leafcodec.Transcoded) when none of its values is NaN or +Inf. An error
+// of check is the write's. The caller releases both Rests.
+func (r *Rest) Keep(keep []bool, check func(arrow.Record) error) (*Rest, error) {
+	if int64(len(keep)) != r.rows || r.keep != nil {
+		return nil, fmt.Errorf("rest of row group %d: %d rows to keep or not, of %d", r.rg, len(keep), r.rows)
+	}
+	k := &Rest{path: r.path, in: r.in.retain(), rg: r.rg, rows: int64(countTrue(keep)), md: r.md, size: r.size, sc: r.sc,
+		chunks: r.chunks, keep: keep, check: check}
+	return k, nil
+}
+
+// groupRows returns the rows of the rest's row group.
+func (r *Rest) groupRows() int64 {
+	if r.keep != nil {
+		return int64(len(r.keep))
+	}
+	return r.rows
 }
 
 // decodedChunk is a column the reader decoded: the array it read and the
@@ -207,7 +239,7 @@ func (r *Rest) Decode() (arrow.Record, error) {
 	if r.dec != nil {
 		return r.dec, nil
 	}
-	rec, err := r.read(r.sc, nil)
+	rec, err := r.read(r.sc, r.keep)
 	if err != nil {
 		return nil, err
 	}
@@ -227,23 +259,6 @@ func (r *Rest) Release() {
 	}
 }
 
-// Take returns the rows of the batch where keep is true (one value a row)
-// of the rest's columns named (those it holds, in the rest's order),
-// decoded for those rows alone: the values of the others are skipped, not
-// copied. The caller releases the record.
-func (r *Rest) Take(names []string, keep []bool) (arrow.Record, error) {
-	if int64(len(keep)) != r.rows {
-		return nil, fmt.Errorf("rest of row group %d: %d rows to keep or not, of %d", r.rg, len(keep), r.rows)
-	}
-	var fields []arrow.Field
-	for _, f := range r.sc.Fields() {
-		if slices.Contains(names, f.Name) {
-			fields = append(fields, f)
-		}
-	}
-	return r.read(arrow.NewSchema(fields, nil), keep)
-}
-
 // read decodes the rest's columns of schema sc: the rows where keep is
 // true, every row when keep is nil.
 func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error) {
@@ -258,7 +273,8 @@ func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error)
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: r.rows}, memory.DefaultAllocator)
+	rows := r.groupRows()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: rows}, memory.DefaultAllocator)
 	if err != nil {
 		return nil, fileError(r.path, err, "not a readable Parquet file")
 	}
@@ -267,18 +283,18 @@ func (r *Rest) read(sc *arrow.Schema, keep []bool) (rec arrow.Record, err error)
 		return nil, fileError(r.path, flattenEOF(err), "row group %d: unreadable (file cut, overwritten or corrupt)", r.rg)
 	}
 	defer releaseReaders(readers)
-	want := r.rows
+	want := rows
 	if keep != nil {
 		want = int64(countTrue(keep))
 	}
-	cols, errs := readColumns(readers, r.rows, keep)
+	cols, errs := readColumns(readers, rows, keep)
 	defer releaseAll(cols)
 	for i, err := range errs {
 		if err == nil && cols[i].Len() != int(want) {
 			err = io.EOF
 		}
 		if err == io.EOF {
-			return nil, schema.Errorf(r.path, -1, sc.Field(i).Name, "row group %d: data ends before the %d rows the footer promises (file cut, overwritten or corrupt)", r.rg, r.rows)
+			return nil, schema.Errorf(r.path, -1, sc.Field(i).Name, "row group %d: data ends before the %d rows the footer promises (file cut, overwritten or corrupt)", r.rg, rows)
 		}
 		if err != nil {
 			return nil, fileError(r.path, err, "row group %d: column %q: unreadable data (file cut, overwritten or corrupt)", r.rg, sc.Field(i).Name)

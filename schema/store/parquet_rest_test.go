@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -19,7 +19,9 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/schema/store"
+	"github.com/rftpipe/rftpipe/schema/store/internal/leaftest"
 	"github.com/rftpipe/rftpipe/sql/duckdb"
 )
 
@@ -439,76 +441,165 @@ func TestLargeChunksCopiedAligned(t *testing.T) {
 	}
 }
 
-// A Rest's Take decodes the kept rows of the columns named, lists, flat
-// values and strings alike (some rows dropped, none, all), and leaves out
-// the columns not named: the rows of the whole batch decoded, where kept.
-func TestRestTake(t *testing.T) {
-	in := "../../fixtures/stores/full.parquet"
-	r, err := store.Open(in, store.Columns("batch", "task"), store.Deferred(), store.BatchRows(40))
+// The kept rows of a Rest (Keep) written with WriteWith are the bytes of
+// the same rows decoded and written with Write, over stores whose list
+// columns the writer writes from their pages (full.parquet; one of pqarrow's
+// with dictionary pages and data pages v2) and one with null elements (the
+// columns that hold them decoded), for some rows kept, every one and none;
+// the check sees the record of the batch's columns, a list written from its
+// pages as its layout alone, and its error is the write's.
+func TestRestKeep(t *testing.T) {
+	dir := t.TempDir()
+	holes, dict := filepath.Join(dir, "holes.parquet"), filepath.Join(dir, "dict.parquet")
+	for path, rec := range map[string]arrow.Record{holes: leaftest.Record(300, true, 3), dict: leaftest.Record(300, false, 4)} {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		props := parquet.NewWriterProperties(parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithMaxRowGroupLength(64),
+			parquet.WithDataPageSize(512), parquet.WithCompression(compress.Codecs.Zstd))
+		if path == holes {
+			props = parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(64), parquet.WithDictionaryDefault(false))
+		}
+		if err := pqarrow.WriteTable(array.NewTableFromRecords(rec.Schema(), []arrow.Record{rec}), f, 64, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	for _, c := range []struct {
+		in     string
+		decode []string
+		layout string // a column written from its pages
+	}{
+		{"../../fixtures/stores/full.parquet", []string{"batch", "task"}, "tokens"},
+		{dict, []string{"id"}, "f32"},
+		{holes, []string{"id"}, ""},
+	} {
+		for name, keepOf := range map[string]func(int) bool{"some": func(i int) bool { return i%3 != 0 && i%7 != 5 }, "all": func(int) bool { return true }, "none": func(int) bool { return false }} {
+			outs := [2]string{filepath.Join(dir, "kept.parquet"), filepath.Join(dir, "decoded.parquet")}
+			var mu sync.Mutex
+			var bad []string
+			checks, batches := 0, 0
+			for k, out := range outs {
+				r, err := store.Open(c.in, store.Columns(c.decode...), store.Deferred(), store.BatchRows(64))
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, err := store.Create(out, fullSchema(t, c.in))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for {
+					rec, err := r.Next()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					rest := r.Rest()
+					keep := pattern(int(rec.NumRows()), keepOf)
+					kept := keptRows(t, rec, keep)
+					if k == 0 {
+						rows := kept.NumRows()
+						kr, err := rest.Keep(keep, func(all arrow.Record) error {
+							mu.Lock()
+							defer mu.Unlock()
+							checks++
+							lay := all.Schema().FieldIndices(c.layout)
+							if all.NumCols() != int64(len(fullSchema(t, c.in).Fields())) || all.NumRows() != rows ||
+								(len(lay) > 0) != (c.layout != "") || (len(lay) > 0 && !arrow.TypeEqual(all.Column(lay[0]).DataType(), arrow.ListOf(arrow.Null))) {
+								bad = append(bad, all.Schema().String())
+							}
+							return nil
+						})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := w.WriteWith(kept, kr); err != nil {
+							t.Fatal(err)
+						}
+						kr.Release()
+						batches++
+					} else {
+						whole, err := rest.Join(rec)
+						if err != nil {
+							t.Fatal(err)
+						}
+						all := keptRows(t, whole, keep)
+						if err := w.Write(all); err != nil {
+							t.Fatal(err)
+						}
+						all.Release()
+					}
+					kept.Release()
+					rest.Release()
+				}
+				r.Close()
+				if err := w.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if checks != batches || len(bad) > 0 {
+				t.Fatalf("%s, %s: %d batches checked of %d; the check saw %v", c.in, name, checks, batches, bad)
+			}
+			if sha(t, outs[0]) != sha(t, outs[1]) {
+				t.Fatalf("%s, %s: the kept rows written from the rest differ from the rows decoded", c.in, name)
+			}
+		}
+	}
+	// The check's error is the write's, as it is.
+	r, err := store.Open(dict, store.Columns("id"), store.Deferred(), store.BatchRows(64))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	names := []string{"tokens", "logprobs", "suffix", "reward", "not_a_column"}
-	for k := 0; ; k++ {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			if k == 0 {
-				t.Fatal("no batch")
-			}
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		rest := r.Rest()
-		whole, err := rest.Decode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := int(rec.NumRows())
-		for _, keep := range [][]bool{pattern(n, func(i int) bool { return i%3 != 0 && i%7 != 5 }), pattern(n, func(int) bool { return true }), pattern(n, func(int) bool { return false })} {
-			got, err := rest.Take(names, keep)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var order []string
-			for _, f := range whole.Schema().Fields() {
-				if slices.Contains(names, f.Name) {
-					order = append(order, f.Name)
-				}
-			}
-			if len(order) != 4 || got.NumCols() != 4 {
-				t.Fatalf("batch %d: took %v, want the columns %v", k, got.Schema(), order)
-			}
-			for c, name := range order {
-				if got.Schema().Field(c).Name != name {
-					t.Fatalf("batch %d: took %v, want the columns %v, in the store's order", k, got.Schema(), order)
-				}
-			}
-			for c, f := range got.Schema().Fields() {
-				want := whole.Column(whole.Schema().FieldIndices(f.Name)[0])
-				row := 0
-				for i, kept := range keep {
-					if !kept {
-						continue
-					}
-					if !array.SliceEqual(got.Column(c), int64(row), int64(row+1), want, int64(i), int64(i+1)) {
-						t.Fatalf("batch %d, %s: kept row %d is input row %d, read differently", k, f.Name, row, i)
-					}
-					row++
-				}
-				if row != got.Column(c).Len() {
-					t.Fatalf("batch %d, %s: %d rows taken, %d kept", k, f.Name, got.Column(c).Len(), row)
-				}
-			}
-			got.Release()
-		}
-		if _, err := rest.Take(names, make([]bool, n+1)); err == nil {
-			t.Fatalf("batch %d: a selection of %d rows taken from %d", k, n+1, n)
-		}
-		rest.Release()
+	w, err := store.Create(filepath.Join(dir, "refused.parquet"), fullSchema(t, dict))
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer w.Abort()
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := schema.Errorf(dict, 3, "f32", "refused")
+	kr, err := r.Rest().Keep(pattern(int(rec.NumRows()), func(int) bool { return true }), func(arrow.Record) error { return refused })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kr.Release()
+	err = w.WriteWith(rec, kr)
+	if err == nil {
+		err = w.Commit()
+	}
+	if err == nil || err.Error() != refused.Error() {
+		t.Fatalf("a refused check: %v", err)
+	}
+}
+
+// keptRows returns the rows i of rec where keep[i] is true.
+func keptRows(t *testing.T, rec arrow.Record, keep []bool) arrow.Record {
+	t.Helper()
+	cols := make([]arrow.Array, rec.NumCols())
+	n := 0
+	for c := range cols {
+		var parts []arrow.Array
+		for i, k := range keep {
+			if k {
+				parts = append(parts, array.NewSlice(rec.Column(c), int64(i), int64(i+1)))
+			}
+		}
+		if len(parts) == 0 {
+			parts = append(parts, array.NewSlice(rec.Column(c), 0, 0))
+		}
+		a, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols[c], n = a, a.Len()
+	}
+	return array.NewRecord(rec.Schema(), cols, int64(n))
 }
 
 func pattern(n int, keep func(int) bool) []bool {

@@ -145,7 +145,7 @@ func (w *Writer) Write(rec arrow.Record) error {
 		return fmt.Errorf("%s: write: the store is finished", w.path)
 	}
 	if err := w.sink.Write(rec); err != nil {
-		return fmt.Errorf("%s: write: %w", w.path, err)
+		return w.writeError(err)
 	}
 	w.rows += rec.NumRows()
 	return nil
@@ -173,10 +173,19 @@ func (w *Writer) WriteWith(rec arrow.Record, rest *Rest) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%s: write: %w", w.path, err)
+		return w.writeError(err)
 	}
 	w.rows += rest.rows
 	return nil
+}
+
+// writeError returns the error of a write: as it is when it is bad input
+// (a kept rest's check, Rest.Keep), else naming the output.
+func (w *Writer) writeError(err error) error {
+	if errors.Is(err, schema.ErrBadInput) {
+		return err
+	}
+	return fmt.Errorf("%s: write: %w", w.path, err)
 }
 
 // Rows returns the number of rows written so far.
@@ -224,9 +233,9 @@ func (w *Writer) Prepare() error {
 		return nil
 	}
 	err := w.sink.Close()
-	if err != nil {
+	if err != nil && !errors.Is(err, schema.ErrBadInput) {
 		err = fmt.Errorf("write: %w", err)
-	} else {
+	} else if err == nil {
 		err = w.buf.Flush()
 	}
 	if w.obj != nil {

@@ -33,10 +33,8 @@ func NewEncoder(pager file.PageWriter) *Encoder { return &Encoder{pager: pager} 
 // v1, no dictionary, statistics or encryption) and col, a list, has no null
 // elements.
 func Encodes(props *parquet.WriterProperties, descr *pqschema.Column, t arrow.DataType, col arrow.Array) (Shape, bool) {
-	s, ok := ShapeOf(descr, t)
-	path := descr.Path()
-	if !ok || !s.list || props.DataPageVersion() != parquet.DataPageV1 || props.EncodingFor(path) != parquet.Encodings.Plain ||
-		(props.DictionaryEnabledFor(path) && s.width > 0) || props.StatisticsEnabledFor(path) || props.FileEncryptionProperties() != nil {
+	s, ok := encodesShape(props, descr, t)
+	if !ok {
 		return s, false
 	}
 	l, ok := col.(*array.List)
@@ -50,6 +48,15 @@ func Encodes(props *parquet.WriterProperties, descr *pqschema.Column, t arrow.Da
 		}
 	}
 	return s, true
+}
+
+// encodesShape returns the shape of list column descr of type t when the
+// codec writes it under props as pqarrow would, whatever the values.
+func encodesShape(props *parquet.WriterProperties, descr *pqschema.Column, t arrow.DataType) (Shape, bool) {
+	s, ok := ShapeOf(descr, t)
+	path := descr.Path()
+	return s, ok && s.list && props.DataPageVersion() == parquet.DataPageV1 && props.EncodingFor(path) == parquet.Encodings.Plain &&
+		!(props.DictionaryEnabledFor(path) && s.width > 0) && !props.StatisticsEnabledFor(path) && props.FileEncryptionProperties() == nil
 }
 
 // Close writes the chunk's pages and metadata to the pager's sink.
@@ -70,19 +77,11 @@ func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 	// written.
 	slots := make([]*pageSlot, w)
 	for i := range slots {
-		select {
-		case slots[i] = <-pageSlots:
-		default:
-			slots[i] = new(pageSlot)
-		}
+		slots[i] = takeSlot()
 	}
 	defer func() {
 		for _, sl := range slots {
-			select {
-			case pageSlots <- sl:
-			default: // enough kept
-				sl.free()
-			}
+			giveSlot(sl)
 		}
 	}()
 	done := make([]chan struct{}, n)
@@ -103,22 +102,27 @@ func (e *Encoder) Write(s Shape, l *array.List, pageSize int) error {
 		} else {
 			sl.encode(e.pager, s, l, cuts[i], cuts[i+1])
 		}
-		dp := file.NewDataPageV1(memory.NewBufferBytes(sl.data), int32(sl.levels), parquet.Encodings.Plain,
-			parquet.Encodings.RLE, parquet.Encodings.RLE, int32(sl.page.Len()))
-		written, err := e.pager.WriteDataPage(dp)
-		dp.Release()
-		if err != nil {
+		if err := e.writePage(sl); err != nil {
 			for j := i + 1; j < min(i+w, n); j++ {
 				<-done[j] // the pages in flight: none outlives Write
 			}
 			return err
 		}
-		e.written += written
 		if w > 1 && i+w < n {
 			start(i + w)
 		}
 	}
 	return nil
+}
+
+// writePage writes the page slot sl holds through the pager.
+func (e *Encoder) writePage(sl *pageSlot) error {
+	dp := file.NewDataPageV1(memory.NewBufferBytes(sl.data), int32(sl.levels), parquet.Encodings.Plain,
+		parquet.Encodings.RLE, parquet.Encodings.RLE, int32(len(sl.raw)))
+	written, err := e.pager.WriteDataPage(dp)
+	dp.Release()
+	e.written += written
+	return err
 }
 
 // pagesInFlight is how many pages of one column chunk the Encoder
@@ -159,8 +163,9 @@ type pageSlot struct {
 	// while their buffers are the heap's
 	pageMem, packedMem []byte
 	rep, def           runWriter
-	data               []byte
+	raw, data          []byte // the page's bytes, and as written
 	levels             int
+	vals               []byte // a Transcode's page (see transcoder), kept for the next
 }
 
 // pageSlots keeps the slots of the chunks written, as many as the chunks
@@ -170,39 +175,75 @@ type pageSlot struct {
 // and faulted in) once a process, not again after each collection.
 var pageSlots = make(chan *pageSlot, 4*runtime.GOMAXPROCS(0))
 
+// takeSlot returns a slot of pageSlots', or a new one.
+func takeSlot() *pageSlot {
+	select {
+	case sl := <-pageSlots:
+		return sl
+	default:
+		return new(pageSlot)
+	}
+}
+
+// giveSlot puts sl back in pageSlots, or frees it when enough are kept.
+func giveSlot(sl *pageSlot) {
+	select {
+	case pageSlots <- sl:
+	default:
+		sl.free()
+	}
+}
+
 // encode encodes rows [r0, r1) of l as a page's levels and values, and
 // compresses them with pager's codec.
 func (p *pageSlot) encode(pager file.PageWriter, s Shape, l *array.List, r0, r1 int) {
 	p.levels = 0
 	for r := r0; r < r1; r++ {
 		lo, hi := l.ValueOffsets(r)
-		switch {
-		case l.IsNull(r):
-			p.rep.run(0, 1)
-			p.def.run(s.nullDef, 1)
-		case lo == hi:
-			p.rep.run(0, 1)
-			p.def.run(s.emptyDef, 1)
-		default:
-			p.rep.run(0, 1)
-			p.rep.run(1, int(hi-lo-1))
-			p.def.run(s.maxDef, int(hi-lo))
-		}
-		p.levels += max(int(hi-lo), 1)
+		p.row(s, l.IsNull(r), int(hi-lo))
 	}
 	first, _ := l.ValueOffsets(r0)
 	_, end := l.ValueOffsets(r1 - 1)
-	size := p.rep.size() + p.def.size() + plainSize(s, int(end-first))
+	p.seal(pager, p.rep.size()+p.def.size()+plainSize(s, int(end-first)), func(page *bytes.Buffer) { appendPlain(page, s, l.ListValues().Data(), int(first), int(end)) })
+}
+
+// row adds the levels of one row: a null list (holding no values), or a
+// list of n values.
+func (p *pageSlot) row(s Shape, null bool, n int) {
+	switch {
+	case null:
+		p.rep.run(0, 1)
+		p.def.run(s.nullDef, 1)
+	case n == 0:
+		p.rep.run(0, 1)
+		p.def.run(s.emptyDef, 1)
+	default:
+		p.rep.run(0, 1)
+		p.rep.run(1, n-1)
+		p.def.run(s.maxDef, n)
+	}
+	p.levels += max(n, 1)
+}
+
+// seal lays out the page of size bytes: the levels of its rows, then its
+// values (written by values), compressed with pager's codec.
+func (p *pageSlot) seal(pager file.PageWriter, size int, values func(page *bytes.Buffer)) {
 	p.page.Reset()
 	p.pageMem = reserve(&p.page, p.pageMem, size)
 	p.rep.flushTo(&p.page)
 	p.def.flushTo(&p.page)
-	appendPlain(&p.page, s, l.ListValues().Data(), int(first), int(end))
-	p.data = p.page.Bytes()
+	values(&p.page)
+	p.compress(pager, p.page.Bytes())
+}
+
+// compress takes raw as the page's bytes, and compresses them with pager's
+// codec.
+func (p *pageSlot) compress(pager file.PageWriter, raw []byte) {
+	p.raw, p.data = raw, raw
 	if pager.HasCompressor() {
 		p.packed.Reset()
-		p.packedMem = reserve(&p.packed, p.packedMem, size+size/4) // room for what does not compress
-		p.data = pager.Compress(&p.packed, p.data)
+		p.packedMem = reserve(&p.packed, p.packedMem, len(raw)+len(raw)/4) // room for what does not compress
+		p.data = pager.Compress(&p.packed, raw)
 	}
 }
 
