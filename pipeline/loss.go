@@ -107,8 +107,11 @@ func inputColumn(b *Batch, input string) string {
 	return ""
 }
 
-// window returns the batch as a window of the loss's batch.
-func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
+// window returns the batch as a window of the loss's batch; with raw,
+// when the store holds every per-token input but action_mask as
+// list<float32>, those are set as stored (tokens.Batch.Set32), not
+// converted.
+func (l *LossStage) window(b *Batch, raw bool) (*tokens.Batch, error) {
 	rows, err := b.Rows()
 	if err != nil {
 		return nil, err
@@ -136,6 +139,11 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		}
 		ins, cols = append(ins, in), append(cols, col)
 	}
+	if raw {
+		if ok, err := l.setFloat32(b, tb, ins, cols); ok || err != nil {
+			return tb, err
+		}
+	}
 	vals, err := b.TokensOf(cols...)
 	if err != nil {
 		return nil, err
@@ -150,6 +158,38 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		steps[i] = l.step
 	}
 	return tb, tb.SetStep(steps)
+}
+
+// setFloat32 sets the inputs ins (read from cols) of window tb: action_mask
+// converted, the others as stored when each is a list<float32> column;
+// false, setting none, when one is not.
+func (l *LossStage) setFloat32(b *Batch, tb *tokens.Batch, ins, cols []string) (bool, error) {
+	vals := make([][]float32, len(ins))
+	for i, in := range ins {
+		if in == tokens.ActionMask {
+			continue
+		}
+		v, ok, err := b.Float32Tokens(cols[i])
+		if !ok || err != nil {
+			return false, err
+		}
+		vals[i] = v
+	}
+	for i, in := range ins {
+		var err error
+		if in == tokens.ActionMask {
+			var mask []float64
+			if mask, err = b.Tokens(cols[i]); err == nil {
+				err = tb.Set(in, mask)
+			}
+		} else {
+			err = tb.Set32(in, vals[i])
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // rowFlags reads a per-row bool (or integer 0/1) column.
@@ -184,18 +224,22 @@ func (l *LossStage) Observe(pass int, b *Batch) error {
 		if err != nil || l.stream == nil {
 			return err
 		}
-		tb, err := l.window(b)
+		tb, err := l.window(b, l.stream.Float32())
 		if err != nil {
 			return err
 		}
 		return l.wrap(b, l.stream.Observe(0, tb))
 	}
-	tb, err := l.window(b)
+	if l.stream != nil && pass < l.stream.Passes() {
+		tb, err := l.window(b, l.stream.Float32())
+		if err != nil {
+			return err
+		}
+		return l.wrap(b, l.stream.Observe(pass, tb))
+	}
+	tb, err := l.window(b, false)
 	if err != nil {
 		return err
-	}
-	if l.stream != nil && pass < l.stream.Passes() {
-		return l.wrap(b, l.stream.Observe(pass, tb))
 	}
 	if err := l.start(tb, b); err != nil {
 		return err
@@ -257,7 +301,7 @@ func (l *LossStage) start(tb *tokens.Batch, b *Batch) error {
 // Apply implements Applier: it starts the evaluation of the batch's sums
 // and gradient, and completes it unless Deferred.
 func (l *LossStage) Apply(b *Batch) error {
-	tb, err := l.window(b)
+	tb, err := l.window(b, false)
 	if err != nil {
 		return err
 	}
