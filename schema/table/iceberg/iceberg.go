@@ -118,7 +118,9 @@ func (t *Table) Written(last int64) int64 {
 
 // Write writes the metadata versions of commits (version n is commits[n-1])
 // that the directory does not hold yet, and points version-hint.text at
-// the last.
+// the last. The versions are built from the newest one written, read back
+// (its manifest list and manifests too), when it reads whole; else from
+// the commits, replayed from the first.
 func (t *Table) Write(commits []Commit) error {
 	from := t.Written(int64(len(commits))) + 1
 	if from > int64(len(commits)) {
@@ -127,9 +129,14 @@ func (t *Table) Write(commits []Commit) error {
 	if err := os.MkdirAll(filepath.Join(t.Dir, Dir), 0o755); err != nil {
 		return err
 	}
-	b := &builder{t: t, files: map[string]live{}, fields: map[string]Field{}, currentSnap: -1}
-	for i, c := range commits {
-		n := int64(i + 1)
+	b, start := newBuilder(t), int64(0)
+	if from > 1 {
+		if r, err := t.restore(from - 1); err == nil {
+			b, start = r, from-1
+		}
+	}
+	for i := start; i < int64(len(commits)); i++ {
+		c, n := commits[i], i+1
 		if err := b.apply(n, c, n >= from); err != nil {
 			return fmt.Errorf("metadata version %d: %w", n, err)
 		}
@@ -195,6 +202,11 @@ type logEntry struct {
 	TimestampMS  int64  `json:"timestamp-ms"`
 	SnapshotID   int64  `json:"snapshot-id,omitempty"`
 	MetadataFile string `json:"metadata-file,omitempty"`
+}
+
+// newBuilder returns the state of t before its first commit.
+func newBuilder(t *Table) *builder {
+	return &builder{t: t, files: map[string]live{}, fields: map[string]Field{}, currentSnap: -1}
 }
 
 // builder replays commits into the table's Iceberg state.
