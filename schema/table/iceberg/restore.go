@@ -55,18 +55,25 @@ func (t *Table) restore(n int64) (*builder, error) {
 	if b.currentSnap < 0 {
 		return b, nil
 	}
-	cur := b.snapshots[len(b.snapshots)-1]
-	if cur.SnapshotID != b.currentSnap {
+	if len(b.snapshots) == 0 || b.snapshots[len(b.snapshots)-1].SnapshotID != b.currentSnap {
 		return nil, errors.New("the current snapshot is not the last")
 	}
+	cur := b.snapshots[len(b.snapshots)-1]
 	if b.totalRows, err = strconv.ParseInt(cur.Summary["total-records"], 10, 64); err != nil {
 		return nil, err
+	}
+	meta := t.URI(filepath.Join(t.Dir, Dir)) + "/"
+	if cur.ManifestList != meta+fmt.Sprintf("snap-%d.avro", cur.SnapshotID) {
+		return nil, fmt.Errorf("manifest list %s is not the table's", cur.ManifestList)
 	}
 	if err := readAvro(t.path(cur.ManifestList), manifestListSchema, &b.manifests); err != nil {
 		return nil, err
 	}
 	for i := len(b.manifests) - 1; i >= 0; i-- { // oldest first: the files in commit order
 		mf := b.manifests[i]
+		if mf.Path != meta+fmt.Sprintf("manifest-%d.avro", mf.AddedSnapshotID) {
+			return nil, fmt.Errorf("manifest %s is not the table's", mf.Path)
+		}
 		var entries []ManifestEntry
 		if err := readAvro(t.path(mf.Path), manifestSchema, &entries); err != nil {
 			return nil, err
@@ -98,7 +105,8 @@ func (b *builder) restoreEntry(e ManifestEntry) error {
 	}
 	f := File{Path: rel, Experiment: *d.Partition.Experiment, Rows: d.RecordCount, Size: d.Size}
 	if v, ok := b.fields[b.t.Version]; ok && len(d.LowerBounds) == 1 && len(d.UpperBounds) == 1 &&
-		d.LowerBounds[0].Key == int32(v.ID) && d.UpperBounds[0].Key == int32(v.ID) {
+		d.LowerBounds[0].Key == int32(v.ID) && d.UpperBounds[0].Key == int32(v.ID) &&
+		len(d.LowerBounds[0].Value) == 8 && len(d.UpperBounds[0].Value) == 8 {
 		lo, hi := int64(binary.LittleEndian.Uint64(d.LowerBounds[0].Value)), int64(binary.LittleEndian.Uint64(d.UpperBounds[0].Value))
 		f.MinVersion, f.MaxVersion = &lo, &hi
 	}
