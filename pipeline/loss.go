@@ -139,19 +139,8 @@ func (l *LossStage) window(b *Batch, raw bool) (*tokens.Batch, error) {
 		}
 		ins, cols = append(ins, in), append(cols, col)
 	}
-	if raw {
-		if ok, err := l.setFloat32(b, tb, ins, cols); ok || err != nil {
-			return tb, err
-		}
-	}
-	vals, err := b.TokensOf(cols...)
-	if err != nil {
+	if err := l.setInputs(b, tb, ins, cols, raw); err != nil {
 		return nil, err
-	}
-	for i, in := range ins {
-		if err := tb.Set(in, vals[i]); err != nil {
-			return nil, err
-		}
 	}
 	steps := make([]int64, b.Len())
 	for i := range steps {
@@ -160,36 +149,47 @@ func (l *LossStage) window(b *Batch, raw bool) (*tokens.Batch, error) {
 	return tb, tb.SetStep(steps)
 }
 
-// setFloat32 sets the inputs ins (read from cols) of window tb: action_mask
-// converted, the others as stored when each is a list<float32> column;
-// false, setting none, when one is not.
-func (l *LossStage) setFloat32(b *Batch, tb *tokens.Batch, ins, cols []string) (bool, error) {
-	vals := make([][]float32, len(ins))
+// setInputs sets the per-token inputs ins (read from cols) of window tb,
+// converted to float64; with raw, when every one but action_mask is a
+// list<float32> column, those as stored (tokens.Batch.Set32).
+func (l *LossStage) setInputs(b *Batch, tb *tokens.Batch, ins, cols []string, raw bool) error {
+	stored := make([][]float32, len(ins))
 	for i, in := range ins {
-		if in == tokens.ActionMask {
+		if !raw || in == tokens.ActionMask {
 			continue
 		}
 		v, ok, err := b.Float32Tokens(cols[i])
-		if !ok || err != nil {
-			return false, err
+		if err != nil {
+			return err
 		}
-		vals[i] = v
+		if !ok {
+			stored = make([][]float32, len(ins))
+			break
+		}
+		stored[i] = v
+	}
+	var convert []string // the columns converted
+	for i := range ins {
+		if stored[i] == nil {
+			convert = append(convert, cols[i])
+		}
+	}
+	vals, err := b.TokensOf(convert...)
+	if err != nil {
+		return err
 	}
 	for i, in := range ins {
-		var err error
-		if in == tokens.ActionMask {
-			var mask []float64
-			if mask, err = b.Tokens(cols[i]); err == nil {
-				err = tb.Set(in, mask)
-			}
+		if stored[i] != nil {
+			err = tb.Set32(in, stored[i])
 		} else {
-			err = tb.Set32(in, vals[i])
+			err = tb.Set(in, vals[0])
+			vals = vals[1:]
 		}
 		if err != nil {
-			return false, err
+			return err
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // rowFlags reads a per-row bool (or integer 0/1) column.
