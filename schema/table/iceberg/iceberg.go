@@ -119,8 +119,8 @@ func (t *Table) Written(last int64) int64 {
 // Write writes the metadata versions of commits (version n is commits[n-1])
 // that the directory does not hold yet, and points version-hint.text at
 // the last. The versions are built from the newest one written, read back
-// (its manifest list and manifests too), when it reads whole; else from
-// the commits, replayed from the first.
+// (its manifest list, and its manifests once a commit removes files), when
+// it reads whole; else from the commits, replayed from the first.
 func (t *Table) Write(commits []Commit) error {
 	from := t.Written(int64(len(commits))) + 1
 	if from > int64(len(commits)) {
@@ -129,12 +129,20 @@ func (t *Table) Write(commits []Commit) error {
 	if err := os.MkdirAll(filepath.Join(t.Dir, Dir), 0o755); err != nil {
 		return err
 	}
-	b, start := newBuilder(t), int64(0)
 	if from > 1 {
-		if r, err := t.restore(from - 1); err == nil {
-			b, start = r, from-1
+		if b, err := t.restore(from - 1); err == nil && t.build(b, from-1, from, commits) == nil {
+			return t.writeHint(int64(len(commits)))
 		}
 	}
+	if err := t.build(newBuilder(t), 0, from, commits); err != nil {
+		return err
+	}
+	return t.writeHint(int64(len(commits)))
+}
+
+// build applies commits[start:] to b (the state after commit start),
+// writing the versions from from on.
+func (t *Table) build(b *builder, start, from int64, commits []Commit) error {
 	for i := start; i < int64(len(commits)); i++ {
 		c, n := commits[i], i+1
 		if err := b.apply(n, c, n >= from); err != nil {
@@ -151,7 +159,7 @@ func (t *Table) Write(commits []Commit) error {
 		}
 		b.metadataLog = append(b.metadataLog, logEntry{TimestampMS: c.Time.UnixMilli(), MetadataFile: t.URI(t.MetadataPath(n))})
 	}
-	return t.writeHint(int64(len(commits)))
+	return nil
 }
 
 // writeHint points version-hint.text at version n unless it names a later
@@ -222,6 +230,10 @@ type builder struct {
 	currentSnap  int64
 	metadataLog  []logEntry
 	totalRows    int64
+	// unread are the manifests of a restored version whose files are not
+	// in files yet (readFiles), unreadFiles the live files they hold.
+	unread      []ManifestFile
+	unreadFiles int
 }
 
 // apply replays commit n; with write, the snapshot's Avro files are
@@ -288,6 +300,11 @@ func (b *builder) snapshot(n int64, c Commit, write bool) error {
 	entry := func(status int32, f live) { // its sequence number is the snapshot's id
 		entries = append(entries, ManifestEntry{Status: status, SnapshotID: ptr(f.snapshot), SequenceNumber: ptr(f.snapshot),
 			FileSequenceNumber: ptr(f.snapshot), DataFile: b.dataFile(f.File)})
+	}
+	if len(c.Removed) > 0 || c.Operation == "compact" {
+		if err := b.readFiles(); err != nil {
+			return err
+		}
 	}
 	removed := map[string]bool{}
 	for _, p := range c.Removed {
@@ -384,7 +401,7 @@ func (b *builder) snapshot(n int64, c Commit, write bool) error {
 			"added-records":      strconv.FormatInt(addedRows, 10),
 			"deleted-data-files": strconv.Itoa(int(deleted)),
 			"deleted-records":    strconv.FormatInt(deletedRows, 10),
-			"total-data-files":   strconv.Itoa(len(b.files)),
+			"total-data-files":   strconv.Itoa(len(b.files) + b.unreadFiles),
 			"total-records":      strconv.FormatInt(b.totalRows, 10),
 		}})
 	b.currentSnap = n

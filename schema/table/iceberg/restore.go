@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,10 +28,11 @@ type metadataFile struct {
 }
 
 // restore returns the builder state after commit n, read from metadata
-// version n, its snapshot's manifest list and the manifests it lists:
-// what replaying commits 1 to n gives, without them. It fails when any of
-// them is missing, unreadable or does not belong to this table: the caller
-// then replays the log.
+// version n and its snapshot's manifest list (the manifests it lists are
+// read once a commit needs the files: readFiles): what replaying commits 1
+// to n gives, without them. It fails when any of them is missing,
+// unreadable or does not belong to this table: the caller then replays
+// the log.
 func (t *Table) restore(n int64) (*builder, error) {
 	raw, err := os.ReadFile(t.MetadataPath(n))
 	if err != nil {
@@ -69,25 +71,51 @@ func (t *Table) restore(n int64) (*builder, error) {
 	if err := readAvro(t.path(cur.ManifestList), manifestListSchema, &b.manifests); err != nil {
 		return nil, err
 	}
-	for i := len(b.manifests) - 1; i >= 0; i-- { // oldest first: the files in commit order
-		mf := b.manifests[i]
+	if len(b.manifests) == 0 {
+		return nil, fmt.Errorf("manifest list %s lists no manifest", cur.ManifestList)
+	}
+	for _, mf := range b.manifests {
 		if mf.Path != meta+fmt.Sprintf("manifest-%d.avro", mf.AddedSnapshotID) {
 			return nil, fmt.Errorf("manifest %s is not the table's", mf.Path)
 		}
+	}
+	if b.unreadFiles, err = strconv.Atoi(cur.Summary["total-data-files"]); err != nil {
+		return nil, err
+	}
+	b.unread = b.manifests
+	return b, nil
+}
+
+// readFiles reads the files of the restored version's manifests, before
+// the files the commits since added (in commit order).
+func (b *builder) readFiles() error {
+	if b.unread == nil {
+		return nil
+	}
+	later, laterOrder := b.files, b.order
+	b.files, b.order = map[string]live{}, nil
+	for i := len(b.unread) - 1; i >= 0; i-- { // oldest first: the files in commit order
+		mf := b.unread[i]
 		var entries []ManifestEntry
-		if err := readAvro(t.path(mf.Path), manifestSchema, &entries); err != nil {
-			return nil, err
+		if err := readAvro(b.t.path(mf.Path), manifestSchema, &entries); err != nil {
+			return err
 		}
-		if st, err := os.Stat(t.path(mf.Path)); err != nil || st.Size() != mf.Length {
-			return nil, fmt.Errorf("manifest %s is not the one listed", mf.Path)
+		if st, err := os.Stat(b.t.path(mf.Path)); err != nil || st.Size() != mf.Length {
+			return fmt.Errorf("manifest %s is not the one listed", mf.Path)
 		}
 		for _, e := range entries {
 			if err := b.restoreEntry(e); err != nil {
-				return nil, fmt.Errorf("%s: %w", mf.Path, err)
+				return fmt.Errorf("%s: %w", mf.Path, err)
 			}
 		}
 	}
-	return b, nil
+	if len(b.files) != b.unreadFiles {
+		return fmt.Errorf("the manifests hold %d files, the snapshot %d", len(b.files), b.unreadFiles)
+	}
+	b.order = append(b.order, laterOrder...)
+	maps.Copy(b.files, later)
+	b.unread, b.unreadFiles = nil, 0
+	return nil
 }
 
 // restoreEntry applies a manifest entry to the live files.

@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -71,15 +72,34 @@ func TestWriteFromPreviousVersion(t *testing.T) {
 		}
 	}
 
+	// several commits after the version read back: appends, then a
+	// compaction, which reads the files of its manifests
+	for k := 140; k <= len(commits); k++ {
+		for _, f := range []string{"v%d.metadata.json", "snap-%d.avro", "manifest-%d.avro"} {
+			os.Remove(filepath.Join(dir, Dir, fmt.Sprintf(f, k)))
+		}
+	}
+	if err := tb.Write(append(make([]Commit, 139), commits[139:]...)); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range want {
+		if got, _ := os.ReadFile(filepath.Join(dir, Dir, name)); !bytes.Equal(got, b) {
+			t.Errorf("from version 139: %s differs from the replay's", name)
+		}
+	}
+
 	// a previous version that does not read whole: the log is replayed
-	n := len(commits)
+	// (version 150 is a compaction, which reads the manifests)
 	for _, c := range []struct{ name, file string }{
-		{"metadata", "v159.metadata.json"},
-		{"manifest list", "snap-159.avro"},
-		{"manifest", "manifest-150.avro"}, // the compaction's, listed by snapshot 159
+		{"metadata", "v149.metadata.json"},
+		{"manifest list", "snap-149.avro"},
+		{"manifest", "manifest-100.avro"}, // the compaction's, listed by snapshot 149
 	} {
-		for _, f := range []string{"v160.metadata.json", "snap-160.avro", "manifest-160.avro"} {
-			os.Remove(filepath.Join(dir, Dir, f))
+		if err := os.RemoveAll(filepath.Join(dir, Dir)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Write(commits[:149]); err != nil {
+			t.Fatal(err)
 		}
 		p := filepath.Join(dir, Dir, c.file)
 		if len(want[c.file]) == 0 {
@@ -88,16 +108,13 @@ func TestWriteFromPreviousVersion(t *testing.T) {
 		if err := os.WriteFile(p, want[c.file][:len(want[c.file])/2], 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.Write(append(make([]Commit, n-1), commits[n-1])); err == nil {
-			t.Errorf("%s cut short: version %d was built from it", c.name, n)
+		if err := tb.Write(append(make([]Commit, 149), commits[149])); err == nil {
+			t.Errorf("%s cut short: version 150 was built from it", c.name)
 		}
-		if err := tb.Write(commits); err != nil {
+		if err := tb.Write(commits[:150]); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, want[c.file], 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range []string{"v160.metadata.json", "snap-160.avro", "manifest-160.avro"} {
+		for _, f := range []string{"v150.metadata.json", "snap-150.avro", "manifest-150.avro"} {
 			if got, _ := os.ReadFile(filepath.Join(dir, Dir, f)); !bytes.Equal(got, want[f]) {
 				t.Errorf("%s cut short: %s differs from the replay's", c.name, f)
 			}
