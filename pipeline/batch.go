@@ -311,20 +311,11 @@ func (b *Batch) convertTokens(cols []tokenColumn, rows agg.Rows) error {
 // tokenRow writes row i's values of list column name (l, with the values
 // vals) into dst, the row's span of the flat output.
 func (b *Batch) tokenRow(name string, l array.ListLike, vals arrow.Array, i int, dst []float64) error {
-	if l.IsNull(i) {
-		return b.Errorf(i, name, "null list")
+	lo, err := b.checkRow(name, l, vals, i, len(dst))
+	if err != nil {
+		return err
 	}
-	lo, hi := l.ValueOffsets(i)
-	if int(hi-lo) != len(dst) {
-		return b.Errorf(i, name, "%d values, the row has %d response tokens", hi-lo, len(dst))
-	}
-	if vals.NullN() > 0 {
-		for k := range dst {
-			if vals.IsNull(int(lo) + k) {
-				return b.Errorf(i, name, "null value at token %d", k)
-			}
-		}
-	}
+	hi := lo + int64(len(dst))
 	// One loop per value type: this runs for every token of the store.
 	switch v := vals.(type) {
 	case *array.Float32:
@@ -340,6 +331,60 @@ func (b *Batch) tokenRow(name string, l array.ListLike, vals arrow.Array, i int,
 		pickBits(dst, bits, off+int(lo), [2]float64{0, 1})
 	}
 	return nil
+}
+
+// checkRow checks row i of list column name (l, with the values vals): not
+// null, n values, none null. It returns the offset of the row's first value.
+func (b *Batch) checkRow(name string, l array.ListLike, vals arrow.Array, i, n int) (int64, error) {
+	if l.IsNull(i) {
+		return 0, b.Errorf(i, name, "null list")
+	}
+	lo, hi := l.ValueOffsets(i)
+	if int(hi-lo) != n {
+		return 0, b.Errorf(i, name, "%d values, the row has %d response tokens", hi-lo, n)
+	}
+	if vals.NullN() > 0 {
+		for k := range n {
+			if vals.IsNull(int(lo) + k) {
+				return 0, b.Errorf(i, name, "null value at token %d", k)
+			}
+		}
+	}
+	return lo, nil
+}
+
+// Float32Tokens returns the values of list<float32> column name laid out by
+// Rows as the store holds them, not converted (a view of the column), and
+// false when the column is not a list<float32> whose rows lie end to end
+// (Tokens converts it). A null row, a row of another length or a null
+// value is Tokens' error.
+func (b *Batch) Float32Tokens(name string) ([]float32, bool, error) {
+	l, ok := b.Column(name).(array.ListLike)
+	if !ok {
+		return nil, false, nil
+	}
+	vals, ok := l.ListValues().(*array.Float32)
+	if !ok {
+		return nil, false, nil
+	}
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, false, err
+	}
+	var first int64
+	for i := range b.Len() {
+		lo, err := b.checkRow(name, l, vals, i, rows.Off[i+1]-rows.Off[i])
+		if err != nil {
+			return nil, true, err
+		}
+		if i == 0 {
+			first = lo
+		}
+		if lo != first+int64(rows.Off[i]) {
+			return nil, false, nil
+		}
+	}
+	return vals.Float32Values()[first : first+int64(rows.Tokens())], true, nil
 }
 
 // SetTokens replaces the per-token values of name (laid out by Rows) for

@@ -145,6 +145,85 @@ func TestTokensInChunks(t *testing.T) {
 	}
 }
 
+// TestFloat32Tokens: a list<float32> column's values come as stored, the
+// values Tokens converts, in a sliced record too; a list<float64> column is
+// not float32 (false, no error); a bad row is Tokens' error.
+func TestFloat32Tokens(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: schema.ActionMask, Type: arrow.ListOf(arrow.FixedWidthTypes.Boolean)},
+		{Name: schema.Logprobs, Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
+		{Name: schema.OldLogprob, Type: arrow.ListOf(arrow.PrimitiveTypes.Float64)},
+	}, nil)
+	// build gives logprobs a null list at row null, one value at row short
+	// and a null value at row nullValue (-1: none).
+	build := func(null, short, nullValue int) arrow.Record {
+		bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		defer bld.Release()
+		mb, lb, ob := bld.Field(0).(*array.ListBuilder), bld.Field(1).(*array.ListBuilder), bld.Field(2).(*array.ListBuilder)
+		mv, lv, ov := mb.ValueBuilder().(*array.BooleanBuilder), lb.ValueBuilder().(*array.Float32Builder), ob.ValueBuilder().(*array.Float64Builder)
+		for i := range 40 {
+			n := 1 + i%7
+			mb.Append(true)
+			ob.Append(true)
+			for k := range n {
+				mv.Append(k%2 == 0)
+				ov.Append(float64(k))
+			}
+			switch i {
+			case null:
+				lb.AppendNull()
+				continue
+			case short:
+				n = 0
+			}
+			lb.Append(true)
+			for k := range n {
+				if i == nullValue && k == n-1 {
+					lv.AppendNull()
+				} else {
+					lv.Append(float32(i) - float32(k)/3)
+				}
+			}
+		}
+		return bld.NewRecord()
+	}
+	good := build(-1, -1, -1)
+	defer good.Release()
+	for _, off := range []int64{0, 5} {
+		part := good.NewSlice(off, good.NumRows())
+		b := &Batch{rec: part, cols: newColumns("mem", sc, nil)}
+		got, ok, err := b.Float32Tokens(schema.Logprobs)
+		want, werr := b.Tokens(schema.Logprobs)
+		if !ok || err != nil || werr != nil || len(got) != len(want) {
+			t.Fatalf("offset %d: ok %v, error %v (converted: %v), %d values, want %d", off, ok, err, werr, len(got), len(want))
+		}
+		for i, x := range got {
+			if float64(x) != want[i] {
+				t.Fatalf("offset %d: value %d is %v, converted %v", off, i, x, want[i])
+			}
+		}
+		if v, ok, err := b.Float32Tokens(schema.OldLogprob); v != nil || ok || err != nil {
+			t.Errorf("offset %d: list<float64>: %v, %v, %v", off, v, ok, err)
+		}
+		part.Release()
+	}
+	for _, tc := range []struct {
+		null, short, nullValue int
+		want                   string
+	}{
+		{12, -1, -1, `row 12: column "logprobs": null list`},
+		{-1, 13, -1, `row 13: column "logprobs": 0 values, the row has 7 response tokens`},
+		{-1, -1, 14, `row 14: column "logprobs": null value at token 0`},
+	} {
+		bad := build(tc.null, tc.short, tc.nullValue)
+		_, ok, err := (&Batch{rec: bad, cols: newColumns("mem", sc, nil)}).Float32Tokens(schema.Logprobs)
+		if !ok || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ok %v, error %v, want %q", ok, err, tc.want)
+		}
+		bad.Release()
+	}
+}
+
 // TestTokensOf: TokensOf converts several columns in one pass to the
 // values Tokens gives one column at a time (nil for a missing column, a
 // repeated name converted once), and its error is the first in the names' order, then in row

@@ -107,8 +107,11 @@ func inputColumn(b *Batch, input string) string {
 	return ""
 }
 
-// window returns the batch as a window of the loss's batch.
-func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
+// window returns the batch as a window of the loss's batch; with raw,
+// when the store holds every per-token input but action_mask as
+// list<float32>, those are set as stored (tokens.Batch.Set32), not
+// converted.
+func (l *LossStage) window(b *Batch, raw bool) (*tokens.Batch, error) {
 	rows, err := b.Rows()
 	if err != nil {
 		return nil, err
@@ -136,20 +139,57 @@ func (l *LossStage) window(b *Batch) (*tokens.Batch, error) {
 		}
 		ins, cols = append(ins, in), append(cols, col)
 	}
-	vals, err := b.TokensOf(cols...)
-	if err != nil {
+	if err := l.setInputs(b, tb, ins, cols, raw); err != nil {
 		return nil, err
-	}
-	for i, in := range ins {
-		if err := tb.Set(in, vals[i]); err != nil {
-			return nil, err
-		}
 	}
 	steps := make([]int64, b.Len())
 	for i := range steps {
 		steps[i] = l.step
 	}
 	return tb, tb.SetStep(steps)
+}
+
+// setInputs sets the per-token inputs ins (read from cols) of window tb,
+// converted to float64; with raw, when every one but action_mask is a
+// list<float32> column, those as stored (tokens.Batch.Set32).
+func (l *LossStage) setInputs(b *Batch, tb *tokens.Batch, ins, cols []string, raw bool) error {
+	stored := make([][]float32, len(ins))
+	for i, in := range ins {
+		if !raw || in == tokens.ActionMask {
+			continue
+		}
+		v, ok, err := b.Float32Tokens(cols[i])
+		if err != nil {
+			return err
+		}
+		if !ok {
+			stored = make([][]float32, len(ins))
+			break
+		}
+		stored[i] = v
+	}
+	var convert []string // the columns converted
+	for i := range ins {
+		if stored[i] == nil {
+			convert = append(convert, cols[i])
+		}
+	}
+	vals, err := b.TokensOf(convert...)
+	if err != nil {
+		return err
+	}
+	for i, in := range ins {
+		if stored[i] != nil {
+			err = tb.Set32(in, stored[i])
+		} else {
+			err = tb.Set(in, vals[0])
+			vals = vals[1:]
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rowFlags reads a per-row bool (or integer 0/1) column.
@@ -184,18 +224,22 @@ func (l *LossStage) Observe(pass int, b *Batch) error {
 		if err != nil || l.stream == nil {
 			return err
 		}
-		tb, err := l.window(b)
+		tb, err := l.window(b, l.stream.Float32())
 		if err != nil {
 			return err
 		}
 		return l.wrap(b, l.stream.Observe(0, tb))
 	}
-	tb, err := l.window(b)
+	if l.stream != nil && pass < l.stream.Passes() {
+		tb, err := l.window(b, l.stream.Float32())
+		if err != nil {
+			return err
+		}
+		return l.wrap(b, l.stream.Observe(pass, tb))
+	}
+	tb, err := l.window(b, false)
 	if err != nil {
 		return err
-	}
-	if l.stream != nil && pass < l.stream.Passes() {
-		return l.wrap(b, l.stream.Observe(pass, tb))
 	}
 	if err := l.start(tb, b); err != nil {
 		return err
@@ -257,7 +301,7 @@ func (l *LossStage) start(tb *tokens.Batch, b *Batch) error {
 // Apply implements Applier: it starts the evaluation of the batch's sums
 // and gradient, and completes it unless Deferred.
 func (l *LossStage) Apply(b *Batch) error {
-	tb, err := l.window(b)
+	tb, err := l.window(b, false)
 	if err != nil {
 		return err
 	}

@@ -205,6 +205,14 @@ func (l *Loss) Stream() (*Stream, *Loss) {
 // second pass), so it is asked again after each.
 func (s *Stream) Passes() int { return s.impl.passes() }
 
+// Float32 reports whether the statistics passes take the inputs but
+// action_mask as a store holds them when it holds float32 values
+// (tokens.Batch.Set32): m2po's selection, whose second moments are float32.
+func (s *Stream) Float32() bool {
+	_, ok := s.impl.(*m2poStream)
+	return ok
+}
+
 // Observe is statistics pass pass over one window, windows in order.
 func (s *Stream) Observe(pass int, b *tokens.Batch) error { return s.impl.observe(pass, b) }
 

@@ -355,6 +355,7 @@ type m2poStream struct {
 	nHeld      int        // the values held
 	overflowed bool       // pass 0 met more than m2poHeld of them: pass 1 counts the low bits
 	lo         []int64    // 1<<16 counts by the low bits of bin
+	bits       []uint32   // a window's trust-region second moments (trust), reused
 	bin        int        // the crossing bin, -1: nothing is dropped
 	below      m2poBin    // the bins below it
 	decided    bool       // pass 0 turned into bin
@@ -385,29 +386,45 @@ func (s *m2poStream) passes() int {
 	return 1
 }
 
-// trust calls f for every valid trust-region token of b (action_mask ≠ 0)
-// with its float32 second moment's bits, in store order, and returns the
-// number of valid tokens; a non-finite log-ratio at a valid token is an
-// error.
-func trust(b *tokens.Batch, f func(bits uint32)) (valid int64, err error) {
+// trust appends to bits, in store order, the float32 second moments' bits
+// of the valid trust-region tokens of b (action_mask ≠ 0), and returns
+// them with the number of valid tokens; a non-finite log-ratio at a valid
+// token is an error. The log-probs and advantages are read as float32
+// where all three were set so (tokens.Batch.Set32; their float64 values
+// give the log-ratio of the converted inputs), else as float64.
+func trust(b *tokens.Batch, bits []uint32) ([]uint32, int64, error) {
 	if err := b.Require(tokens.LogProb, tokens.OldLogProb, tokens.ActionMask, tokens.Advantages); err != nil {
-		return 0, err
+		return bits, 0, err
 	}
-	lp, old, m, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.ActionMask), b.Col(tokens.Advantages)
+	m := b.Col(tokens.ActionMask)
+	if lp, old, adv := b.Col32(tokens.LogProb), b.Col32(tokens.OldLogProb), b.Col32(tokens.Advantages); lp != nil && old != nil && adv != nil {
+		return trustOf(lp, old, adv, m, bits)
+	}
+	lp, old, adv := b.Col(tokens.LogProb), b.Col(tokens.OldLogProb), b.Col(tokens.Advantages)
+	if lp == nil || old == nil || adv == nil {
+		return bits, 0, bad("m2po takes %s, %s and %s all as float64 or all as float32", tokens.LogProb, tokens.OldLogProb, tokens.Advantages)
+	}
+	return trustOf(lp, old, adv, m, bits)
+}
+
+// trustOf is trust over the inputs' values.
+func trustOf[T float32 | float64](lp, old, adv []T, m []float64, bits []uint32) ([]uint32, int64, error) {
+	old, adv, m = old[:len(lp)], adv[:len(lp)], m[:len(lp)]
+	var valid int64
 	for t := range lp {
 		if m[t] == 0 {
 			continue
 		}
-		lr := lp[t] - old[t]
+		lr := float64(lp[t]) - float64(old[t])
 		if math.IsNaN(lr) || math.IsInf(lr, 0) {
-			return valid, errNonFiniteRatio()
+			return bits, valid, errNonFiniteRatio()
 		}
 		valid++
-		if bits, ok := trustBits(lr, adv[t]); ok {
-			f(bits)
+		if x, ok := trustBits(lr, float64(adv[t])); ok {
+			bits = append(bits, x)
 		}
 	}
-	return valid, nil
+	return bits, valid, nil
 }
 
 // trustBits reports whether a valid token with log-ratio lr and advantage a
@@ -435,7 +452,11 @@ func (s *m2poStream) observe(pass int, b *tokens.Batch) error {
 	if s.bin < 0 {
 		return nil
 	}
-	_, err := trust(b, s.countLow)
+	var err error
+	s.bits, _, err = trust(b, s.bits[:0])
+	for _, x := range s.bits {
+		s.countLow(x)
+	}
 	return err
 }
 
@@ -446,7 +467,10 @@ func (s *m2poStream) count(b *tokens.Batch) error {
 		s.hi = make([]m2poBin, 1<<16)
 	}
 	from := s.fromBin()
-	valid, err := trust(b, func(bits uint32) {
+	var valid int64
+	var err error
+	s.bits, valid, err = trust(b, s.bits[:0])
+	for _, bits := range s.bits {
 		v := float64(math.Float32frombits(bits))
 		h := &s.hi[bits>>16]
 		h.n++
@@ -460,7 +484,7 @@ func (s *m2poStream) count(b *tokens.Batch) error {
 		default:
 			s.hold(bits)
 		}
-	})
+	}
 	s.valid += valid
 	return err
 }
@@ -579,16 +603,17 @@ func (s *m2poStream) stats() M2POStats {
 }
 
 // window sets the kept tokens of window b: the valid ones but those above
-// the cut value and the tied ones past the kept ties. Where no tie is kept
-// the kernel drops the tokens from the cut value up itself; else a mask
-// (pass 0 found every log-ratio finite).
+// the cut value and the tied ones past the kept ties. Once the windows
+// before met every kept tie (at once when none is kept), the kernel drops
+// the tokens from the cut value up itself; before, a mask (pass 0 found
+// every log-ratio finite).
 func (s *m2poStream) window(b *tokens.Batch) error {
 	s.selectCut()
 	s.cur = M2PO{Clip: s.p.clip, Cut: m2poKeepAll, Off: b.Rows.Off, First: b.First()}
 	switch {
 	case s.bin < 0:
 		return nil
-	case s.ties == 0:
+	case s.seen >= s.ties:
 		s.cur.Cut = s.cut
 		return nil
 	}

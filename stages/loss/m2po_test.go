@@ -1,6 +1,7 @@
 package loss
 
 import (
+	"maps"
 	"math"
 	"math/rand"
 	"slices"
@@ -123,6 +124,114 @@ func TestM2POStreamEqualsWhole(t *testing.T) {
 					t.Fatalf("%s, threshold %v, %d held: gradient %d in windows %v, whole %v", c.name, c.thr, held, i, grad[i], want[i])
 				}
 			}
+		}
+	}
+}
+
+// float32Inputs returns b with its log-probs and advantages moved by up to
+// 1e-3 and rounded to float32, as a store of float32 columns holds them:
+// converted to float64 (what the evaluation reads), and as float32 with
+// the mask alone converted (what the statistics passes read, Set32).
+func float32Inputs(t *testing.T, rng *rand.Rand, b *tokens.Batch) (b64, b32 *tokens.Batch) {
+	t.Helper()
+	b64, b32 = tokens.New(b.Rows), tokens.New(b.Rows)
+	for _, bb := range []*tokens.Batch{b64, b32} {
+		if err := bb.Set(tokens.ActionMask, b.Col(tokens.ActionMask)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range []string{tokens.LogProb, tokens.OldLogProb, tokens.Advantages} {
+		v64, v32 := make([]float64, b.Rows.Tokens()), make([]float32, b.Rows.Tokens())
+		for i, x := range b.Col(in) {
+			v32[i] = float32(x + (rng.Float64()-0.5)*2e-3)
+			v64[i] = float64(v32[i])
+		}
+		if err := b64.Set(in, v64); err != nil {
+			t.Fatal(err)
+		}
+		if err := b32.Set32(in, v32); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b64, b32
+}
+
+// TestM2POStreamFloat32: m2po's statistics passes over float32 inputs as
+// stored (Set32) select the tokens the passes over the converted inputs
+// select: the same loss, metrics and gradient, bit for bit, in one pass
+// and in two.
+func TestM2POStreamFloat32(t *testing.T) {
+	rng := rand.New(rand.NewSource(40))
+	defer func(n int) { m2poHeld = n }(m2poHeld)
+	for _, held := range []int{m2poHeld, 2} {
+		m2poHeld = held
+		for _, thr := range []float64{0, 1e-4, 4e-4, 1e-3, 0.04} {
+			b64, b32 := float32Inputs(t, rng, m2poBatch(rng, 60))
+			l, err := New(Default(), "m2po", args.Values{"m2_threshold": thr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, wantGrad, wantPasses := evalInWindowsPasses(t, l, b64, 7)
+			if thr < 0.04 && want.Metrics["m2po/masked_fraction"] == 0 {
+				t.Fatalf("threshold %v: nothing masked", thr)
+			}
+			got, grad, passes := evalObserving(t, l, b64, b32, 7)
+			if passes != wantPasses || got.Loss != want.Loss || !maps.Equal(got.Metrics, want.Metrics) || !slices.Equal(grad, wantGrad) {
+				t.Errorf("threshold %v, %d held: float32 passes: %d passes, loss %v, metrics %v; converted: %d, %v, %v",
+					thr, held, passes, got.Loss, got.Metrics, wantPasses, want.Loss, want.Metrics)
+			}
+		}
+	}
+	// An input missing as float32 and as float64 is refused, naming it.
+	b64, b32 := float32Inputs(t, rng, m2poBatch(rng, 4))
+	mixed := tokens.New(b64.Rows)
+	_ = mixed.Set(tokens.ActionMask, b64.Col(tokens.ActionMask))
+	_ = mixed.Set(tokens.LogProb, b64.Col(tokens.LogProb))
+	_ = mixed.Set32(tokens.OldLogProb, b32.Col32(tokens.OldLogProb))
+	_ = mixed.Set32(tokens.Advantages, b32.Col32(tokens.Advantages))
+	l, _ := New(Default(), "m2po", args.Values{"m2_threshold": 1e-4})
+	s, _ := l.Stream()
+	if err := s.Observe(0, mixed); err == nil || !strings.Contains(err.Error(), "all as float64 or all as float32") {
+		t.Errorf("inputs of both types: %v", err)
+	}
+}
+
+// TestM2POWindowMaskUntilKeptTies: a window takes a mask only until the
+// windows have met every tie at the cut value that is kept; after, the
+// kernel drops the tokens from the cut value up by itself.
+func TestM2POWindowMaskUntilKeptTies(t *testing.T) {
+	b := m2poCrossing(t) // row 0 below the threshold, rows 1..10 tied
+	l, err := New(Default(), "m2po", args.Values{"m2_threshold": 0.04})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := l.Stream()
+	tot := tokens.TotalsOf(b)
+	window := func(r int) *tokens.Batch {
+		w := b.Slice(r, r+1)
+		if err := w.SetWindow(r, tot); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	for r := range b.Rows.N() {
+		if err := s.Observe(0, window(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.impl.(*m2poStream)
+	for r := range b.Rows.N() {
+		if err := s.Window(window(r)); err != nil {
+			t.Fatal(err)
+		}
+		if st.ties < 1 || st.ties >= 10 {
+			t.Fatalf("%d ties kept, want some of the ten", st.ties)
+		}
+		if masked := st.cur.Keep != nil; masked != (r <= int(st.ties)) {
+			t.Errorf("row %d (%d ties kept): mask %v, want %v", r, st.ties, masked, r <= int(st.ties))
+		}
+		if st.cur.Keep == nil && st.cur.Cut != st.cut {
+			t.Errorf("row %d: cut %#x, want %#x", r, st.cur.Cut, st.cut)
 		}
 	}
 }

@@ -19,13 +19,20 @@ func evalInWindows(t *testing.T, l *Loss, b *tokens.Batch, rows int) (Outcome, [
 // statistics passes the stream took.
 func evalInWindowsPasses(t *testing.T, l *Loss, b *tokens.Batch, rows int) (Outcome, []float64, int) {
 	t.Helper()
+	return evalObserving(t, l, b, b, rows)
+}
+
+// evalObserving is evalInWindowsPasses whose statistics passes observe the
+// windows of obs (b's rows, its inputs held otherwise).
+func evalObserving(t *testing.T, l *Loss, b, obs *tokens.Batch, rows int) (Outcome, []float64, int) {
+	t.Helper()
 	s, sl := l.Stream()
 	var wins [][2]int
 	for lo := 0; lo < b.Rows.N(); lo += rows {
 		wins = append(wins, [2]int{lo, min(lo+rows, b.Rows.N())})
 	}
 	tot := tokens.TotalsOf(b)
-	window := func(w [2]int) *tokens.Batch {
+	window := func(b *tokens.Batch, w [2]int) *tokens.Batch {
 		win := b.Slice(w[0], w[1])
 		if err := win.SetWindow(w[0], tot); err != nil {
 			t.Fatal(err)
@@ -35,7 +42,7 @@ func evalInWindowsPasses(t *testing.T, l *Loss, b *tokens.Batch, rows int) (Outc
 	pass := 0
 	for ; pass < s.Passes(); pass++ {
 		for _, w := range wins {
-			if err := s.Observe(pass, window(w)); err != nil {
+			if err := s.Observe(pass, window(obs, w)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -44,7 +51,7 @@ func evalInWindowsPasses(t *testing.T, l *Loss, b *tokens.Batch, rows int) (Outc
 	var p *Plan
 	var sums []float64
 	for _, w := range wins {
-		win := window(w)
+		win := window(b, w)
 		if err := s.Window(win); err != nil {
 			t.Fatal(err)
 		}

@@ -57,6 +57,7 @@ func IsTokenInput(name string) bool { return slices.Contains(tokenInputs, name) 
 type Batch struct {
 	Rows   agg.Rows
 	cols   map[string][]float64
+	cols32 map[string][]float32 // inputs held as stored (Set32)
 	expert []bool
 	step   []int64
 	counts []float64 // per-row mask counts, set with the mask
@@ -117,6 +118,24 @@ func (b *Batch) Set(name string, v []float64) error {
 	return nil
 }
 
+// Set32 stores a per-token input as a store holds it, float32 values not
+// converted, for a reader that takes them (Col32): Col does not return it.
+// Its length must be Rows.Tokens(); action_mask is Set's alone.
+func (b *Batch) Set32(name string, v []float32) error {
+	name = schema.InputName(name)
+	if !IsTokenInput(name) || name == ActionMask {
+		return schema.BadInputf("unknown float32 token input %q (valid: %s; not %s)", name, strings.Join(tokenInputs, ", "), ActionMask)
+	}
+	if len(v) != b.Rows.Tokens() {
+		return schema.BadInputf("input %s has %d tokens, the batch has %d", name, len(v), b.Rows.Tokens())
+	}
+	if b.cols32 == nil {
+		b.cols32 = map[string][]float32{}
+	}
+	b.cols32[name] = v
+	return nil
+}
+
 // SetMatrix stores a per-token input given as ragged rows (see Flatten).
 func (b *Batch) SetMatrix(name string, rows [][]float64) error {
 	flat, err := b.Flatten(schema.InputName(name), rows)
@@ -161,8 +180,11 @@ func (b *Batch) SetStep(v []int64) error {
 	return nil
 }
 
-// Col returns a per-token input, or nil when absent.
+// Col returns a per-token input, or nil when absent (or set by Set32).
 func (b *Batch) Col(name string) []float64 { return b.cols[schema.InputName(name)] }
+
+// Col32 returns a per-token input set by Set32, or nil.
+func (b *Batch) Col32(name string) []float32 { return b.cols32[schema.InputName(name)] }
 
 // ExpertMask returns the per-row expert flags, or nil when absent.
 func (b *Batch) ExpertMask() []bool { return b.expert }
@@ -170,7 +192,8 @@ func (b *Batch) ExpertMask() []bool { return b.expert }
 // Step returns the per-row steps, or nil when absent.
 func (b *Batch) Step() []int64 { return b.step }
 
-// Has reports whether an input (per-token or per-row) is present.
+// Has reports whether an input (per-token or per-row) is present, set by
+// Set or Set32.
 func (b *Batch) Has(name string) bool {
 	switch name = schema.InputName(name); name {
 	case ExpertMask:
@@ -178,7 +201,7 @@ func (b *Batch) Has(name string) bool {
 	case Step:
 		return b.step != nil
 	}
-	return b.cols[name] != nil
+	return b.cols[name] != nil || b.cols32[name] != nil
 }
 
 // Require checks that every named input is present; the error names what is

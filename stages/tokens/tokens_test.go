@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,6 +52,35 @@ func TestBatchInputs(t *testing.T) {
 	}
 	if b.RowCount(0) != 1 || b.RowCount(1) != 2.5 || b.MaskTotal() != 3.5 || !b.Has(ActionMask) {
 		t.Errorf("counts %v %v %v", b.RowCount(0), b.RowCount(1), b.MaskTotal())
+	}
+}
+
+// TestBatchFloat32: an input set by Set32 is present (Has, Require) and
+// read by Col32 alone, a window (Slice) keeps its rows' values, and a
+// short column, an unknown name or action_mask is refused.
+func TestBatchFloat32(t *testing.T) {
+	b := New(agg.NewRows([]int{2, 3}))
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"short column", b.Set32(LogProb, []float32{1}), "input logprob has 1 tokens, the batch has 5"},
+		{"unknown column", b.Set32("rewardz", make([]float32, 5)), `unknown float32 token input "rewardz"`},
+		{"mask", b.Set32("response_mask", make([]float32, 5)), `unknown float32 token input "action_mask"`},
+	} {
+		if !errors.Is(tc.err, schema.ErrBadInput) || !strings.Contains(tc.err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, tc.err, tc.want)
+		}
+	}
+	if err := b.Set32("old_log_probs", []float32{1, 2, 3, 4, 5}); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Has(OldLogProb) || b.Require(OldLogProb) != nil || b.Col(OldLogProb) != nil || b.Has(LogProb) {
+		t.Errorf("has %v, require %v, col %v, has logprob %v", b.Has(OldLogProb), b.Require(OldLogProb), b.Col(OldLogProb), b.Has(LogProb))
+	}
+	if got := b.Slice(1, 2).Col32(OldLogProb); !slices.Equal(got, []float32{3, 4, 5}) {
+		t.Errorf("window of row 1: %v", got)
 	}
 }
 

@@ -90,6 +90,9 @@ func (b *Batch) Slice(lo, hi int) *Batch {
 		if v := b.cols[name]; v != nil {
 			_ = s.Set(name, v[t0:t1:t1]) // lengths match by construction
 		}
+		if v := b.cols32[name]; v != nil {
+			_ = s.Set32(name, v[t0:t1:t1])
+		}
 	}
 	if b.expert != nil {
 		s.expert = b.expert[lo:hi:hi]

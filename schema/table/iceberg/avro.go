@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"sort"
+	"sync"
 
 	"github.com/hamba/avro/v2"
 )
@@ -125,13 +126,22 @@ type Bound struct {
 	Value []byte `avro:"value"`
 }
 
+// parsedSchemas are the Avro schemas, each parsed once.
+var parsedSchemas = map[string]func() (avro.Schema, error){
+	manifestListSchema: sync.OnceValues(func() (avro.Schema, error) { return avro.Parse(manifestListSchema) }),
+	manifestSchema:     sync.OnceValues(func() (avro.Schema, error) { return avro.Parse(manifestSchema) }),
+}
+
+// parsed returns schema (one of the constants above) parsed.
+func parsed(schema string) (avro.Schema, error) { return parsedSchemas[schema]() }
+
 // encode returns an Avro object container file of schema holding records
 // in one block, uncompressed, with the key-value metadata meta. The header
 // is written here, its keys sorted, and the sync marker derives from name,
 // so that the same records make the same bytes (hamba/avro's ocf encoder
 // writes the header's map in Go's random order).
 func encode[T any](schema, name string, meta map[string]string, records []T) ([]byte, error) {
-	sc, err := avro.Parse(schema)
+	sc, err := parsed(schema)
 	if err != nil {
 		return nil, err
 	}
