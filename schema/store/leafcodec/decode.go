@@ -229,7 +229,7 @@ var levelWindows = sync.Pool{New: func() any { return new(levelWindow) }}
 // then its values.
 func (d *Decoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding) error {
 	// A page holds at most the chunk's values; a header that claims more is
-	// corrupt.
+	// corrupt, and must not size an allocation.
 	if n < 0 || int64(n) > d.left || n > maxPageValues {
 		return fmt.Errorf("data page of %d values, more than the %d left in its column chunk (or than %d)", n, d.left, maxPageValues)
 	}
