@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"unsafe"
 
@@ -27,16 +26,20 @@ type Decoder struct {
 	s    Shape
 	pr   file.PageReader
 	dict []byte // the dictionary page's values, PLAIN
-	// The current data page: its levels, the next one to use, and its
-	// values as PLAIN bytes (or bits, for booleans) from vpos on.
-	rep, def []int16
-	pos      int
-	vals     []byte
-	vpos     int     // in values, or in bits for booleans
-	open     bool    // the last row read may take more elements
-	skipping bool    // the last row read is not kept (ReadRows)
-	perRow   float64 // bytes of values per row in the chunk: a batch's capacity
-	left     int64   // values (levels) of the chunk not yet loaded
+	// The current data page: its levels, read a window at a time from
+	// repR and defR (rep and def: the window, pos: the next level of it to
+	// use), and its values as PLAIN bytes (or bits, for booleans) from vpos
+	// on.
+	repR, defR hybridReader[int16]
+	win        *levelWindow
+	rep, def   []int16
+	pos        int
+	vals       []byte
+	vpos       int     // in values, or in bits for booleans
+	open       bool    // the last row read may take more elements
+	skipping   bool    // the last row read is not kept (ReadRows)
+	perRow     float64 // bytes of values per row in the chunk: a batch's capacity
+	left       int64   // values (levels) of the chunk not yet loaded
 	// The pages read ahead (nil until the first is wanted, or when they are
 	// read as they are wanted), and closing stop stops reading ahead.
 	ahead chan fetched
@@ -59,10 +62,7 @@ func Decodes(encs []parquet.Encoding) bool {
 // NewDecoder reads a chunk of the given rows and values (levels) from
 // its pages.
 func NewDecoder(s Shape, pr file.PageReader, rows, values int64) *Decoder {
-	d := &Decoder{s: s, pr: pr, left: min(values, maxChunkValues)}
-	if lv, ok := levelBufs.Get().(*levelBuf); ok {
-		d.rep, d.def = lv.rep, lv.def
-	}
+	d := &Decoder{s: s, pr: pr, left: min(values, maxChunkValues), win: levelWindows.Get().(*levelWindow)}
 	if rows > 0 {
 		d.perRow = float64(values) * max(float64(s.width), 0.125) / float64(rows)
 	}
@@ -81,8 +81,31 @@ const (
 // errLevels reports levels no writer of the shape writes.
 var errLevels = errors.New("definition or repetition levels out of the column's range")
 
-// next loads the next data page; false at the end of the chunk.
+// next decodes the next window of levels, from the next data page when the
+// current one has none left; false at the end of the chunk.
 func (d *Decoder) next() (bool, error) {
+	for d.defR.left == 0 {
+		ok, err := d.nextPage()
+		if !ok || err != nil {
+			return false, err
+		}
+	}
+	k := min(d.defR.left, len(d.win.def))
+	d.pos, d.def = 0, d.win.def[:k]
+	if err := d.defR.read(d.def); err != nil {
+		return false, err
+	}
+	if d.s.list {
+		d.rep = d.win.rep[:k]
+		if err := d.repR.read(d.rep); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// nextPage loads the next data page; false at the end of the chunk.
+func (d *Decoder) nextPage() (bool, error) {
 	for {
 		p, ok, err := d.fetch()
 		if !ok || err != nil {
@@ -178,7 +201,7 @@ func (d *Decoder) fetch() (rawPage, bool, error) {
 }
 
 // Close stops reading ahead, returns once the pages in flight are dropped,
-// and hands the level buffers on to the next Decoder: the Decoder reads no
+// and hands the level window on to the next Decoder: the Decoder reads no
 // more after it.
 func (d *Decoder) Close() {
 	if d.stop != nil {
@@ -187,20 +210,23 @@ func (d *Decoder) Close() {
 		}
 		d.stop = nil // d.ahead, closed, reads as the end of the chunk
 	}
-	if d.rep != nil || d.def != nil {
-		levelBufs.Put(&levelBuf{d.rep[:0], d.def[:0]})
-		d.rep, d.def, d.pos = nil, nil, 0
+	if d.win != nil {
+		levelWindows.Put(d.win)
+		d.win, d.rep, d.def, d.pos = nil, nil, nil, 0
+		d.repR.left, d.defR.left = 0, 0
 	}
 }
 
-// levelBuf holds a closed decoder's level buffers, for the next decoder:
-// a page's levels are up to a few MiB, and a fresh buffer per column chunk
-// costs its clearing.
-type levelBuf struct{ rep, def []int16 }
+// levelWindow holds the levels of a window of a page: a page's levels are
+// decoded a window at a time, into buffers that stay in the CPU's cache
+// and go from Decoder to Decoder, rather than a page's (up to millions of
+// levels) at once.
+type levelWindow struct{ rep, def [4096]int16 }
 
-var levelBufs sync.Pool
+var levelWindows = sync.Pool{New: func() any { return new(levelWindow) }}
 
-// load decodes a data page of n levels (see rawPage), then values.
+// load sets up a data page of n levels (see rawPage): its level readers,
+// then its values.
 func (d *Decoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding) error {
 	// A page holds at most the chunk's values; a header that claims more is
 	// corrupt, and must not size an allocation.
@@ -208,42 +234,41 @@ func (d *Decoder) load(data []byte, n, repLen, defLen int, enc parquet.Encoding)
 		return fmt.Errorf("data page of %d values, more than the %d left in its column chunk (or than %d)", n, d.left, maxPageValues)
 	}
 	d.left -= int64(n)
-	d.pos = 0
-	d.rep, d.def = slices.Grow(d.rep[:0], n)[:n], slices.Grow(d.def[:0], n)[:n]
+	d.pos, d.rep, d.def = 0, nil, nil
 	var err error
 	if d.s.repBits > 0 {
-		if data, err = d.levels(d.rep, data, d.s.repBits, repLen); err != nil {
+		if d.repR, data, err = levels(data, n, d.s.repBits, repLen); err != nil {
 			return err
 		}
 	}
+	present := n
 	if d.s.defBits > 0 {
-		if data, err = d.levels(d.def, data, d.s.defBits, defLen); err != nil {
+		if d.defR, data, err = levels(data, n, d.s.defBits, defLen); err != nil {
+			return err
+		}
+		if present, err = countLevels(d.defR, d.s.maxDef, d.win.def[:]); err != nil {
 			return err
 		}
 	} else {
-		for i := range d.def {
-			d.def[i] = 0
-		}
+		d.defR = hybridReader[int16]{left: n, run: n, g: 8} // all present: level 0
 	}
-	return d.values(data, countEqual(d.def, d.s.maxDef), enc)
+	return d.values(data, present, enc)
 }
 
-// levels decodes len(dst) levels from data and returns the bytes after them.
-func (d *Decoder) levels(dst []int16, data []byte, width, size int) ([]byte, error) {
-	if size < 0 { // v1: a 4-byte length first
+// levels returns a reader of the n levels data starts with, in size bytes
+// (v1: size < 0, a 4-byte length first), and the bytes after them.
+func levels(data []byte, n, width, size int) (hybridReader[int16], []byte, error) {
+	if size < 0 {
 		if len(data) < 4 {
-			return nil, errors.New("data page shorter than its levels")
+			return hybridReader[int16]{}, nil, errors.New("data page shorter than its levels")
 		}
 		size = int(binary.LittleEndian.Uint32(data))
 		data = data[4:]
 	}
 	if size > len(data) {
-		return nil, errors.New("data page shorter than its levels")
+		return hybridReader[int16]{}, nil, errors.New("data page shorter than its levels")
 	}
-	if err := decodeHybrid(dst, data[:size], width); err != nil {
-		return nil, err
-	}
-	return data[size:], nil
+	return newHybridReader[int16](data[:size], width, n), data[size:], nil
 }
 
 // values makes the page's n present values available as PLAIN bytes.
@@ -260,14 +285,18 @@ func (d *Decoder) values(data []byte, n int, enc parquet.Encoding) error {
 		if len(data) < 4 || int(binary.LittleEndian.Uint32(data)) > len(data)-4 {
 			return errors.New("data page shorter than its values")
 		}
-		lv := make([]int16, n)
-		if err := decodeHybrid(lv, data[4:4+binary.LittleEndian.Uint32(data)], 1); err != nil {
-			return err
-		}
+		h := newHybridReader[int16](data[4:4+binary.LittleEndian.Uint32(data)], 1, n)
 		d.vals = make([]byte, bitutil.BytesForBits(int64(n)))
-		for i, v := range lv {
-			if v != 0 {
-				bitutil.SetBit(d.vals, i)
+		for i := 0; i < n; {
+			lv := d.win.def[:min(n-i, len(d.win.def))] // free until the levels are read
+			if err := h.read(lv); err != nil {
+				return err
+			}
+			for _, v := range lv {
+				if v != 0 {
+					bitutil.SetBit(d.vals, i)
+				}
+				i++
 			}
 		}
 	case w > 0 && (enc == parquet.Encodings.RLEDict || enc == parquet.Encodings.PlainDict):
@@ -312,9 +341,13 @@ type batch struct {
 	listValid []byte  // nil until a null list (flat: a null value)
 	listNulls int
 	vals      []byte
-	nvals     int
+	nvals     int    // values, the pending ones among them
 	elemValid []byte // nil until a null element
 	elemNulls int
+	// The last pend values taken, not yet in vals: values from..from+pend
+	// of src (a page's), copied at once when the run of them ends.
+	src        []byte
+	from, pend int
 }
 
 // Read decodes the next n rows (fewer only at the end of the chunk).
@@ -475,21 +508,36 @@ func (d *Decoder) take(b *batch, k int, skip bool) error {
 		d.vpos += k
 		return nil
 	}
-	if w == 0 {
-		need := int(bitutil.BytesForBits(int64(b.nvals + k)))
-		if need > len(b.vals) {
-			b.vals = append(b.vals, make([]byte, need-len(b.vals)+len(b.vals)/2)...)
-		}
-		bitutil.CopyBitmap(d.vals, d.vpos, k, b.vals, b.nvals)
-	} else {
-		b.vals = append(b.vals, d.vals[d.vpos*w:(d.vpos+k)*w]...)
+	if b.pend > 0 && (b.from+b.pend != d.vpos || unsafe.SliceData(b.src) != unsafe.SliceData(d.vals)) {
+		b.flush(d.s)
 	}
+	if b.pend == 0 {
+		b.src, b.from = d.vals, d.vpos
+	}
+	b.pend += k
 	d.vpos += k
 	if b.elemValid != nil {
 		bitutil.SetBitsTo(b.growValid(&b.elemValid, b.nvals+k), int64(b.nvals), int64(k), true)
 	}
 	b.nvals += k
 	return nil
+}
+
+// flush copies the pending values into vals.
+func (b *batch) flush(s Shape) {
+	if b.pend == 0 {
+		return
+	}
+	if w := s.width; w == 0 {
+		need := int(bitutil.BytesForBits(int64(b.nvals)))
+		if need > len(b.vals) {
+			b.vals = append(b.vals, make([]byte, need-len(b.vals)+len(b.vals)/2)...)
+		}
+		bitutil.CopyBitmap(b.src, b.from, b.pend, b.vals, b.nvals-b.pend)
+	} else {
+		b.vals = append(b.vals, b.src[b.from*w:(b.from+b.pend)*w]...)
+	}
+	b.src, b.pend = nil, 0
 }
 
 // addElemNull appends a null value (a zero in the values).
@@ -505,6 +553,7 @@ func (b *batch) addElemNull(s Shape) {
 
 // addZero appends a zero value (under a null).
 func (b *batch) addZero(s Shape) {
+	b.flush(s)
 	if s.width > 0 {
 		b.vals = append(b.vals, make([]byte, s.width)...)
 	} else if need := int(bitutil.BytesForBits(int64(b.nvals + 1))); need > len(b.vals) {
@@ -542,6 +591,7 @@ func (b *batch) growValid(v *[]byte, n int) []byte {
 
 // array assembles the batch as an Arrow array of the shape's type.
 func (b *batch) array(s Shape) arrow.Array {
+	b.flush(s)
 	if !s.list {
 		if b.listValid != nil {
 			b.growValid(&b.listValid, b.rows)
@@ -568,74 +618,161 @@ func bufOf(b []byte) *memory.Buffer {
 }
 
 // decodeHybrid decodes len(dst) values of Parquet's RLE/bit-packed hybrid
-// encoding of the given bit width (levels, dictionary indices, booleans).
+// encoding of the given bit width (dictionary indices).
 func decodeHybrid[T int16 | int32](dst []T, src []byte, width int) error {
-	nb := (width + 7) / 8
-	mask := uint64(1)<<width - 1
+	h := newHybridReader[T](src, width, len(dst))
+	return h.read(dst)
+}
+
+// hybridReader decodes a stream of Parquet's RLE/bit-packed hybrid encoding
+// (levels, dictionary indices, booleans) a part at a time, into the
+// caller's buffers.
+type hybridReader[T int16 | int32] struct {
+	src   []byte // the stream from the next run's header on
+	width int
+	left  int // values not yet read
+	// The current run: an RLE run's values left, of value val; a bit-packed
+	// run's whole groups left, in packed; a group read in part, from g on
+	// (8 when none).
+	run    int
+	val    T
+	groups int
+	packed []byte
+	group  [8]T
+	g      int
+}
+
+// newHybridReader reads n values of the given bit width from src.
+func newHybridReader[T int16 | int32](src []byte, width, n int) hybridReader[T] {
+	return hybridReader[T]{src: src, width: width, left: n, g: 8}
+}
+
+// read decodes the next len(dst) values (at most left).
+func (h *hybridReader[T]) read(dst []T) error {
+	if len(dst) > h.left {
+		return errEarly
+	}
+	h.left -= len(dst)
 	for i := 0; i < len(dst); {
-		h, k := binary.Uvarint(src)
-		if k <= 0 {
-			return errEarly
-		}
-		src = src[k:]
-		if h&1 == 0 { // a run of one value
-			if len(src) < nb {
-				return errEarly
+		switch {
+		case h.g < 8:
+			k := copy(dst[i:], h.group[h.g:])
+			h.g += k
+			i += k
+		case h.run > 0:
+			k := min(h.run, len(dst)-i)
+			fill(dst[i:i+k], h.val)
+			h.run -= k
+			i += k
+		case h.groups > 0 && len(dst)-i >= 8:
+			k := min(h.groups, (len(dst)-i)/8)
+			unpack(dst[i:i+8*k], h.packed[:k*h.width], h.width)
+			h.groups -= k
+			h.packed = h.packed[k*h.width:]
+			i += 8 * k
+		case h.groups > 0:
+			unpack(h.group[:], h.packed[:h.width], h.width)
+			h.groups--
+			h.packed = h.packed[h.width:]
+			h.g = 0
+		default:
+			if err := h.header(); err != nil {
+				return err
 			}
-			var v T
-			for b := 0; b < nb; b++ {
-				v |= T(src[b]) << (8 * b)
-			}
-			src = src[nb:]
-			n := min(int(h>>1), len(dst)-i)
-			fill(dst[i:i+n], v)
-			i += n
-			continue
-		}
-		// Groups of 8 values bit-packed, least significant bit first.
-		groups := h >> 1
-		if groups == 0 || groups > uint64(len(src)/max(width, 1)) {
-			return errEarly
-		}
-		packed := src[:int(groups)*width]
-		src = src[len(packed):]
-		n := min(int(groups)*8, len(dst)-i)
-		p := 0
-		if width <= 8 {
-			// Whole groups: a group's 8 values are its width bytes, one
-			// little-endian word.
-			for ; n >= 8; n -= 8 {
-				var acc uint64
-				if p+8 <= len(packed) {
-					acc = binary.LittleEndian.Uint64(packed[p:])
-				} else {
-					for b, x := range packed[p : p+width] {
-						acc |= uint64(x) << (8 * b)
-					}
-				}
-				p += width
-				out := dst[i : i+8 : i+8]
-				for j := range out {
-					out[j] = T(acc >> (j * width) & mask)
-				}
-				i += 8
-			}
-		}
-		var acc uint64
-		have := 0
-		for ; n > 0; n-- {
-			for have < width {
-				acc |= uint64(packed[p]) << have
-				p++
-				have += 8
-			}
-			dst[i] = T(acc & mask)
-			acc >>= width
-			have -= width
-			i++
 		}
 	}
 	return nil
+}
+
+// header starts the next run.
+func (h *hybridReader[T]) header() error {
+	v, k := binary.Uvarint(h.src)
+	if k <= 0 {
+		return errEarly
+	}
+	h.src = h.src[k:]
+	if v&1 == 0 { // a run of one value
+		nb := (h.width + 7) / 8
+		if len(h.src) < nb {
+			return errEarly
+		}
+		h.val = 0
+		for b := 0; b < nb; b++ {
+			h.val |= T(h.src[b]) << (8 * b)
+		}
+		h.src = h.src[nb:]
+		h.run = int(v >> 1)
+		return nil
+	}
+	// Groups of 8 values bit-packed, least significant bit first.
+	groups := v >> 1
+	if groups == 0 || groups > uint64(len(h.src)/max(h.width, 1)) {
+		return errEarly
+	}
+	h.groups = int(groups)
+	h.packed = h.src[:h.groups*h.width]
+	h.src = h.src[len(h.packed):]
+	return nil
+}
+
+// unpack decodes len(dst)/8 bit-packed groups of 8 values from packed.
+func unpack[T int16 | int32](dst []T, packed []byte, width int) {
+	mask := uint64(1)<<width - 1
+	p := 0
+	if width <= 8 {
+		// A group's 8 values are its width bytes, one little-endian word.
+		for i := 0; i < len(dst); i += 8 {
+			var acc uint64
+			if p+8 <= len(packed) {
+				acc = binary.LittleEndian.Uint64(packed[p:])
+			} else {
+				for b, x := range packed[p : p+width] {
+					acc |= uint64(x) << (8 * b)
+				}
+			}
+			p += width
+			out := dst[i : i+8 : i+8]
+			for j := range out {
+				out[j] = T(acc >> (j * width) & mask)
+			}
+		}
+		return
+	}
+	var acc uint64
+	have := 0
+	for i := range dst {
+		for have < width {
+			acc |= uint64(packed[p]) << have
+			p++
+			have += 8
+		}
+		dst[i] = T(acc & mask)
+		acc >>= width
+		have -= width
+	}
+}
+
+// countLevels returns how many of the levels h reads equal v, reading a
+// copy of h: an RLE run counted whole, the rest decoded into buf.
+func countLevels(h hybridReader[int16], v int16, buf []int16) (int, error) {
+	n := 0
+	for h.left > 0 {
+		if h.run > 0 && h.g == 8 {
+			k := min(h.run, h.left)
+			if h.val == v {
+				n += k
+			}
+			h.run -= k
+			h.left -= k
+			continue
+		}
+		part := buf[:min(len(buf), h.left)]
+		if err := h.read(part); err != nil {
+			return 0, err
+		}
+		n += countEqual(part, v)
+	}
+	return n, nil
 }
 
 // runEnd returns the first index from i on, before end, where levels

@@ -126,3 +126,61 @@ func TestRunEndCountEqual(t *testing.T) {
 		}
 	}
 }
+
+// TestHybridReaderParts: a stream of RLE runs and bit-packed runs read in
+// parts of every size (ending inside a group, inside a run, at a run's end)
+// gives the values of the stream decoded at once, and countLevels counts
+// them as the values decoded do.
+func TestHybridReaderParts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, width := range []int{1, 2, 3, 9} {
+		var src []byte
+		var want []int16
+		for r := 0; r < 40; r++ {
+			if rng.IntN(2) == 0 {
+				n, v := 1+rng.IntN(30), int16(rng.IntN(1<<width))
+				src = binary.AppendUvarint(src, uint64(n)<<1)
+				for b := 0; b < (width+7)/8; b++ {
+					src = append(src, byte(v>>(8*b)))
+				}
+				want = append(want, slices.Repeat([]int16{v}, n)...)
+				continue
+			}
+			groups := 1 + rng.IntN(4)
+			src = binary.AppendUvarint(src, uint64(groups)<<1|1)
+			packed := make([]byte, groups*width)
+			for i := range packed {
+				packed[i] = byte(rng.Uint32())
+			}
+			src = append(src, packed...)
+			for i := 0; i < groups*8; i++ {
+				var v int16
+				for b := 0; b < width; b++ {
+					bit := i*width + b
+					v |= int16(packed[bit/8]>>(bit%8)&1) << b
+				}
+				want = append(want, v)
+			}
+		}
+		want = want[:len(want)-3] // the stream's values end inside its last run
+		for _, part := range []int{1, 3, 7, 8, 13, 64, len(want)} {
+			h := newHybridReader[int16](src, width, len(want))
+			n, err := countLevels(h, 1, make([]int16, part))
+			if wantN := countEqual(want, 1); err != nil || n != wantN {
+				t.Fatalf("width %d, parts of %d: counted %d, %v; want %d", width, part, n, err, wantN)
+			}
+			got := make([]int16, len(want))
+			for i := 0; i < len(got); i += part {
+				if err := h.read(got[i:min(i+part, len(got))]); err != nil {
+					t.Fatalf("width %d, parts of %d, at %d: %v", width, part, i, err)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("width %d, parts of %d: got %v, want %v", width, part, got, want)
+			}
+			if err := h.read(got[:1]); err == nil {
+				t.Fatalf("width %d: read past the stream's values", width)
+			}
+		}
+	}
+}

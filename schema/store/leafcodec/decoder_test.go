@@ -3,6 +3,7 @@ package leafcodec
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -164,5 +165,83 @@ func checkKept(t *testing.T, d *Decoder, want arrow.Array, n int64) {
 	}
 	for _, a := range append(append(got, exp...), gotAll, expAll) {
 		a.Release()
+	}
+}
+
+// TestDecoderLongPage: a page of a million levels of a list of booleans,
+// rows longer than a window of levels among shorter, empty and null ones,
+// reads as pqarrow reads it, and decoding it allocates less than a byte per
+// level: its levels are not held as a page-sized array.
+func TestDecoderLongPage(t *testing.T) {
+	mem := memory.DefaultAllocator
+	sc := arrow.NewSchema([]arrow.Field{{Name: "mask", Type: arrow.ListOfNonNullable(arrow.FixedWidthTypes.Boolean), Nullable: true}}, nil)
+	bld := array.NewRecordBuilder(mem, sc)
+	defer bld.Release()
+	lb := bld.Field(0).(*array.ListBuilder)
+	vb := lb.ValueBuilder().(*array.BooleanBuilder)
+	levels := 0
+	for r := 0; levels < 1<<20; r++ {
+		if r%17 == 5 {
+			lb.AppendNull()
+			levels++
+			continue
+		}
+		n := []int{0, 1, 190, 9000, 4095, 4097, 33}[r%7]
+		lb.Append(true)
+		for j := 0; j < n; j++ {
+			vb.Append(j < n/2 || j%3 == 0)
+		}
+		levels += max(n, 1)
+	}
+	rec := bld.NewRecord()
+	defer rec.Release()
+	var buf bytes.Buffer
+	props := parquet.NewWriterProperties(parquet.WithDictionaryDefault(false), parquet.WithDataPageSize(64<<20), parquet.WithRootRepetition(parquet.Repetitions.Required))
+	w, err := pqarrow.NewFileWriter(sc, &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkDecoder(t, buf.Bytes(), 1000)
+
+	pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := ShapeOf(pf.MetaData().Schema.Column(0), sc.Field(0).Type)
+	rgm := pf.MetaData().RowGroup(0)
+	cc, err := rgm.ColumnChunk(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := pf.RowGroup(0).GetColumnPageReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.GC() // no buffers of an earlier decoder left to reuse
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d := NewDecoder(s, pr, rgm.NumRows(), cc.NumValues())
+	var rows int64
+	for rows < rgm.NumRows() {
+		a, err := d.Read(rgm.NumRows())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += int64(a.Len())
+		a.Release()
+	}
+	d.Close()
+	runtime.ReadMemStats(&after)
+	// The page itself (levels RLE, values a bit each) and the array read
+	// (offsets, a bit per value) are a few hundred KiB.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc >= uint64(levels) {
+		t.Fatalf("decoding %d levels allocated %d bytes", levels, alloc)
 	}
 }
