@@ -44,7 +44,9 @@ func (noRows) Is(target error) bool { return target == ErrNoRows }
 
 // Reader streams a buffer table as record batches of the experience store,
 // in id order, every row once whatever its consumed count: one query whose
-// rows are decoded as they arrive, so memory stays bounded by the batch. A
+// rows are decoded as they arrive, so memory stays bounded by the batch.
+// Stepping the query, decoding the payloads and building the batches run on
+// three goroutines (scan, decode, Next), handing chunks of rows along. A
 // 0.6 buffer is read with one query too: the metadata table LEFT JOIN the
 // blob table on id. A metadata row without its blob stops the read (exit 2,
 // naming the ids), or with on_missing_blob=skip is left out and reported
@@ -61,9 +63,9 @@ type Reader struct {
 	q       querier            // tx, or db
 	ctx     context.Context    // the read's: a signal stops its queries
 	cancel  context.CancelFunc // stops the query
-	ch      <-chan chunk       // rows scanned ahead
-	free    chan chunk         // decoded chunks, for the scanner to reuse
-	done    chan struct{}      // closed by Close: the scanner stops
+	ch      <-chan chunk       // rows scanned and decoded ahead
+	free    chan chunk         // chunks Next is done with, for the scanner to reuse
+	done    chan struct{}      // closed by Close: the scanner and decoder stop
 	wg      sync.WaitGroup
 	chunk   chunk
 	ci      int // next row of chunk
@@ -72,9 +74,9 @@ type Reader struct {
 	app     []appender
 	batch   int
 	cur     arrow.Record
-	rec     record
-	pending bool  // rec holds the first row, not yet appended
-	row     int64 // index of the row being decoded
+	rec     *record // the current row's, in chunk
+	pending bool    // rec holds the first row, not yet appended
+	row     int64   // index of the row being decoded
 	id      int64
 	buf     []byte
 	missing idList // metadata ids without a blob, skipped
@@ -236,10 +238,11 @@ func Open(rawURL string, opt ReadOptions) (*Reader, error) {
 		}
 		return nil, locErr(loc, "cannot read table %s: %v", loc.Table, err)
 	}
-	ch := make(chan chunk, 1)
-	r.ch, r.done, r.free = ch, make(chan struct{}), make(chan chunk, 2)
-	r.wg.Add(1)
-	go r.scan(rows, ch, r.done)
+	scanned, decoded := make(chan chunk, 1), make(chan chunk, 1)
+	r.ch, r.done, r.free = decoded, make(chan struct{}), make(chan chunk, chunksInFlight)
+	r.wg.Add(2)
+	go r.scan(rows, scanned, r.done)
+	go r.decode(scanned, decoded, r.done)
 	// The first row fixes the types of batch and task, as in a JSONL store.
 	more, err := r.decodeNext()
 	if err != nil {
@@ -410,7 +413,7 @@ func (r *Reader) Warnings() []string {
 // Schema returns the store schema the batches have.
 func (r *Reader) Schema() *arrow.Schema { return r.schema }
 
-// rawRow is a table row as scanned, before decoding.
+// rawRow is a table row as scanned, and its record as decoded ahead.
 type rawRow struct {
 	id      int64
 	blob    []byte // nil when NULL
@@ -421,6 +424,8 @@ type rawRow struct {
 		run, mv   int64
 		reward    float64
 	}
+	rec record      // decode's
+	bad *fieldError // why the row does not decode (decode's)
 }
 
 // chunk is a run of rows the scanning goroutine read ahead; err ends the
@@ -431,10 +436,17 @@ type chunk struct {
 	err   error
 }
 
-const chunkRows = 256
+const (
+	chunkRows = 256
+	// chunksInFlight is how many chunks the three goroutines hold at most
+	// besides the one being scanned: one in each channel, one decoding,
+	// one being built into batches.
+	chunksInFlight = 4
+)
 
 // scan reads the query's rows on its own goroutine, so that SQLite's (or
-// the network's) work overlaps decoding; at most two chunks wait.
+// the network's) work overlaps decoding; at most one chunk waits for the
+// decoder. A chunk's rows and their records' buffers are reused.
 func (r *Reader) scan(rows *sql.Rows, out chan<- chunk, done <-chan struct{}) {
 	defer r.wg.Done()
 	defer close(out)
@@ -461,8 +473,13 @@ func (r *Reader) scan(rows *sql.Rows, out chan<- chunk, done <-chan struct{}) {
 				mv     sql.NullInt64
 				rw     sql.NullFloat64
 			)
-			c.rows = append(c.rows, rawRow{})
+			if len(c.rows) < cap(c.rows) {
+				c.rows = c.rows[:len(c.rows)+1]
+			} else {
+				c.rows = append(c.rows, rawRow{})
+			}
 			raw := &c.rows[len(c.rows)-1]
+			raw.blob, raw.missing = nil, false
 			dest := append(dest[:0], &raw.id)
 			if r.layout != Layout06 {
 				dest = append(dest, &inline)
@@ -526,6 +543,39 @@ func (r *Reader) scan(rows *sql.Rows, out chan<- chunk, done <-chan struct{}) {
 	}
 }
 
+// decode decodes the payloads of the chunks scan reads, on a goroutine of
+// its own, into their rows' records; Next only checks the rows in order and
+// builds the batches. At most one chunk waits for Next.
+func (r *Reader) decode(in <-chan chunk, out chan<- chunk, done <-chan struct{}) {
+	defer r.wg.Done()
+	defer close(out)
+	for c := range in {
+		for i := range c.rows {
+			raw := &c.rows[i]
+			if raw.bad = nil; raw.missing {
+				continue
+			}
+			var cols *tableCols
+			if r.kind == KindExperience {
+				cols = &raw.cols
+			}
+			p, fe := decodePayload(raw.blob)
+			if fe == nil {
+				fe = raw.rec.fromPayload(p, cols)
+			}
+			if fe == nil {
+				fe = r.kind.check(&raw.rec)
+			}
+			raw.bad = fe
+		}
+		select {
+		case out <- c:
+		case <-done:
+			return
+		}
+	}
+}
+
 func ptrTo[T any](ok bool, p *T) *T {
 	if !ok {
 		return nil
@@ -536,7 +586,7 @@ func ptrTo[T any](ok bool, p *T) *T {
 // errMissingBlob is decodeRow's word for a metadata row without a blob.
 var errMissingBlob = errors.New("missing blob")
 
-// decodeNext decodes the next row into r.rec, skipping (on_missing_blob=
+// decodeNext moves r.rec to the next row, skipping (on_missing_blob=
 // skip) or refusing metadata rows without a blob; at the end of a 0.6 table
 // it looks for blob rows without metadata.
 func (r *Reader) decodeNext() (bool, error) {
@@ -647,7 +697,8 @@ func (r *Reader) ids(q string, l *idList) error {
 	return nil
 }
 
-// stopScan stops the scanning goroutine, which frees the connection.
+// stopScan stops the scanning and decoding goroutines, which frees the
+// connection.
 func (r *Reader) stopScan() {
 	if r.done != nil {
 		close(r.done)
@@ -656,7 +707,7 @@ func (r *Reader) stopScan() {
 	}
 }
 
-// decodeRow decodes the next row into r.rec.
+// decodeRow moves r.rec to the next row, decoded ahead by decode.
 func (r *Reader) decodeRow() (bool, error) {
 	if r.cut {
 		return false, nil
@@ -693,21 +744,10 @@ func (r *Reader) decodeRow() (bool, error) {
 	if raw.missing {
 		return false, errMissingBlob
 	}
-	blob := raw.blob
-	var cols *tableCols
-	if r.kind == KindExperience {
-		cols = &raw.cols
+	if raw.bad != nil {
+		return false, r.rowErr(raw.bad)
 	}
-	p, fe := decodePayload(blob)
-	if fe == nil {
-		fe = r.rec.fromPayload(p, cols)
-	}
-	if fe == nil {
-		fe = r.kind.check(&r.rec)
-	}
-	if fe != nil {
-		return false, r.rowErr(fe)
-	}
+	r.rec = &raw.rec
 	return true, nil
 }
 
@@ -734,7 +774,7 @@ func (r *Reader) Next() (arrow.Record, error) {
 		}
 		r.pending = false
 		for i, app := range r.app {
-			if fe := app(r.bld.Field(i), &r.rec, &r.buf); fe != nil {
+			if fe := app(r.bld.Field(i), r.rec, &r.buf); fe != nil {
 				return nil, r.rowErr(fe)
 			}
 		}
