@@ -96,8 +96,8 @@ func copyAt(dst *os.File, src handle, off, n, at int64) error {
 	done := int64(0)
 	if f, ok := src.(*os.File); ok {
 		var err error
-		if done, err = copyFileRange(dst, f, off, n, at); err != nil {
-			return err
+		if done, err = copyFileRange(dst, f, off, n, at); err != nil || done == n {
+			return err // all copied: no read buffer to allocate
 		}
 	}
 	return copyThrough(io.NewOffsetWriter(dst, at+done), src, off+done, n-done)
