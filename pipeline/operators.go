@@ -12,6 +12,7 @@ import (
 
 	"github.com/rftpipe/rftpipe/schema"
 	rsql "github.com/rftpipe/rftpipe/sql"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/operator"
@@ -47,7 +48,6 @@ type opScalars struct {
 // g.ops.
 func scanOperators(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars map[string]string) error {
 	on := n.Operator
-	rows := len(g.Input.Reward)
 	s := &opScalars{metric: map[string][]float64{}, hasMetric: map[string][]bool{}}
 	keys := on.Metrics
 	if len(keys) == 0 {
@@ -81,36 +81,24 @@ func scanOperators(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds,
 				v["model_version"] = "model_version"
 			}
 		}
-		m, has := make([]float64, 0, rows), make([]bool, 0, rows)
-		err := query(ctx, db, rsql.Pipeline("operator_scalars", v), func(r *dbsql.Rows) error {
-			var hm, tr, hrn bool
-			var mv, rn dbsql.NullFloat64
-			var rl int64
-			var ver dbsql.NullInt64
-			var at int64 // the row in the store
-			if err := r.Scan(&hm, &mv, &tr, &rl, &hrn, &rn, &ver, &at); err != nil {
-				return err
+		var has, badM, tr, hasRN, badRN []bool
+		var m, rn []float64
+		var rl, mv, at []int64
+		if err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("operator_scalars", v), &has, &m, &badM, &tr, &rl, &hasRN, &rn, &badRN, &mv, &at); err != nil {
+			return groupError(err)
+		}
+		for i := range at { // the first bad value, in store order
+			switch {
+			case badM[i]:
+				return schema.BadInputf("column %s: row %d: metrics.%s is not a number", schema.Metrics, at[i], key)
+			case first && badRN[i]:
+				return schema.BadInputf("column %s: row %d: info.returns_norm is not a number", schema.Info, at[i])
 			}
-			if hm && !mv.Valid {
-				return schema.BadInputf("column %s: row %d: metrics.%s is not a number", schema.Metrics, at, key)
-			}
-			m, has = append(m, nullNaN(mv)), append(has, hm)
-			if first {
-				s.truncated = append(s.truncated, tr)
-				s.respLen = append(s.respLen, rl)
-				if hrn && !rn.Valid {
-					return schema.BadInputf("column %s: row %d: info.returns_norm is not a number", schema.Info, at)
-				}
-				s.returnsNorm, s.hasReturnsNorm = append(s.returnsNorm, nullNaN(rn)), append(s.hasReturnsNorm, hrn)
-				if !ver.Valid {
-					ver.Int64 = -1
-				}
-				s.modelVersion = append(s.modelVersion, ver.Int64)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
+		}
+		if first {
+			s.truncated, s.respLen = tr, rl
+			s.returnsNorm, s.hasReturnsNorm = rn, hasRN
+			s.modelVersion = mv
 		}
 		if key != "" {
 			s.metric[key], s.hasMetric[key] = m, has
