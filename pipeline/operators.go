@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/bitutil"
+	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
 	rsql "github.com/rftpipe/rftpipe/sql"
@@ -403,6 +405,16 @@ func (s *operatorStage) Apply(b *Batch) error {
 		}
 	}
 	if zero {
+		a, err := s.zeroedMask(b)
+		if err != nil {
+			return err
+		}
+		if a != nil {
+			b.SetWithTokens(schema.ActionMask, a)
+			zero = false
+		}
+	}
+	if zero {
 		m, err := b.Tokens(schema.ActionMask)
 		if err != nil {
 			return err
@@ -453,6 +465,36 @@ func (s *operatorStage) masks(b *Batch) bool {
 		}
 	}
 	return false
+}
+
+// zeroedMask returns the batch's action_mask with the rows the chain masked
+// zeroed, its values' bits copied from the input's and cleared over those
+// rows; nil when the input column is not the list<bool> written (Tokens
+// converts it then).
+func (s *operatorStage) zeroedMask(b *Batch) (arrow.Array, error) {
+	in, ok := b.Column(schema.ActionMask).(*array.List)
+	if !ok || !arrow.TypeEqual(in.DataType(), schema.Field(schema.ActionMask).Type) {
+		return nil, nil
+	}
+	rows, err := b.Rows() // a null row is an error, as Tokens'
+	if err != nil {
+		return nil, err
+	}
+	n := rows.Off[rows.N()]
+	bits := make([]byte, bitutil.BytesForBits(int64(n)))
+	if n > 0 {
+		src, off := bitmap(in.ListValues().(*array.Boolean))
+		first, _ := in.ValueOffsets(0)
+		bitutil.CopyBitmap(src, off+int(first), n, bits, 0)
+	}
+	for i := 0; i < b.Len(); i++ {
+		if r := s.g0.Row(b.Row + int64(i)); r >= 0 && s.maskZero[r] {
+			bitutil.SetBitsTo(bits, int64(rows.Off[i]), int64(rows.Off[i+1]-rows.Off[i]), false)
+		}
+	}
+	child := array.NewData(arrow.FixedWidthTypes.Boolean, n, []*memory.Buffer{nil, memory.NewBufferBytes(bits)}, nil, 0, 0)
+	defer child.Release()
+	return listOf(child, rows), nil
 }
 
 // Finish reports the operators' metrics under experience_pipeline/NAME/.
