@@ -117,12 +117,15 @@ type Batch struct {
 	rows     *agg.Rows
 	tokens   map[string][]float64
 	set      map[string]arrow.Array
-	drop     []bool
-	why      []dropWhy
-	dropped  int
-	copies   []copyOf
-	mem      memory.Allocator
-	rest     *store.Rest // the columns a deferred read did not decode
+	// ofSet names the columns whose Tokens the stages after read from
+	// their set array (SetWithTokens), not the input's.
+	ofSet   map[string]bool
+	drop    []bool
+	why     []dropWhy
+	dropped int
+	copies  []copyOf
+	mem     memory.Allocator
+	rest    *store.Rest // the columns a deferred read did not decode
 }
 
 // copyOf is a copy of row Row of the batch, its task id moved by Offset.
@@ -250,6 +253,9 @@ func (b *Batch) tokenColumns(names []string) []tokenColumn {
 			continue
 		}
 		a := b.Column(name)
+		if b.ofSet[name] {
+			a = b.set[name]
+		}
 		if a == nil {
 			continue
 		}
@@ -408,6 +414,18 @@ func (b *Batch) Set(name string, a arrow.Array) {
 	b.set[name] = a
 }
 
+// SetWithTokens sets the output column name to a (Set), laid out by Rows,
+// and makes it the column the stages after read through Tokens, converted
+// when one asks.
+func (b *Batch) SetWithTokens(name string, a arrow.Array) {
+	b.Set(name, a)
+	delete(b.tokens, name)
+	if b.ofSet == nil {
+		b.ofSet = map[string]bool{}
+	}
+	b.ofSet[name] = true
+}
+
 // SetList sets the output column name from per-token values laid out by
 // Rows: list<bool> for action_mask, list<float32> otherwise.
 func (b *Batch) SetList(name string, v []float64) error {
@@ -480,12 +498,6 @@ func bitmap(a *array.Boolean) (bits []byte, off int) {
 // listArray builds the list column of flat values laid out by rows:
 // list<bool> (v != 0) when isMask, list<float32> otherwise.
 func listArray(flat []float64, rows agg.Rows, isMask bool) arrow.Array {
-	offBuf := tokenBuffer(arrow.Int32Traits.BytesRequired(rows.N() + 1))
-	defer offBuf.Release()
-	offsets := arrow.Int32Traits.CastFromBytes(offBuf.Bytes())
-	for i := range offsets {
-		offsets[i] = int32(rows.Off[i])
-	}
 	// The values convert over the cores (SpanSize is a multiple of 8: each
 	// span of bits is whole bytes, written by one worker).
 	var child arrow.ArrayData
@@ -512,8 +524,18 @@ func listArray(flat []float64, rows agg.Rows, isMask bool) arrow.Array {
 		child = array.NewData(arrow.PrimitiveTypes.Float32, len(vals), []*memory.Buffer{nil, valBuf}, nil, 0, 0)
 	}
 	defer child.Release()
-	typ := arrow.ListOf(child.DataType())
-	data := array.NewData(typ, rows.N(), []*memory.Buffer{nil, offBuf}, []arrow.ArrayData{child}, 0, 0)
+	return listOf(child, rows)
+}
+
+// listOf builds the list column of the values child laid out by rows.
+func listOf(child arrow.ArrayData, rows agg.Rows) arrow.Array {
+	offBuf := tokenBuffer(arrow.Int32Traits.BytesRequired(rows.N() + 1))
+	defer offBuf.Release()
+	offsets := arrow.Int32Traits.CastFromBytes(offBuf.Bytes())
+	for i := range offsets {
+		offsets[i] = int32(rows.Off[i])
+	}
+	data := array.NewData(arrow.ListOf(child.DataType()), rows.N(), []*memory.Buffer{nil, offBuf}, []arrow.ArrayData{child}, 0, 0)
 	defer data.Release()
 	return array.MakeFromData(data)
 }

@@ -9,9 +9,12 @@ import (
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/bitutil"
+	"github.com/apache/arrow/go/v17/arrow/memory"
 
 	"github.com/rftpipe/rftpipe/schema"
 	rsql "github.com/rftpipe/rftpipe/sql"
+	"github.com/rftpipe/rftpipe/sql/duckdb"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/agg"
 	"github.com/rftpipe/rftpipe/stages/operator"
@@ -47,7 +50,6 @@ type opScalars struct {
 // g.ops.
 func scanOperators(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds, vars map[string]string) error {
 	on := n.Operator
-	rows := len(g.Input.Reward)
 	s := &opScalars{metric: map[string][]float64{}, hasMetric: map[string][]bool{}}
 	keys := on.Metrics
 	if len(keys) == 0 {
@@ -81,36 +83,24 @@ func scanOperators(ctx context.Context, db *dbsql.DB, g *Grouping, n GroupNeeds,
 				v["model_version"] = "model_version"
 			}
 		}
-		m, has := make([]float64, 0, rows), make([]bool, 0, rows)
-		err := query(ctx, db, rsql.Pipeline("operator_scalars", v), func(r *dbsql.Rows) error {
-			var hm, tr, hrn bool
-			var mv, rn dbsql.NullFloat64
-			var rl int64
-			var ver dbsql.NullInt64
-			var at int64 // the row in the store
-			if err := r.Scan(&hm, &mv, &tr, &rl, &hrn, &rn, &ver, &at); err != nil {
-				return err
+		var has, badM, tr, hasRN, badRN []bool
+		var m, rn []float64
+		var rl, mv, at []int64
+		if err := duckdb.QueryColumns(ctx, db, rsql.Pipeline("operator_scalars", v), &has, &m, &badM, &tr, &rl, &hasRN, &rn, &badRN, &mv, &at); err != nil {
+			return groupError(err)
+		}
+		for i := range at { // the first bad value, in store order
+			switch {
+			case badM[i]:
+				return schema.BadInputf("column %s: row %d: metrics.%s is not a number", schema.Metrics, at[i], key)
+			case first && badRN[i]:
+				return schema.BadInputf("column %s: row %d: info.returns_norm is not a number", schema.Info, at[i])
 			}
-			if hm && !mv.Valid {
-				return schema.BadInputf("column %s: row %d: metrics.%s is not a number", schema.Metrics, at, key)
-			}
-			m, has = append(m, nullNaN(mv)), append(has, hm)
-			if first {
-				s.truncated = append(s.truncated, tr)
-				s.respLen = append(s.respLen, rl)
-				if hrn && !rn.Valid {
-					return schema.BadInputf("column %s: row %d: info.returns_norm is not a number", schema.Info, at)
-				}
-				s.returnsNorm, s.hasReturnsNorm = append(s.returnsNorm, nullNaN(rn)), append(s.hasReturnsNorm, hrn)
-				if !ver.Valid {
-					ver.Int64 = -1
-				}
-				s.modelVersion = append(s.modelVersion, ver.Int64)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
+		}
+		if first {
+			s.truncated, s.respLen = tr, rl
+			s.returnsNorm, s.hasReturnsNorm = rn, hasRN
+			s.modelVersion = mv
 		}
 		if key != "" {
 			s.metric[key], s.hasMetric[key] = m, has
@@ -415,6 +405,16 @@ func (s *operatorStage) Apply(b *Batch) error {
 		}
 	}
 	if zero {
+		a, err := s.zeroedMask(b)
+		if err != nil {
+			return err
+		}
+		if a != nil {
+			b.SetWithTokens(schema.ActionMask, a)
+			zero = false
+		}
+	}
+	if zero {
 		m, err := b.Tokens(schema.ActionMask)
 		if err != nil {
 			return err
@@ -465,6 +465,36 @@ func (s *operatorStage) masks(b *Batch) bool {
 		}
 	}
 	return false
+}
+
+// zeroedMask returns the batch's action_mask with the rows the chain masked
+// zeroed, its values' bits copied from the input's and cleared over those
+// rows; nil when the input column is not the list<bool> written (Tokens
+// converts it then).
+func (s *operatorStage) zeroedMask(b *Batch) (arrow.Array, error) {
+	in, ok := b.Column(schema.ActionMask).(*array.List)
+	if !ok || !arrow.TypeEqual(in.DataType(), schema.Field(schema.ActionMask).Type) {
+		return nil, nil
+	}
+	rows, err := b.Rows() // a null row is an error, as Tokens'
+	if err != nil {
+		return nil, err
+	}
+	n := rows.Off[rows.N()]
+	bits := make([]byte, bitutil.BytesForBits(int64(n)))
+	if n > 0 {
+		src, off := bitmap(in.ListValues().(*array.Boolean))
+		first, _ := in.ValueOffsets(0)
+		bitutil.CopyBitmap(src, off+int(first), n, bits, 0)
+	}
+	for i := 0; i < b.Len(); i++ {
+		if r := s.g0.Row(b.Row + int64(i)); r >= 0 && s.maskZero[r] {
+			bitutil.SetBitsTo(bits, int64(rows.Off[i]), int64(rows.Off[i+1]-rows.Off[i]), false)
+		}
+	}
+	child := array.NewData(arrow.FixedWidthTypes.Boolean, n, []*memory.Buffer{nil, memory.NewBufferBytes(bits)}, nil, 0, 0)
+	defer child.Release()
+	return listOf(child, rows), nil
 }
 
 // Finish reports the operators' metrics under experience_pipeline/NAME/.

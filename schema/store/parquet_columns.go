@@ -45,8 +45,8 @@ import (
 // of the columns it decoded that the batch passes on as read (WriteWith),
 // copied in the kernel into ranges of the output reserved for them, in the
 // background, one at a time (fileBuffer); and a column that is the very array of an earlier
-// column of the batch (returns written as advantages) is encoded once and
-// its bytes written twice.
+// column of the batch, or a slice of its data over the same rows (returns
+// written as advantages), is encoded once and its bytes written twice.
 //
 // It computes the Parquet definition and repetition levels itself, so it only
 // takes schemas whose columns are flat (see flatColumn): every column of the
@@ -215,12 +215,50 @@ func (c *columnSink) WriteWith(rec arrow.Record, rest *Rest) error {
 		return c.Write(full)
 	}
 	if rest.keep != nil {
-		// A slice, as Write writes: its columns are not the very arrays
-		// of one another (see plan), so the row group is Write's.
+		// A slice, as Write writes, so the row group is Write's (see
+		// chunkPlan.sliced).
 		rec = rec.NewSlice(0, rec.NumRows())
 		defer rec.Release()
 	}
 	return c.writeRowGroup(rec, rest)
+}
+
+// sameArray reports whether a and b hold the very same values: one array,
+// or slices of one array over the same rows (Write cuts a record into row
+// groups by slicing each column, so a column set to another's array is a
+// slice of the same data), down to their children.
+func sameArray(a, b arrow.Array) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	return a == b || sameData(a.Data(), b.Data())
+}
+
+// sameData reports whether a and b are the same data: the same type, rows,
+// offset, buffers and children.
+func sameData(a, b arrow.ArrayData) bool {
+	if a == b {
+		return true
+	}
+	if a.Offset() != b.Offset() || a.Len() != b.Len() || !arrow.TypeEqual(a.DataType(), b.DataType()) {
+		return false
+	}
+	ab, bb := a.Buffers(), b.Buffers()
+	ac, bc := a.Children(), b.Children()
+	if len(ab) != len(bb) || len(ac) != len(bc) {
+		return false
+	}
+	for i := range ab {
+		if ab[i] != bb[i] {
+			return false
+		}
+	}
+	for i := range ac {
+		if !sameData(ac[i], bc[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // copies reports whether every chunk of rest can be copied into this file.
@@ -301,8 +339,14 @@ type chunkWriter interface {
 type chunkPlan struct {
 	col  arrow.Array // encoded from this array (retained until laid out)
 	same int         // else a copy of the chunk of this earlier column (-1: not)
-	raw  *rawChunk   // else copied from an input file
-	cp   *chunkCopy  // raw's (holding a reference to its file until copied)
+	// sliced: same's column is a slice of the earlier one's data (Write
+	// cuts row groups so), not the very array. The row group's byte count
+	// then takes the copy's compressed size, as encoding it again did; the
+	// very array's copy counts its uncompressed size. Both as files so
+	// far were written.
+	sliced bool
+	raw    *rawChunk  // else copied from an input file
+	cp     *chunkCopy // raw's (holding a reference to its file until copied)
 	// kept: else the kept rows of this input chunk, written from its pages
 	// (leafcodec.Transcode) from shape to shape.
 	kept     *rawChunk
@@ -349,7 +393,8 @@ func (c *columnSink) plan(rec arrow.Record, rest *Rest) (*rowGroup, error) {
 		if k := rec.Schema().FieldIndices(f.Name); len(k) > 0 {
 			plans[i].col = rec.Column(k[0])
 			for j := 0; j < i; j++ {
-				if plans[j].col == plans[i].col && arrow.TypeEqual(c.sc.Field(j).Type, f.Type) {
+				if sameArray(plans[j].col, plans[i].col) && arrow.TypeEqual(c.sc.Field(j).Type, f.Type) {
+					plans[i].sliced = plans[j].col != plans[i].col
 					plans[i].col, plans[i].same, reused[j] = nil, j, true
 					break
 				}
@@ -695,7 +740,11 @@ func (c *columnSink) writeChunks(rg *rowGroup) error {
 				copies[i] = encodedCopy(cc, start, buf)
 			}
 		case p.same >= 0:
-			written += copies[p.same].uncompressed
+			if p.sliced {
+				written += copies[p.same].size
+			} else {
+				written += copies[p.same].uncompressed
+			}
 			if err := c.writeCopy(cc, copies[p.same]); err != nil {
 				return err
 			}

@@ -14,7 +14,8 @@ import (
 
 // QueryColumns runs q and appends its result's columns, in order, to dst:
 // one per column of the result, each a *[]int64 (an INTEGER or BIGINT
-// column) or a *[]float64 (a DOUBLE or FLOAT one, widened). DuckDB hands
+// column), a *[]float64 (a DOUBLE or FLOAT one, widened) or a *[]bool (a
+// BOOLEAN one). DuckDB hands
 // the result over by columns (its Arrow interface, whose records are
 // arrow-go v18's: go-duckdb's), not row by row through database/sql, which
 // costs about half a microsecond a row on the Go side. go-duckdb gathers
@@ -98,6 +99,13 @@ func appendColumn(dst any, a arrow.Array, name string) error {
 		case *array.Float32:
 			for _, v := range c.Float32Values() {
 				*d = append(*d, float64(v))
+			}
+			return nil
+		}
+	case *[]bool:
+		if c, ok := a.(*array.Boolean); ok {
+			for i := range c.Len() {
+				*d = append(*d, c.Value(i))
 			}
 			return nil
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // TestQueryColumns: a result of several record batches comes back whole by
-// columns (integers of either width, doubles, NaN kept); a null, a column
+// columns (integers of either width, doubles, NaN kept, booleans); a null, a column
 // of another type or count is an error; a failing query's error is
 // DuckDB's own, typed.
 func TestQueryColumns(t *testing.T) {
@@ -25,12 +25,18 @@ func TestQueryColumns(t *testing.T) {
 	ctx := context.Background()
 	var a, b []int64
 	var c, f []float64
-	q := `SELECT i, (i % 7)::INTEGER, CASE WHEN i = 4000 THEN 'NaN'::DOUBLE ELSE i / 4 END, (i / 3)::FLOAT FROM range(5000) t(i) ORDER BY i`
-	if err := QueryColumns(ctx, db, q, &a, &b, &c, &f); err != nil {
+	var o []bool
+	q := `SELECT i, (i % 7)::INTEGER, CASE WHEN i = 4000 THEN 'NaN'::DOUBLE ELSE i / 4 END, (i / 3)::FLOAT, i % 3 = 1 FROM range(5000) t(i) ORDER BY i`
+	if err := QueryColumns(ctx, db, q, &a, &b, &c, &f, &o); err != nil {
 		t.Fatal(err)
 	}
-	if n := 5000; len(a) != n || len(b) != n || len(c) != n || len(f) != n {
-		t.Fatalf("columns of %d, %d, %d, %d rows, want %d", len(a), len(b), len(c), len(f), n)
+	if n := 5000; len(a) != n || len(b) != n || len(c) != n || len(f) != n || len(o) != n {
+		t.Fatalf("columns of %d, %d, %d, %d, %d rows, want %d", len(a), len(b), len(c), len(f), len(o), n)
+	}
+	for i, v := range o {
+		if v != (i%3 == 1) {
+			t.Fatalf("row %d: boolean %v", i, v)
+		}
 	}
 	for i := range a {
 		want := float64(i) / 4
