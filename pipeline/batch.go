@@ -145,6 +145,17 @@ func (b *Batch) Column(name string) arrow.Array {
 	return nil
 }
 
+// Mask returns the action_mask the stages before left: the one a stage set
+// (an operator's or a correction's masked tokens), else the input's; nil
+// when the store has none. Advantages spread over the tokens use it, as
+// upstream's score × action_mask reads the mask its operators rewrote.
+func (b *Batch) Mask() arrow.Array {
+	if a := b.set[schema.ActionMask]; a != nil {
+		return a
+	}
+	return b.Column(schema.ActionMask)
+}
+
 // Has reports whether the store has the column name.
 func (b *Batch) Has(name string) bool { return b.cols.lookup(name) >= 0 }
 

@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/rftpipe/rftpipe/stages/advantage"
@@ -43,5 +45,71 @@ func TestOperatorsStream(t *testing.T) {
 	o7, r7 := run(7)
 	if o1 != o7 || r1 != r7 {
 		t.Error("7-row batches give another output or rejected store than one batch")
+	}
+}
+
+// TestMaskedRowsSpreadNoAdvantage: advantages are score × the mask the
+// operators left (upstream's order: operators rewrite action_mask, then the
+// advantage fn multiplies by it), so a truncated response masked by
+// mask_response_truncated holds ±0 on every token (the sign of its
+// score), pipeline-side and trainer-side alike; rows left unmasked keep the
+// advantages of the same job without the operator, where the fn reads the
+// mask only to spread its scores.
+func TestMaskedRowsSpreadNoAdvantage(t *testing.T) {
+	in := "../fixtures/stores/full.parquet"
+	for _, tc := range []struct {
+		fn        string
+		unchanged bool // unmasked rows as without the operator
+	}{
+		{"grpo", true},
+		{"rloo", true},
+		{"reinforceplusplus", false}, // whitened over the masked tokens
+	} {
+		t.Run(tc.fn, func(t *testing.T) {
+			run := func(masking bool) *table {
+				stages, err := stagesOf(tc.fn, "", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if masking {
+					mask, err := operator.New(operator.Default(), "mask_response_truncated", nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					stages = append([]Stage{Operators([]Operator{{"mask_response_truncated", mask}})}, stages...)
+				}
+				out := filepath.Join(t.TempDir(), "out.parquet")
+				if _, err := Run(context.Background(), Job{In: in, Out: out, Stages: stages}); err != nil {
+					t.Fatal(err)
+				}
+				return readTable(t, out)
+			}
+			plain, masked := run(false), run(true)
+			if len(plain.adv) != len(masked.adv) {
+				t.Fatalf("%d rows, want %d", len(masked.adv), len(plain.adv))
+			}
+			zeroed := 0
+			for i := range masked.adv {
+				was := slices.Contains(plain.mask[i], true)
+				if was && !slices.Contains(masked.mask[i], true) {
+					zeroed++
+					for k, v := range masked.adv[i] {
+						if v != 0 {
+							t.Fatalf("row %d token %d: masked row has advantage %v, want ±0", i, k, v)
+						}
+						if tc.unchanged && plain.mask[i][k] && math.Signbit(float64(v)) != math.Signbit(float64(plain.adv[i][k])) {
+							t.Fatalf("row %d token %d: %v, want the zero of score %v × 0", i, k, v, plain.adv[i][k])
+						}
+					}
+					continue
+				}
+				if tc.unchanged && !slices.Equal(masked.adv[i], plain.adv[i]) {
+					t.Fatalf("row %d: unmasked row's advantages changed", i)
+				}
+			}
+			if zeroed == 0 {
+				t.Fatal("the store has no truncated row with a mask to zero")
+			}
+		})
 	}
 }

@@ -115,7 +115,7 @@ func (s *scoreStage) Apply(b *Batch) error {
 			score[i] = s.p.plan.Score[r]
 		}
 	}
-	adv, err := broadcast(b.Column(schema.ActionMask), score, true)
+	adv, err := broadcast(b.Mask(), score, true)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (s *scoreStage) Apply(b *Batch) error {
 			score[i] = s.p.plan.Return[r]
 		}
 	}
-	ret, err := broadcast(b.Column(schema.ActionMask), score, true)
+	ret, err := broadcast(b.Mask(), score, true)
 	if err != nil {
 		return err
 	}

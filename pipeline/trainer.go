@@ -381,12 +381,12 @@ func (t *trainerStage) applyRows(b *Batch) error {
 		}
 		adv[r], ret[r] = float32(a), float32(v+0) // v+0: the token path's running sum
 	}
-	a, err := broadcast(b.Column(schema.ActionMask), adv, true)
+	a, err := broadcast(b.Mask(), adv, true)
 	if err != nil {
 		return err
 	}
 	b.Set(schema.Advantages, a)
-	if a, err = broadcast(b.Column(schema.ActionMask), ret, false); err != nil {
+	if a, err = broadcast(b.Mask(), ret, false); err != nil {
 		return err
 	}
 	b.Set(schema.Returns, a)
@@ -408,7 +408,7 @@ func (t *trainerStage) applyScalar(b *Batch) error {
 	for r, v := range score {
 		s32[r] = float32(v)
 	}
-	adv, err := broadcast(b.Column(schema.ActionMask), s32, true)
+	adv, err := broadcast(b.Mask(), s32, true)
 	if err != nil {
 		return err
 	}
