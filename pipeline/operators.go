@@ -504,3 +504,33 @@ func (s *operatorStage) Finish(res *Result) error {
 	res.Metrics["time/experience_pipeline/operator/"+s.Name()] = s.opTime.Seconds()
 	return nil
 }
+
+// checkTrainerAfter refuses a trainer-side fn after an operator chain that
+// dropped rows, or masked a row where the fn's batch statistics read the
+// mask (its whitening): the statistics passes read the store as it is, so
+// they would count rows and tokens upstream's trainer never sees (its batch
+// is the operators' output). The chain's output written to a store first
+// (with a pipeline-side fn), then the trainer-side fn over it, is exact.
+func checkTrainerAfter(stages []Stage) error {
+	var ops *operatorStage
+	for _, st := range stages {
+		switch s := st.(type) {
+		case *operatorStage:
+			ops = s
+		case *trainerStage:
+			if ops == nil {
+				continue
+			}
+			masked := slices.Contains(ops.maskZero, true) && !s.scalar
+			if ops.dropped > 0 || masked {
+				what := "drop rows"
+				if ops.dropped == 0 {
+					what = "mask tokens"
+				}
+				return schema.BadInputf("advantage fn %s after experience operators that %s: its batch statistics would count them; "+
+					"run the operators into a store first (with a pipeline-side fn, e.g. --advantage-fn grpo), then %s over that store", s.name, what, s.name)
+			}
+		}
+	}
+	return nil
+}

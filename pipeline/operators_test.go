@@ -2,12 +2,15 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/rftpipe/rftpipe/schema"
 	"github.com/rftpipe/rftpipe/stages/advantage"
 	"github.com/rftpipe/rftpipe/stages/operator"
 )
@@ -53,8 +56,8 @@ func TestOperatorsStream(t *testing.T) {
 // advantage fn multiplies by it), so a truncated response masked by
 // mask_response_truncated holds ±0 on every token (the sign of its
 // score), pipeline-side and trainer-side alike; rows left unmasked keep the
-// advantages of the same job without the operator, where the fn reads the
-// mask only to spread its scores.
+// advantages of the same job without the operator, as the fns read the
+// mask only to spread their scores.
 func TestMaskedRowsSpreadNoAdvantage(t *testing.T) {
 	in := "../fixtures/stores/full.parquet"
 	for _, tc := range []struct {
@@ -62,8 +65,8 @@ func TestMaskedRowsSpreadNoAdvantage(t *testing.T) {
 		unchanged bool // unmasked rows as without the operator
 	}{
 		{"grpo", true},
+		{"opmd", true},
 		{"rloo", true},
-		{"reinforceplusplus", false}, // whitened over the masked tokens
 	} {
 		t.Run(tc.fn, func(t *testing.T) {
 			run := func(masking bool) *table {
@@ -109,6 +112,49 @@ func TestMaskedRowsSpreadNoAdvantage(t *testing.T) {
 			}
 			if zeroed == 0 {
 				t.Fatal("the store has no truncated row with a mask to zero")
+			}
+		})
+	}
+}
+
+// TestTrainerAfterOperators: a trainer-side fn after operators that drop
+// rows, or mask tokens its batch statistics read, is refused before any
+// output, naming the fn and the way round; one whose statistics do not read
+// the mask runs.
+func TestTrainerAfterOperators(t *testing.T) {
+	in := "../fixtures/stores/full.parquet"
+	for _, tc := range []struct {
+		fn, op string
+		want   string // the error's words; "" runs
+	}{
+		{"rloo", "mask_response_truncated", ""},
+		{"rloo", "dapo_dynamic_sampling", "advantage fn rloo after experience operators that drop rows"},
+		{"reinforceplusplus", "mask_response_truncated", "advantage fn reinforceplusplus after experience operators that mask tokens"},
+		{"ppo", "dapo_dynamic_sampling", "advantage fn ppo after experience operators that drop rows"},
+	} {
+		t.Run(tc.fn+"/"+tc.op, func(t *testing.T) {
+			stages, err := stagesOf(tc.fn, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			op, err := operator.New(operator.Default(), tc.op, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stages = append([]Stage{Operators([]Operator{{tc.op, op}})}, stages...)
+			out := filepath.Join(t.TempDir(), "out.parquet")
+			_, err = Run(context.Background(), Job{In: in, Out: out, Stages: stages})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, schema.ErrBadInput) {
+				t.Fatalf("error %v, want a bad-input error saying %q", err, tc.want)
+			}
+			if _, serr := os.Stat(out); !os.IsNotExist(serr) {
+				t.Errorf("an output was written: %v", serr)
 			}
 		})
 	}

@@ -54,6 +54,9 @@ func Run(ctx context.Context, job Job) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTrainerAfter(job.Stages); err != nil {
+		return nil, err
+	}
 
 	// 3. Statistics passes, when a stage needs them.
 	total, err := observeAll(ctx, &job, cols, g, res)
