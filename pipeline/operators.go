@@ -506,11 +506,13 @@ func (s *operatorStage) Finish(res *Result) error {
 }
 
 // checkTrainerAfter refuses a trainer-side fn after an operator chain that
-// dropped rows, or masked a row where the fn's batch statistics read the
-// mask (its whitening): the statistics passes read the store as it is, so
-// they would count rows and tokens upstream's trainer never sees (its batch
-// is the operators' output). The chain's output written to a store first
-// (with a pipeline-side fn), then the trainer-side fn over it, is exact.
+// dropped rows, or masked a row or set rewards where the fn reads the
+// store's masks and rewards (all but the group fns' row-score path, which
+// takes the chain's rewards from the group pass): its statistics passes and
+// token-level rewards read the store as it is, so they would count what
+// upstream's trainer never sees (its batch is the operators' output). The
+// chain's output written to a store first (with a pipeline-side fn), then
+// the trainer-side fn over it, is exact.
 func checkTrainerAfter(stages []Stage) error {
 	var ops *operatorStage
 	for _, st := range stages {
@@ -522,10 +524,15 @@ func checkTrainerAfter(stages []Stage) error {
 				continue
 			}
 			masked := slices.Contains(ops.maskZero, true) && !s.scalar
-			if ops.dropped > 0 || masked {
+			rewarded := ops.reward != nil && !s.scalar
+			if ops.dropped > 0 || masked || rewarded {
 				what := "drop rows"
-				if ops.dropped == 0 {
+				switch {
+				case ops.dropped > 0:
+				case masked:
 					what = "mask tokens"
+				default:
+					what = "set rewards"
 				}
 				return schema.BadInputf("advantage fn %s after experience operators that %s: its batch statistics would count them; "+
 					"run the operators into a store first (with a pipeline-side fn, e.g. --advantage-fn grpo), then %s over that store", s.name, what, s.name)

@@ -118,9 +118,9 @@ func TestMaskedRowsSpreadNoAdvantage(t *testing.T) {
 }
 
 // TestTrainerAfterOperators: a trainer-side fn after operators that drop
-// rows, or mask tokens its batch statistics read, is refused before any
-// output, naming the fn and the way round; one whose statistics do not read
-// the mask runs.
+// rows, or mask tokens or set rewards it reads from the store, is refused
+// before any output, naming the fn and the way round; rloo, whose scores
+// come from the group pass, runs after masking and rewarding operators.
 func TestTrainerAfterOperators(t *testing.T) {
 	in := "../fixtures/stores/full.parquet"
 	for _, tc := range []struct {
@@ -131,6 +131,8 @@ func TestTrainerAfterOperators(t *testing.T) {
 		{"rloo", "dapo_dynamic_sampling", "advantage fn rloo after experience operators that drop rows"},
 		{"reinforceplusplus", "mask_response_truncated", "advantage fn reinforceplusplus after experience operators that mask tokens"},
 		{"ppo", "dapo_dynamic_sampling", "advantage fn ppo after experience operators that drop rows"},
+		{"reinforceplusplus", "math_dapo_reward", "advantage fn reinforceplusplus after experience operators that set rewards"},
+		{"rloo", "math_dapo_reward", ""},
 	} {
 		t.Run(tc.fn+"/"+tc.op, func(t *testing.T) {
 			stages, err := stagesOf(tc.fn, "", nil)
