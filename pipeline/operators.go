@@ -506,13 +506,13 @@ func (s *operatorStage) Finish(res *Result) error {
 }
 
 // checkTrainerAfter refuses a trainer-side fn after an operator chain that
-// dropped rows, or masked a row or set rewards where the fn reads the
-// store's masks and rewards (all but the group fns' row-score path, which
-// takes the chain's rewards from the group pass): its statistics passes and
-// token-level rewards read the store as it is, so they would count what
-// upstream's trainer never sees (its batch is the operators' output). The
-// chain's output written to a store first (with a pipeline-side fn), then
-// the trainer-side fn over it, is exact.
+// dropped rows, masked a row or set rewards, where the fn reads the store's
+// rows, masks and rewards (all but the group fns' row-score path, which
+// takes the chain's rows and rewards from the group pass): its statistics
+// passes and token-level rewards read the store as it is, so they would
+// count what upstream's trainer never sees (its batch is the operators'
+// output). The chain's output written to a store first (with a
+// pipeline-side fn), then the trainer-side fn over it, is exact.
 func checkTrainerAfter(stages []Stage) error {
 	var ops *operatorStage
 	for _, st := range stages {
@@ -525,10 +525,11 @@ func checkTrainerAfter(stages []Stage) error {
 			}
 			masked := slices.Contains(ops.maskZero, true) && !s.scalar
 			rewarded := ops.reward != nil && !s.scalar
-			if ops.dropped > 0 || masked || rewarded {
+			dropped := ops.dropped > 0 && !s.scalar
+			if dropped || masked || rewarded {
 				what := "drop rows"
 				switch {
-				case ops.dropped > 0:
+				case dropped:
 				case masked:
 					what = "mask tokens"
 				default:

@@ -120,7 +120,7 @@ func TestMaskedRowsSpreadNoAdvantage(t *testing.T) {
 // TestTrainerAfterOperators: a trainer-side fn after operators that drop
 // rows, or mask tokens or set rewards it reads from the store, is refused
 // before any output, naming the fn and the way round; rloo, whose scores
-// come from the group pass, runs after masking and rewarding operators.
+// come from the group pass, runs after them (TestGroupFnsAfterOperators).
 func TestTrainerAfterOperators(t *testing.T) {
 	in := "../fixtures/stores/full.parquet"
 	for _, tc := range []struct {
@@ -128,7 +128,6 @@ func TestTrainerAfterOperators(t *testing.T) {
 		want   string // the error's words; "" runs
 	}{
 		{"rloo", "mask_response_truncated", ""},
-		{"rloo", "dapo_dynamic_sampling", "advantage fn rloo after experience operators that drop rows"},
 		{"reinforceplusplus", "mask_response_truncated", "advantage fn reinforceplusplus after experience operators that mask tokens"},
 		{"ppo", "dapo_dynamic_sampling", "advantage fn ppo after experience operators that drop rows"},
 		{"reinforceplusplus", "math_dapo_reward", "advantage fn reinforceplusplus after experience operators that set rewards"},
@@ -157,6 +156,58 @@ func TestTrainerAfterOperators(t *testing.T) {
 			}
 			if _, serr := os.Stat(out); !os.IsNotExist(serr) {
 				t.Errorf("an output was written: %v", serr)
+			}
+		})
+	}
+}
+
+// TestGroupFnsAfterOperators: a trainer-side group fn (its row scores from
+// the group pass) after operators that mask and drop rows equals the fn run
+// over the operators' output written first, as upstream's trainer sees only
+// the rows the operators kept.
+func TestGroupFnsAfterOperators(t *testing.T) {
+	dir := t.TempDir()
+	in := "../fixtures/stores/full.parquet"
+	names := []string{"mask_response_truncated", "dapo_dynamic_sampling"}
+	run := func(in, out, fn string, ops bool) *table {
+		t.Helper()
+		stages, err := stagesOf(fn, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ops {
+			var chain []Operator
+			for _, name := range names {
+				op, err := operator.New(operator.Default(), name, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				chain = append(chain, Operator{name, op})
+			}
+			stages = append([]Stage{Operators(chain)}, stages...)
+		}
+		res, err := Run(context.Background(), Job{In: in, Out: out, Stages: stages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ops && res.Filtered == 0 {
+			t.Fatal("the operators dropped no row")
+		}
+		return readTable(t, out)
+	}
+	kept := filepath.Join(dir, "kept.parquet")
+	run(in, kept, "grpo", true)
+	for _, fn := range []string{"rloo", "grpo_verl"} {
+		t.Run(fn, func(t *testing.T) {
+			one := run(in, filepath.Join(dir, fn+"_one.parquet"), fn, true)
+			two := run(kept, filepath.Join(dir, fn+"_two.parquet"), fn, false)
+			if !slices.Equal(one.tid, two.tid) || len(one.adv) != len(two.adv) {
+				t.Fatalf("%d rows, want the %d the operators kept", len(one.adv), len(two.adv))
+			}
+			for i := range one.adv {
+				if !slices.Equal(one.adv[i], two.adv[i]) || !slices.Equal(one.ret[i], two.ret[i]) {
+					t.Fatalf("row %d (%s): advantages or returns differ from the fn over the operators' output", i, one.tid[i])
+				}
 			}
 		})
 	}

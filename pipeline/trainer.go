@@ -175,6 +175,9 @@ type trainerStage struct {
 	// (advantage.RowScored on outcome rewards); each row's advantages and
 	// returns are its score on its masked tokens, built from the mask's bits
 	scalar bool
+	// g maps store rows onto the group pass's rows the scores are of
+	// (scalar: the rows the operators before kept)
+	g *Grouping
 	// rows: the fn's result comes from each row's reward and masked token
 	// count (advantage.RowWhitened on outcome rewards, no KL penalty fn),
 	// read from the columns without the token-level rewards
@@ -257,6 +260,7 @@ func (t *trainerStage) Group(g *Grouping) error {
 			ids[r] = int32(k)
 		}
 	}
+	t.g = g
 	return t.st.(advantage.RowScored).SetRowScores(g.Input.Reward, ids)
 }
 
@@ -400,13 +404,17 @@ func (t *trainerStage) applyScalar(b *Batch) error {
 	if _, err := b.Rows(); err != nil { // a null mask row, as on the token path
 		return err
 	}
-	score, err := t.st.(advantage.RowScored).RowScores(int(b.Row), b.Len())
+	// The scores of the group pass's rows; a row the operators dropped
+	// (written nowhere) scores 0.
+	score, err := t.st.(advantage.RowScored).RowScores(0, t.g.Input.N())
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.File, err)
 	}
-	s32 := make([]float32, len(score))
-	for r, v := range score {
-		s32[r] = float32(v)
+	s32 := make([]float32, b.Len())
+	for r := range s32 {
+		if k := t.g.Row(b.Row + int64(r)); k >= 0 {
+			s32[r] = float32(score[k])
+		}
 	}
 	adv, err := broadcast(b.Mask(), s32, true)
 	if err != nil {
