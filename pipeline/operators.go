@@ -520,24 +520,22 @@ func checkTrainerAfter(stages []Stage) error {
 		case *operatorStage:
 			ops = s
 		case *trainerStage:
-			if ops == nil {
+			if ops == nil || s.scalar {
 				continue
 			}
-			masked := slices.Contains(ops.maskZero, true) && !s.scalar
-			rewarded := ops.reward != nil && !s.scalar
-			dropped := ops.dropped > 0 && !s.scalar
-			if dropped || masked || rewarded {
-				what := "drop rows"
-				switch {
-				case dropped:
-				case masked:
-					what = "mask tokens"
-				default:
-					what = "set rewards"
-				}
-				return schema.BadInputf("advantage fn %s after experience operators that %s: its batch statistics would count them; "+
-					"run the operators into a store first (with a pipeline-side fn, e.g. --advantage-fn grpo), then %s over that store", s.name, what, s.name)
+			what := ""
+			switch {
+			case ops.dropped > 0:
+				what = "drop rows"
+			case slices.Contains(ops.maskZero, true):
+				what = "mask tokens"
+			case ops.reward != nil:
+				what = "set rewards"
+			default:
+				continue
 			}
+			return schema.BadInputf("advantage fn %s after experience operators that %s: it reads the store's rows, masks and rewards, not theirs; "+
+				"run the operators into a store first (with a pipeline-side fn, e.g. --advantage-fn grpo), then %s over that store", s.name, what, s.name)
 		}
 	}
 	return nil
